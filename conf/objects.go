@@ -1,0 +1,116 @@
+package conf
+
+import (
+	"encoding/json"
+)
+
+// The Admin API objects (APISIX 3.x shapes). These are the decoded, validated forms that
+// travel to workers inside a Snapshot; the Admin API stores and returns the client's own
+// JSON, so fields here need not round-trip byte for byte.
+
+// ID is an object id. APISIX accepts a string (1–64 chars of [a-zA-Z0-9-_.]) or a
+// positive integer; both are kept as the string form.
+type ID string
+
+// Timeout is APISIX's {connect, send, read} in seconds.
+type Timeout struct {
+	Connect float64 `json:"connect"`
+	Send    float64 `json:"send"`
+	Read    float64 `json:"read"`
+}
+
+// KeepalivePool is an upstream's connection pool per node.
+type KeepalivePool struct {
+	Size        int     `json:"size"`
+	IdleTimeout float64 `json:"idle_timeout"`
+	Requests    int     `json:"requests"`
+}
+
+// Node is one upstream server. The map form {"host:port": weight} and the array form
+// [{host, port, weight, priority}] decode to the same slice.
+type Node struct {
+	Host     string         `json:"host"`
+	Port     int            `json:"port,omitempty"`
+	Weight   int            `json:"weight"`
+	Priority int            `json:"priority,omitempty"`
+	Metadata map[string]any `json:"metadata,omitempty"`
+}
+
+// Nodes is an upstream's node list in a stable order.
+type Nodes []Node
+
+// Upstream is APISIX's upstream object, inline in a route or service or stored on its own.
+type Upstream struct {
+	ID            ID                `json:"id,omitempty"`
+	Name          string            `json:"name,omitempty"`
+	Desc          string            `json:"desc,omitempty"`
+	Labels        map[string]string `json:"labels,omitempty"`
+	Type          string            `json:"type,omitempty"`
+	Nodes         Nodes             `json:"nodes,omitempty"`
+	HashOn        string            `json:"hash_on,omitempty"`
+	Key           string            `json:"key,omitempty"`
+	Retries       *int              `json:"retries,omitempty"`
+	RetryTimeout  *float64          `json:"retry_timeout,omitempty"`
+	Timeout       *Timeout          `json:"timeout,omitempty"`
+	KeepalivePool *KeepalivePool    `json:"keepalive_pool,omitempty"`
+	Scheme        string            `json:"scheme,omitempty"`
+	PassHost      string            `json:"pass_host,omitempty"`
+	UpstreamHost  string            `json:"upstream_host,omitempty"`
+	Checks        json.RawMessage   `json:"checks,omitempty"`
+	TLS           json.RawMessage   `json:"tls,omitempty"`
+	CreateTime    int64             `json:"create_time,omitempty"`
+	UpdateTime    int64             `json:"update_time,omitempty"`
+}
+
+// Route is APISIX's route object.
+type Route struct {
+	ID              ID                         `json:"id,omitempty"`
+	Name            string                     `json:"name,omitempty"`
+	Desc            string                     `json:"desc,omitempty"`
+	Labels          map[string]string          `json:"labels,omitempty"`
+	URI             string                     `json:"uri,omitempty"`
+	URIs            []string                   `json:"uris,omitempty"`
+	Methods         []string                   `json:"methods,omitempty"`
+	Host            string                     `json:"host,omitempty"`
+	Hosts           []string                   `json:"hosts,omitempty"`
+	RemoteAddr      string                     `json:"remote_addr,omitempty"`
+	RemoteAddrs     []string                   `json:"remote_addrs,omitempty"`
+	Vars            json.RawMessage            `json:"vars,omitempty"`
+	Priority        int                        `json:"priority,omitempty"`
+	Plugins         map[string]json.RawMessage `json:"plugins,omitempty"`
+	PluginConfigID  ID                         `json:"plugin_config_id,omitempty"`
+	ServiceID       ID                         `json:"service_id,omitempty"`
+	UpstreamID      ID                         `json:"upstream_id,omitempty"`
+	Upstream        *Upstream                  `json:"upstream,omitempty"`
+	Timeout         *Timeout                   `json:"timeout,omitempty"`
+	EnableWebsocket bool                       `json:"enable_websocket,omitempty"`
+	// Status is 1 (enabled, the default) or 0 (left out of the router).
+	Status     *int  `json:"status,omitempty"`
+	CreateTime int64 `json:"create_time,omitempty"`
+	UpdateTime int64 `json:"update_time,omitempty"`
+}
+
+// Service is APISIX's service object: upstream, plugins and hosts shared by routes.
+type Service struct {
+	ID              ID                         `json:"id,omitempty"`
+	Name            string                     `json:"name,omitempty"`
+	Desc            string                     `json:"desc,omitempty"`
+	Labels          map[string]string          `json:"labels,omitempty"`
+	Upstream        *Upstream                  `json:"upstream,omitempty"`
+	UpstreamID      ID                         `json:"upstream_id,omitempty"`
+	Plugins         map[string]json.RawMessage `json:"plugins,omitempty"`
+	Hosts           []string                   `json:"hosts,omitempty"`
+	EnableWebsocket bool                       `json:"enable_websocket,omitempty"`
+	CreateTime      int64                      `json:"create_time,omitempty"`
+	UpdateTime      int64                      `json:"update_time,omitempty"`
+}
+
+// Snapshot is everything a worker serves from: the whole object set at one version.
+// The master builds one per accepted write and sends it whole; workers never see a
+// partial update.
+type Snapshot struct {
+	Version   uint64     `json:"version"`
+	Routes    []Route    `json:"routes"`
+	Upstreams []Upstream `json:"upstreams"`
+	Services  []Service  `json:"services"`
+}

@@ -1,0 +1,26 @@
+module gw
+
+go 1.26.8
+
+require (
+	github.com/VictoriaMetrics/metrics v1.45.0
+	github.com/cloudflare/tableflip v1.2.3
+	github.com/hashicorp/go-memdb v1.3.5
+	github.com/urfave/cli/v2 v2.27.7
+	github.com/valyala/fasthttp v1.78.0
+	go.yaml.in/yaml/v3 v3.0.6
+	golang.org/x/sys v0.49.0
+)
+
+require (
+	github.com/cpuguy83/go-md2man/v2 v2.0.7 // indirect
+	github.com/hashicorp/go-immutable-radix v1.3.1 // indirect
+	github.com/hashicorp/golang-lru v0.5.4 // indirect
+	github.com/klauspost/compress v1.20.3 // indirect
+	github.com/molecule-man/go-brrr v1.3.1 // indirect
+	github.com/russross/blackfriday/v2 v2.1.0 // indirect
+	github.com/valyala/bytebufferpool v1.0.0 // indirect
+	github.com/valyala/fastrand v1.1.0 // indirect
+	github.com/valyala/histogram v1.2.0 // indirect
+	github.com/xrash/smetrics v0.0.0-20240521201337-686a1a2994c1 // indirect
+)

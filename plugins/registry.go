@@ -1,0 +1,78 @@
+package plugins
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"sync"
+)
+
+// Plugin is the registration record of one plugin. Each plugin package registers itself in
+// init(); a duplicate name panics so a bad build fails at start, never at request time.
+type Plugin struct {
+	// Name is the key under a route's "plugins" object, e.g. "limit-count".
+	Name string
+	// Priority orders the chain as in APISIX: higher runs first.
+	Priority int
+	// Validate checks one plugin configuration strictly (unknown fields, types, ranges)
+	// and returns an error that names the offending field. It must be pure and fast.
+	Validate func(raw json.RawMessage) error
+}
+
+var (
+	registryMu sync.RWMutex
+	registry   = map[string]Plugin{}
+)
+
+// Register adds p to the registry. It panics on an empty or duplicate name.
+func Register(p Plugin) {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	if p.Name == "" || p.Validate == nil {
+		panic("BUG: plugins: Register needs a name and a Validate func")
+	}
+	if _, dup := registry[p.Name]; dup {
+		panic("BUG: plugins: duplicate registration of " + p.Name)
+	}
+	registry[p.Name] = p
+}
+
+// Lookup returns the registered plugin named name.
+func Lookup(name string) (Plugin, bool) {
+	registryMu.RLock()
+	defer registryMu.RUnlock()
+	p, ok := registry[name]
+	return p, ok
+}
+
+// Names lists the registered plugins, sorted.
+func Names() []string {
+	registryMu.RLock()
+	defer registryMu.RUnlock()
+	names := make([]string, 0, len(registry))
+	for n := range registry {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// ValidateAll checks every entry of a "plugins" object. The error wording follows APISIX:
+// "unknown plugin [name]" and "failed to check the configuration of plugin NAME err: ...".
+func ValidateAll(set map[string]json.RawMessage) error {
+	names := make([]string, 0, len(set))
+	for n := range set {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		p, ok := Lookup(name)
+		if !ok {
+			return fmt.Errorf("unknown plugin [%s]", name)
+		}
+		if err := p.Validate(set[name]); err != nil {
+			return fmt.Errorf("failed to check the configuration of plugin %s err: %w", name, err)
+		}
+	}
+	return nil
+}
