@@ -1,0 +1,2 @@
+// Package all links every plugin into the binary; import it for its side effects.
+package all
