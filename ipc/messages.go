@@ -1,0 +1,45 @@
+package ipc
+
+// Hello is a worker's first frame. The master refuses a worker built from another version,
+// which can only happen if the binary was swapped under a running master.
+type Hello struct {
+	PID        int    `json:"pid"`
+	Slot       int    `json:"slot"`
+	Generation uint64 `json:"generation"`
+	Version    string `json:"version"`
+}
+
+// Setup is the master's first frame to a worker: what it needs before it can serve.
+// Config is the static configuration as JSON (conf.Config); ListenerFDs maps each inherited
+// descriptor to the address it listens on.
+type Setup struct {
+	Config      []byte       `json:"config"`
+	ListenerFDs []ListenerFD `json:"listener_fds"`
+	AdminSocket string       `json:"admin_socket"`
+}
+
+// ListenerFD names one inherited listening socket.
+type ListenerFD struct {
+	FD      int    `json:"fd"`
+	Address string `json:"address"`
+	Slot    int    `json:"slot"`
+}
+
+// Ack says the worker now serves this snapshot version.
+type Ack struct {
+	Version uint64 `json:"version"`
+}
+
+// ShutdownMode says how a worker should stop.
+type ShutdownMode string
+
+// The shutdown modes: Graceful drains (nginx QUIT), Fast stops now (nginx TERM).
+const (
+	Graceful ShutdownMode = "graceful"
+	Fast     ShutdownMode = "fast"
+)
+
+// Shutdown asks a worker to stop.
+type Shutdown struct {
+	Mode ShutdownMode `json:"mode"`
+}
