@@ -1,0 +1,244 @@
+package router
+
+import (
+	"bytes"
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Entry is one route as the router sees it.
+type Entry struct {
+	// Paths are "/hello" for an exact match or "/api/*" for a prefix match (the prefix is
+	// everything before the '*'). ':' is literal text: this router has no parameters.
+	Paths []string
+	// Methods are compared exactly and case-sensitively; empty allows any method.
+	Methods []string
+	// Hosts are "api.example.com" (exact), "*.example.com" (any host ending in
+	// ".example.com") or "*" (any host), compared in ASCII lower case; empty puts the
+	// route in the group that is tried only when no route with hosts matches.
+	Hosts []string
+	// Priority orders routes stored under the same path key: higher first.
+	Priority int
+	// Value is opaque to the router: the caller's index of the route, returned by Match.
+	Value int
+}
+
+// Router finds the route for a request. It is immutable once Build returns it and is
+// safe for concurrent use by any number of goroutines.
+type Router struct {
+	// withHosts is keyed by reversed lower-case host; each host key owns a path tree.
+	// It is nil when no entry has hosts.
+	withHosts *node[*node[[]candidate]]
+	// withoutHosts holds the entries without hosts.
+	withoutHosts *node[[]candidate]
+	entries      int
+}
+
+// candidate is one entry stored under one path key of one path tree.
+type candidate struct {
+	methods []string // empty: any method
+	value   int
+
+	// Build-time ordering only.
+	priority int
+	pathLen  int
+	order    int
+}
+
+func (c *candidate) allows(method []byte) bool {
+	if len(c.methods) == 0 {
+		return true
+	}
+	for _, m := range c.methods {
+		if string(method) == m {
+			return true
+		}
+	}
+	return false
+}
+
+// pathGroup collects the candidates of one path tree while Build runs.
+type pathGroup map[keySpec][]candidate
+
+func (g pathGroup) add(spec keySpec, c candidate) {
+	list := g[spec]
+	// An entry listing the same path (or host) twice lands twice in one list, always
+	// at its tail because entries are added in order; once is enough.
+	if n := len(list); n > 0 && list[n-1].order == c.order {
+		return
+	}
+	g[spec] = append(list, c)
+}
+
+func (g pathGroup) tree() *node[[]candidate] {
+	for _, list := range g {
+		slices.SortFunc(list, func(a, b candidate) int {
+			if a.priority != b.priority {
+				return cmp.Compare(b.priority, a.priority)
+			}
+			if a.pathLen != b.pathLen {
+				return cmp.Compare(b.pathLen, a.pathLen)
+			}
+			return cmp.Compare(a.order, b.order)
+		})
+	}
+	return buildTree(g)
+}
+
+// Build returns a Router for entries. It fails for an entry without paths, a path that
+// does not start with "/" or has a '*' anywhere but at its end, and a host that is empty
+// or has a '*' anywhere but at its start. entries is not retained.
+func Build(entries []Entry) (*Router, error) {
+	withoutHosts := pathGroup{}
+	withHosts := map[keySpec]pathGroup{}
+	for i, e := range entries {
+		if len(e.Paths) == 0 {
+			return nil, fmt.Errorf("router: entry %d: no paths: a route needs at least one uri", i)
+		}
+		paths := make([]keySpec, len(e.Paths))
+		for j, p := range e.Paths {
+			spec, err := parsePath(p)
+			if err != nil {
+				return nil, fmt.Errorf("router: entry %d: path %q: %w", i, p, err)
+			}
+			paths[j] = spec
+		}
+		hosts := make([]keySpec, len(e.Hosts))
+		for j, h := range e.Hosts {
+			spec, err := parseHost(h)
+			if err != nil {
+				return nil, fmt.Errorf("router: entry %d: host %q: %w", i, h, err)
+			}
+			hosts[j] = spec
+		}
+		methods := slices.Clone(e.Methods)
+		for j, spec := range paths {
+			c := candidate{
+				methods:  methods,
+				value:    e.Value,
+				priority: e.Priority,
+				pathLen:  len(e.Paths[j]),
+				order:    i,
+			}
+			if len(hosts) == 0 {
+				withoutHosts.add(spec, c)
+				continue
+			}
+			for _, host := range hosts {
+				group := withHosts[host]
+				if group == nil {
+					group = pathGroup{}
+					withHosts[host] = group
+				}
+				group.add(spec, c)
+			}
+		}
+	}
+
+	r := &Router{withoutHosts: withoutHosts.tree(), entries: len(entries)}
+	if len(withHosts) > 0 {
+		hostTrees := make(map[keySpec]*node[[]candidate], len(withHosts))
+		for host, group := range withHosts {
+			hostTrees[host] = group.tree()
+		}
+		r.withHosts = buildTree(hostTrees)
+	}
+	return r, nil
+}
+
+func parsePath(p string) (keySpec, error) {
+	if !strings.HasPrefix(p, "/") {
+		return keySpec{}, errors.New(`must start with "/"`)
+	}
+	star := strings.IndexByte(p, '*')
+	switch {
+	case star < 0:
+		return keySpec{key: p}, nil
+	case star != len(p)-1:
+		return keySpec{}, errors.New(`'*' is allowed only as the last character (a prefix match such as "/api/*")`)
+	}
+	return keySpec{key: p[:star], prefix: true}, nil
+}
+
+// parseHost returns the host tree key of h: the host reversed and lower-cased, a prefix
+// key for a wildcard ("*.example.com" becomes the prefix "moc.elpmaxe.").
+func parseHost(h string) (keySpec, error) {
+	if h == "" {
+		return keySpec{}, errors.New("must not be empty")
+	}
+	wildcard := h[0] == '*'
+	if wildcard {
+		h = h[1:]
+	}
+	if strings.IndexByte(h, '*') >= 0 {
+		return keySpec{}, errors.New(`'*' is allowed only as the first character (a wildcard such as "*.example.com")`)
+	}
+	reversed := make([]byte, len(h))
+	for i := range len(h) {
+		reversed[len(h)-1-i] = lowerASCII(h[i])
+	}
+	return keySpec{key: string(reversed), prefix: wildcard}, nil
+}
+
+// Len returns the number of entries the Router was built from.
+func (r *Router) Len() int { return r.entries }
+
+// Match returns the Value of the route for a request, or ok == false when no route
+// matches. host is the raw Host header (a port and one trailing dot are ignored, case does
+// not matter); path is the request path without the query string. Match allocates nothing
+// and retains none of its arguments.
+func (r *Router) Match(method, host, path []byte) (value int, ok bool) {
+	if r.withHosts != nil {
+		n, whole := r.withHosts.walk(hostName(host), true)
+		if whole && n.hasExact {
+			if value, ok = matchPath(n.exact, method, path); ok {
+				return value, true
+			}
+		}
+		for n = n.firstPrefix(); n != nil; n = n.fallback {
+			if value, ok = matchPath(n.prefix, method, path); ok {
+				return value, true
+			}
+		}
+	}
+	return matchPath(r.withoutHosts, method, path)
+}
+
+func matchPath(tree *node[[]candidate], method, path []byte) (int, bool) {
+	n, whole := tree.walk(path, false)
+	if whole && n.hasExact {
+		for i := range n.exact {
+			if n.exact[i].allows(method) {
+				return n.exact[i].value, true
+			}
+		}
+	}
+	for n = n.firstPrefix(); n != nil; n = n.fallback {
+		for i := range n.prefix {
+			if n.prefix[i].allows(method) {
+				return n.prefix[i].value, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// hostName returns the name part of a Host header the way nginx's $host has it, minus the
+// lower-casing that the host tree walk does itself: without a ":port" suffix (an IPv6
+// literal keeps its brackets) and without one trailing dot.
+func hostName(host []byte) []byte {
+	if len(host) > 0 && host[0] == '[' {
+		if end := bytes.IndexByte(host, ']'); end >= 0 {
+			host = host[:end+1]
+		}
+	} else if colon := bytes.IndexByte(host, ':'); colon >= 0 {
+		host = host[:colon]
+	}
+	if n := len(host); n > 0 && host[n-1] == '.' {
+		host = host[:n-1]
+	}
+	return host
+}
