@@ -1,0 +1,219 @@
+package limitcount
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"gw/plugins"
+)
+
+// defaults is APISIX's limit-count defaults around the two required fields.
+func defaults(count, timeWindow int64) Config {
+	return Config{
+		Count:                count,
+		TimeWindow:           timeWindow,
+		KeyType:              "var",
+		Key:                  "remote_addr",
+		RejectedCode:         503,
+		Policy:               "local",
+		ShowLimitQuotaHeader: true,
+		WindowType:           "fixed",
+	}
+}
+
+func TestParseAccepts(t *testing.T) {
+	tests := []struct {
+		name string
+		json string
+		want func(c *Config) // changes from defaults(100, 60)
+	}{
+		{"seed: benchmark config", `{"count": 2000000000000, "time_window": 60, "rejected_code": 503, "key": "remote_addr"}`,
+			func(c *Config) { c.Count = 2000000000000 }},
+		{"seed: APISIX benchmark config", `{"count": 999999999, "time_window": 60, "rejected_code": 503, "key": "remote_addr"}`,
+			func(c *Config) { c.Count = 999999999 }},
+		{"required only", `{"count": 100, "time_window": 60}`, func(c *Config) {}},
+		{"whitespace", " \n{ \"time_window\" : 60 ,\n \"count\" : 100 }\n", func(c *Config) {}},
+		{"count 1", `{"count": 1, "time_window": 60}`, func(c *Config) { c.Count = 1 }},
+		{"count max int64", `{"count": 9223372036854775807, "time_window": 60}`, func(c *Config) { c.Count = 9223372036854775807 }},
+		{"integral float", `{"count": 100.0, "time_window": 6e1}`, func(c *Config) {}},
+		{"time_window 1", `{"count": 100, "time_window": 1}`, func(c *Config) { c.TimeWindow = 1 }},
+		{"time_window max", `{"count": 100, "time_window": 9223372036}`, func(c *Config) { c.TimeWindow = 9223372036 }},
+		{"key_type var_combination", `{"count": 100, "time_window": 60, "key_type": "var_combination", "key": "$remote_addr $http_x"}`,
+			func(c *Config) { c.KeyType, c.Key = "var_combination", "$remote_addr $http_x" }},
+		{"key_type constant", `{"count": 100, "time_window": 60, "key_type": "constant", "key": "all"}`,
+			func(c *Config) { c.KeyType, c.Key = "constant", "all" }},
+		{"empty key", `{"count": 100, "time_window": 60, "key": ""}`, func(c *Config) { c.Key = "" }},
+		{"rejected_code 200", `{"count": 100, "time_window": 60, "rejected_code": 200}`, func(c *Config) { c.RejectedCode = 200 }},
+		{"rejected_code 599", `{"count": 100, "time_window": 60, "rejected_code": 599}`, func(c *Config) { c.RejectedCode = 599 }},
+		{"rejected_code 429", `{"count": 100, "time_window": 60, "rejected_code": 429}`, func(c *Config) { c.RejectedCode = 429 }},
+		{"rejected_msg", `{"count": 100, "time_window": 60, "rejected_msg": "slow down \u00e9"}`, func(c *Config) { c.RejectedMsg = "slow down é" }},
+		{"policy local", `{"count": 100, "time_window": 60, "policy": "local"}`, func(c *Config) {}},
+		{"local policy ignores redis settings", `{"count": 100, "time_window": 60, "policy": "local", "redis_host": "127.0.0.1", "redis_port": 6379, "sync_interval": -1}`,
+			func(c *Config) {}},
+		{"allow_degradation", `{"count": 100, "time_window": 60, "allow_degradation": true}`, func(c *Config) { c.AllowDegradation = true }},
+		{"hide quota headers", `{"count": 100, "time_window": 60, "show_limit_quota_header": false}`, func(c *Config) { c.ShowLimitQuotaHeader = false }},
+		{"group", `{"count": 100, "time_window": 60, "group": "shared"}`, func(c *Config) { c.Group = "shared" }},
+		{"window_type fixed", `{"count": 100, "time_window": 60, "window_type": "fixed"}`, func(c *Config) {}},
+		{"disable", `{"count": 100, "time_window": 60, "disable": true}`, func(c *Config) { c.Disable = true }},
+		{"_meta", `{"count": 100, "time_window": 60, "_meta": {"filter": [["arg_x", "==", "y"]], "anything": 1}}`, func(c *Config) {}},
+		{"every field", `{"count": 5, "time_window": 10, "key_type": "var", "key": "http_x_user", "rejected_code": 429,
+			"rejected_msg": "too many", "policy": "local", "allow_degradation": true, "show_limit_quota_header": false,
+			"group": "g", "window_type": "fixed", "disable": false, "_meta": {}}`, func(c *Config) {
+			*c = Config{Count: 5, TimeWindow: 10, KeyType: "var", Key: "http_x_user", RejectedCode: 429, RejectedMsg: "too many",
+				Policy: "local", AllowDegradation: true, ShowLimitQuotaHeader: false, Group: "g", WindowType: "fixed"}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Parse(json.RawMessage(tt.json))
+			if err != nil {
+				t.Fatalf("Parse(%s): %v", tt.json, err)
+			}
+			want := defaults(100, 60)
+			tt.want(&want)
+			if *got != want {
+				t.Fatalf("Parse(%s)\n got %+v\nwant %+v", tt.json, *got, want)
+			}
+		})
+	}
+}
+
+func TestParseRejects(t *testing.T) {
+	const base = `"count": 100, "time_window": 60`
+	tests := []struct {
+		name string
+		json string
+		want string // the whole message
+	}{
+		{"empty input", ``, `configuration must be a JSON object, got nothing`},
+		{"null", `null`, `configuration must be a JSON object, got null`},
+		{"array", `[1]`, `configuration must be a JSON object, got [1]`},
+		{"string", `"x"`, `configuration must be a JSON object, got "x"`},
+		{"broken JSON", `{"count": 100,`, `invalid JSON: EOF`},
+		{"trailing data", `{` + base + `} {}`, `invalid JSON: data after the object`},
+		{"missing count", `{"time_window": 60}`, `count: is required (the requests allowed per key in each time_window)`},
+		{"missing time_window", `{"count": 100}`, `time_window: is required (the window length in seconds)`},
+		{"empty object", `{}`, `count: is required (the requests allowed per key in each time_window)`},
+		{"unknown field", `{` + base + `, "burst": 1}`, `burst: unknown field`},
+		{"unknown field before count", `{"conut": 100, "time_window": 60}`, `conut: unknown field`},
+		{"repeated field", `{` + base + `, "count": 5}`, `count: appears twice; keep one`},
+		{"count zero", `{"count": 0, "time_window": 60}`, `count: must be an integer > 0, got 0`},
+		{"count negative", `{"count": -1, "time_window": 60}`, `count: must be an integer > 0, got -1`},
+		{"count string", `{"count": "100", "time_window": 60}`, `count: must be an integer > 0, got "100"`},
+		{"count expression string", `{"count": "$http_limit", "time_window": 60}`, `count: must be an integer > 0, got "$http_limit"`},
+		{"count fraction", `{"count": 1.5, "time_window": 60}`, `count: must be an integer > 0, got 1.5`},
+		{"count null", `{"count": null, "time_window": 60}`, `count: must be an integer > 0, got null`},
+		{"count bool", `{"count": true, "time_window": 60}`, `count: must be an integer > 0, got true`},
+		{"count beyond int64", `{"count": 9223372036854775808, "time_window": 60}`, `count: must be an integer > 0, got 9223372036854775808`},
+		{"time_window zero", `{"count": 100, "time_window": 0}`, `time_window: must be an integer > 0, got 0`},
+		{"time_window string", `{"count": 100, "time_window": "60"}`, `time_window: must be an integer > 0, got "60"`},
+		{"time_window duration string", `{"count": 100, "time_window": "1m"}`, `time_window: must be an integer > 0, got "1m"`},
+		{"time_window too long", `{"count": 100, "time_window": 9223372037}`, `time_window: must be at most 9223372036, got 9223372037`},
+		{"key_type unknown", `{` + base + `, "key_type": "header"}`, `key_type: must be one of "var", "var_combination", "constant", got "header"`},
+		{"key number", `{` + base + `, "key": 1}`, `key: must be a string, got 1`},
+		{"rejected_code 199", `{` + base + `, "rejected_code": 199}`, `rejected_code: must be an integer from 200 to 599, got 199`},
+		{"rejected_code 600", `{` + base + `, "rejected_code": 600}`, `rejected_code: must be an integer from 200 to 599, got 600`},
+		{"rejected_code string", `{` + base + `, "rejected_code": "503"}`, `rejected_code: must be an integer from 200 to 599, got "503"`},
+		{"rejected_msg empty", `{` + base + `, "rejected_msg": ""}`, `rejected_msg: must not be empty`},
+		{"rejected_msg object", `{` + base + `, "rejected_msg": {"a": 1}}`, `rejected_msg: must be a string, got {"a":1}`},
+		{"policy unknown", `{` + base + `, "policy": "memcached"}`, `policy: must be one of "local", "redis", "redis-cluster", "redis-sentinel", got "memcached"`},
+		{"policy redis", `{` + base + `, "policy": "redis", "redis_host": "127.0.0.1", "redis_port": 6379, "redis_password": "x"}`,
+			`policy "redis" is not supported yet; use "local" (counters shared by every worker of this gateway)`},
+		{"policy redis, settings first", `{` + base + `, "redis_host": "127.0.0.1", "redis_timeout": 1001, "policy": "redis"}`,
+			`policy "redis" is not supported yet; use "local" (counters shared by every worker of this gateway)`},
+		{"policy redis-cluster", `{` + base + `, "policy": "redis-cluster", "redis_cluster_nodes": ["127.0.0.1:5000"], "redis_cluster_name": "c"}`,
+			`policy "redis-cluster" is not supported yet; use "local" (counters shared by every worker of this gateway)`},
+		{"policy redis-sentinel", `{` + base + `, "policy": "redis-sentinel", "redis_sentinels": [{"host": "a", "port": 1}], "redis_master_name": "m", "sentinel_password": "p"}`,
+			`policy "redis-sentinel" is not supported yet; use "local" (counters shared by every worker of this gateway)`},
+		{"allow_degradation string", `{` + base + `, "allow_degradation": "true"}`, `allow_degradation: must be true or false, got "true"`},
+		{"show_limit_quota_header number", `{` + base + `, "show_limit_quota_header": 1}`, `show_limit_quota_header: must be true or false, got 1`},
+		{"group empty", `{` + base + `, "group": ""}`, `group: must not be empty`},
+		{"window_type sliding", `{` + base + `, "window_type": "sliding"}`, `window_type "sliding" is not supported yet; use "fixed"`},
+		{"window_type unknown", `{` + base + `, "window_type": "rolling"}`, `window_type: must be one of "fixed", "sliding", got "rolling"`},
+		{"rules", `{"rules": [{"count": 1, "time_window": 1, "key": "remote_addr"}]}`, `rules: not supported yet; use count and time_window`},
+		{"disable string", `{` + base + `, "disable": "yes"}`, `disable: must be true or false, got "yes"`},
+		{"_meta not an object", `{` + base + `, "_meta": []}`, `_meta: must be an object, got []`},
+		{"long value cut short", `{"count": "` + strings.Repeat("é", 30) + `", "time_window": 60}`,
+			`count: must be an integer > 0, got "` + strings.Repeat("é", 19) + `...`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Parse(json.RawMessage(tt.json))
+			if err == nil {
+				t.Fatalf("Parse(%s) = %+v, want error %q", tt.json, *c, tt.want)
+			}
+			if err.Error() != tt.want {
+				t.Fatalf("Parse(%s)\n got error %q\nwant       %q", tt.json, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestWindow(t *testing.T) {
+	c := defaults(1, 90)
+	if got := c.Window(); got != 90*time.Second {
+		t.Fatalf("Window() = %v, want 1m30s", got)
+	}
+}
+
+func TestRegistered(t *testing.T) {
+	p, ok := plugins.Lookup("limit-count")
+	if !ok {
+		t.Fatal("limit-count is not registered")
+	}
+	if p.Priority != 1002 {
+		t.Errorf("priority = %d, want 1002 as in APISIX", p.Priority)
+	}
+	if err := p.Validate(json.RawMessage(`{"count": 1, "time_window": 1}`)); err != nil {
+		t.Errorf("Validate(valid) = %v", err)
+	}
+	if err := p.Validate(json.RawMessage(`{"count": 0, "time_window": 1}`)); err == nil {
+		t.Error("Validate(count 0) = nil, want an error")
+	}
+	err := plugins.ValidateAll(map[string]json.RawMessage{"limit-count": json.RawMessage(`{"count": 1}`)})
+	if err == nil || err.Error() != "failed to check the configuration of plugin limit-count err: time_window: is required (the window length in seconds)" {
+		t.Errorf("ValidateAll error = %v", err)
+	}
+}
+
+// FuzzParse checks that no input panics and that what Parse accepts is valid and survives
+// a round trip through its own JSON form.
+func FuzzParse(f *testing.F) {
+	for _, seed := range []string{
+		`{"count": 2000000000000, "time_window": 60, "rejected_code": 503, "key": "remote_addr"}`,
+		`{"count": 1, "time_window": 1, "policy": "redis", "redis_host": "h"}`,
+		`{"count": 1.0, "time_window": 1, "_meta": {"x": [1]}}`, `{}`, `[`, `null`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := Parse(data)
+		if err != nil {
+			return
+		}
+		if c.Count < 1 || c.TimeWindow < 1 || c.Window() <= 0 || c.RejectedCode < 200 || c.RejectedCode > 599 || c.Policy != "local" || c.WindowType != "fixed" {
+			t.Fatalf("accepted an invalid config: %+v", *c)
+		}
+		out, err := json.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := Parse(out)
+		if err != nil || !reflect.DeepEqual(again, c) {
+			t.Fatalf("round trip of %s: got %+v, %v; want %+v", out, again, err, *c)
+		}
+	})
+}
+
+func BenchmarkParse(b *testing.B) {
+	raw := json.RawMessage(`{"count": 2000000000000, "time_window": 60, "rejected_code": 503, "key": "remote_addr"}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Parse(raw); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
