@@ -21,9 +21,12 @@ type Config struct {
 
 // Admin configures the Admin API listener and who may use it.
 type Admin struct {
-	Listen string     `json:"listen"`
-	Keys   []AdminKey `json:"keys"`
-	// Allow lists the CIDRs whose TCP peers may use the Admin API.
+	// Listen is the Admin API address, host:port.
+	Listen string `json:"listen"`
+	// Keys are the configured keys, nil when none is; AdminKeys applies the built-in one.
+	Keys []AdminKey `json:"keys"`
+	// Allow lists the CIDRs (canonical, e.g. "10.0.0.0/8") whose TCP peers may use the
+	// Admin API; AllowNets parses them.
 	Allow []string `json:"allow"`
 }
 

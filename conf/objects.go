@@ -49,7 +49,7 @@ type Upstream struct {
 	Nodes         Nodes             `json:"nodes,omitempty"`
 	HashOn        string            `json:"hash_on,omitempty"`
 	Key           string            `json:"key,omitempty"`
-	Retries       *int              `json:"retries,omitempty"`
+	Retries       *int              `json:"retries,omitempty"` // nil: APISIX's default, the number of nodes − 1
 	RetryTimeout  *float64          `json:"retry_timeout,omitempty"`
 	Timeout       *Timeout          `json:"timeout,omitempty"`
 	KeepalivePool *KeepalivePool    `json:"keepalive_pool,omitempty"`
@@ -60,6 +60,20 @@ type Upstream struct {
 	TLS           json.RawMessage   `json:"tls,omitempty"`
 	CreateTime    int64             `json:"create_time,omitempty"`
 	UpdateTime    int64             `json:"update_time,omitempty"`
+}
+
+// MarshalJSON always writes "nodes", even empty (APISIX allows "nodes": {}), which
+// omitempty would drop: an upstream without it would no longer decode.
+func (u Upstream) MarshalJSON() ([]byte, error) {
+	type plain Upstream
+	nodes := u.Nodes
+	if nodes == nil {
+		nodes = Nodes{}
+	}
+	return json.Marshal(struct {
+		plain
+		Nodes Nodes `json:"nodes"`
+	}{plain(u), nodes})
 }
 
 // Route is APISIX's route object.
@@ -90,6 +104,29 @@ type Route struct {
 	UpdateTime int64 `json:"update_time,omitempty"`
 }
 
+// Enabled reports whether the route takes part in routing: status unset or 1.
+func (r *Route) Enabled() bool {
+	return r.Status == nil || *r.Status == 1
+}
+
+// Paths returns the route's uri or uris, whichever it has.
+func (r *Route) Paths() []string {
+	if r.URI != "" {
+		return []string{r.URI}
+	}
+	return r.URIs
+}
+
+// MarshalJSON keeps an empty "plugins": {}, which omitempty would drop: a route with
+// only empty plugins is valid, and without them it would no longer decode.
+func (r Route) MarshalJSON() ([]byte, error) {
+	type plain Route // plain has the fields and tags but not this method
+	return json.Marshal(struct {
+		plain
+		Plugins *map[string]json.RawMessage `json:"plugins,omitempty"`
+	}{plain(r), presentMap(r.Plugins)})
+}
+
 // Service is APISIX's service object: upstream, plugins and hosts shared by routes.
 type Service struct {
 	ID              ID                         `json:"id,omitempty"`
@@ -103,6 +140,23 @@ type Service struct {
 	EnableWebsocket bool                       `json:"enable_websocket,omitempty"`
 	CreateTime      int64                      `json:"create_time,omitempty"`
 	UpdateTime      int64                      `json:"update_time,omitempty"`
+}
+
+// MarshalJSON keeps an empty "plugins": {}, as Route's does.
+func (s Service) MarshalJSON() ([]byte, error) {
+	type plain Service
+	return json.Marshal(struct {
+		plain
+		Plugins *map[string]json.RawMessage `json:"plugins,omitempty"`
+	}{plain(s), presentMap(s.Plugins)})
+}
+
+// presentMap tells a given but empty map (non-nil pointer) from a missing one (nil).
+func presentMap(m map[string]json.RawMessage) *map[string]json.RawMessage {
+	if m == nil {
+		return nil
+	}
+	return &m
 }
 
 // Snapshot is everything a worker serves from: the whole object set at one version.

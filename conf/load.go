@@ -1,0 +1,740 @@
+package conf
+
+import (
+	"bytes"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"net"
+	"net/netip"
+	"os"
+	"regexp"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// defaultYAML is the shipped conf/config.yaml. Embedding it makes the documented file and
+// the defaults the binary applies one and the same thing.
+//
+//go:embed config.yaml
+var defaultYAML []byte
+
+// defaultSource names the embedded file in error messages.
+const defaultSource = "built-in conf/config.yaml"
+
+// maxWorkers guards against a typo that would fork thousands of processes.
+const maxWorkers = 1024
+
+// Default returns the defaults, parsed from the embedded conf/config.yaml. Each call returns
+// a new Config the caller may change.
+func Default() *Config {
+	c, err := parseOver(&Config{}, defaultYAML, defaultSource)
+	if err != nil {
+		panic("BUG: conf: the embedded config.yaml is invalid:\n" + err.Error())
+	}
+	return c
+}
+
+// Load reads the config file at path and merges it over the defaults. A missing file gives
+// the defaults. Every problem found is reported, joined into one error with one problem
+// per line; each is a *FieldError.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return Default(), nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("loading %s: %w", path, err)
+	}
+	return Parse(data, path)
+}
+
+// Parse is Load for a file already in memory; source names it in error messages.
+func Parse(data []byte, source string) (*Config, error) {
+	return parseOver(Default(), data, source)
+}
+
+// Workers resolves worker_processes: auto (0) means one worker per usable CPU.
+func (c *Config) Workers() int {
+	if c.WorkerProcesses > 0 {
+		return c.WorkerProcesses
+	}
+	return runtime.NumCPU()
+}
+
+// AdminKeys returns the configured Admin API keys, or the built-in DefaultAdminKey (role
+// admin) when none is configured. Load has already refused the built-in key on a
+// non-loopback admin.listen.
+func (c *Config) AdminKeys() []AdminKey {
+	if len(c.Admin.Keys) > 0 {
+		return c.Admin.Keys
+	}
+	return []AdminKey{{Name: "admin", Key: DefaultAdminKey, Role: RoleAdmin}}
+}
+
+// AllowNets returns admin.allow parsed. An entry that does not parse (possible only in a
+// Config built by hand) is left out, which can only narrow who is allowed.
+func (c *Config) AllowNets() []*net.IPNet {
+	nets := make([]*net.IPNet, 0, len(c.Admin.Allow))
+	for _, s := range c.Admin.Allow {
+		if _, n, err := net.ParseCIDR(s); err == nil {
+			nets = append(nets, n)
+		}
+	}
+	return nets
+}
+
+// The Admin API roles.
+const (
+	RoleAdmin  = "admin"  // every method
+	RoleViewer = "viewer" // GET only
+)
+
+// FieldError is one problem in a config file. Line is 0 when no line is known (a value
+// that came from the defaults); Path is the key path, e.g. "admin.keys[1].role".
+type FieldError struct {
+	Source string
+	Line   int
+	Path   string
+	Msg    string
+}
+
+func (e *FieldError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.Source)
+	if e.Line > 0 {
+		b.WriteString(":")
+		b.WriteString(strconv.Itoa(e.Line))
+	}
+	b.WriteString(": ")
+	if e.Path != "" {
+		b.WriteString(e.Path)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// parseOver decodes data over c (which holds the values so far), then checks the rules
+// that span several keys on the merged result.
+func parseOver(c *Config, data []byte, source string) (*Config, error) {
+	l := &loader{source: source, lines: map[string]int{}}
+	if root := l.document(data); root != nil {
+		l.config(root, c)
+	}
+	l.crossCheck(c)
+	if len(l.errs) > 0 {
+		// File order reads best; problems without a line go last.
+		sort.SliceStable(l.errs, func(i, j int) bool {
+			a, b := l.errs[i].Line, l.errs[j].Line
+			return a != 0 && (b == 0 || a < b)
+		})
+		errs := make([]error, len(l.errs))
+		for i, e := range l.errs {
+			errs[i] = e
+		}
+		return nil, errors.Join(errs...)
+	}
+	return c, nil
+}
+
+// loader walks one YAML file, collecting every problem instead of stopping at the first.
+type loader struct {
+	source string
+	errs   []*FieldError
+	// lines records where each key path was set in this file, so that a rule spanning
+	// several keys can point at the line the user wrote.
+	lines map[string]int
+	// keysFailed is set when admin.keys had errors, so crossCheck does not also call it empty.
+	keysFailed bool
+}
+
+func (l *loader) errorf(line int, path, format string, args ...any) {
+	l.errs = append(l.errs, &FieldError{Source: l.source, Line: line, Path: path, Msg: fmt.Sprintf(format, args...)})
+}
+
+// yamlLine pulls the line number out of the parser's "yaml: line N: ..." messages.
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+// document parses data and returns its top-level node, or nil for an empty file or
+// one that does not parse (the error is recorded).
+func (l *loader) document(data []byte) *yaml.Node {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if err != io.EOF {
+			l.syntaxError(err)
+		}
+		return nil
+	}
+	var extra yaml.Node
+	switch err := dec.Decode(&extra); {
+	case err == nil:
+		l.errorf(extra.Line, "", "a second YAML document (after ---) is not allowed; keep one document per file")
+		return nil
+	case err != io.EOF:
+		l.syntaxError(err)
+		return nil
+	}
+	if len(doc.Content) == 0 {
+		return nil
+	}
+	root := yamlDeref(doc.Content[0])
+	if isYAMLNull(root) {
+		return nil
+	}
+	if root.Kind != yaml.MappingNode {
+		l.errorf(root.Line, "", "the file must be a mapping of keys (worker_processes: ..., node_listen: ...), got %s", describeYAML(root))
+		return nil
+	}
+	return root
+}
+
+func (l *loader) syntaxError(err error) {
+	msg := err.Error()
+	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		l.errorf(line, "", "%s", m[2])
+		return
+	}
+	l.errorf(0, "", "%s", strings.TrimPrefix(msg, "yaml: "))
+}
+
+// yamlField is one known key of a mapping and what to do with its value.
+type yamlField struct {
+	name   string
+	decode func(path string, v *yaml.Node)
+}
+
+// mapping walks a mapping node: unknown and repeated keys are errors, known keys are
+// decoded in file order. A null value (a key with everything under it commented out)
+// leaves the defaults alone.
+func (l *loader) mapping(n *yaml.Node, path string, fields []yamlField) {
+	if isYAMLNull(n) {
+		return
+	}
+	if n.Kind != yaml.MappingNode {
+		l.errorf(n.Line, path, "must be a mapping of keys, got %s", describeYAML(n))
+		return
+	}
+	seen := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := yamlDeref(n.Content[i]), yamlDeref(n.Content[i+1])
+		if k.Kind != yaml.ScalarNode {
+			l.errorf(k.Line, path, "keys must be plain names, got %s", describeYAML(k))
+			continue
+		}
+		p := memberPath(path, k.Value)
+		if first, dup := seen[k.Value]; dup {
+			l.errorf(k.Line, p, "set twice (first at line %d); keep one", first)
+			continue
+		}
+		seen[k.Value] = k.Line
+		f, ok := findYAMLField(fields, k.Value)
+		if !ok {
+			l.errorf(k.Line, p, "unknown key; known keys here are %s", yamlFieldNames(fields))
+			continue
+		}
+		l.lines[p] = v.Line
+		f.decode(p, v)
+	}
+}
+
+func (l *loader) config(root *yaml.Node, c *Config) {
+	l.mapping(root, "", []yamlField{
+		{"worker_processes", func(p string, v *yaml.Node) {
+			if n, ok := l.workerProcesses(p, v); ok {
+				c.WorkerProcesses = n
+			}
+		}},
+		{"node_listen", func(p string, v *yaml.Node) {
+			if addrs, ok := l.nodeListen(p, v); ok {
+				c.NodeListen = addrs
+			}
+		}},
+		{"admin", func(p string, v *yaml.Node) { l.admin(p, v, &c.Admin) }},
+		{"data_dir", func(p string, v *yaml.Node) {
+			if s, ok := l.nonEmptyString(p, v); ok {
+				c.DataDir = s
+			}
+		}},
+		{"worker_shutdown_timeout", func(p string, v *yaml.Node) {
+			if d, ok := l.positiveDuration(p, v); ok {
+				c.WorkerShutdownTimeout = d
+			}
+		}},
+		{"error_log_level", func(p string, v *yaml.Node) {
+			if s, ok := l.oneOf(p, v, "debug", "info", "warn", "error"); ok {
+				c.ErrorLogLevel = s
+			}
+		}},
+	})
+}
+
+func (l *loader) admin(path string, n *yaml.Node, a *Admin) {
+	l.mapping(n, path, []yamlField{
+		{"listen", func(p string, v *yaml.Node) {
+			if addr, ok := l.listenAddr(p, v); ok {
+				a.Listen = addr
+			}
+		}},
+		{"keys", func(p string, v *yaml.Node) {
+			if keys, ok := l.adminKeys(p, v); ok {
+				a.Keys = keys
+			}
+		}},
+		{"allow", func(p string, v *yaml.Node) {
+			if cidrs, ok := l.allow(p, v); ok {
+				a.Allow = cidrs
+			}
+		}},
+	})
+}
+
+func (l *loader) workerProcesses(path string, v *yaml.Node) (int, bool) {
+	if v.Kind == yaml.ScalarNode && v.Tag == "!!str" && v.Value == "auto" {
+		return 0, true
+	}
+	n, ok := yamlInt(v)
+	if !ok || n < 1 {
+		l.errorf(v.Line, path, `must be a positive integer or "auto", got %s`, describeYAML(v))
+		return 0, false
+	}
+	if n > maxWorkers {
+		l.errorf(v.Line, path, `must be at most %d, got %d; "auto" runs one worker per CPU`, maxWorkers, n)
+		return 0, false
+	}
+	return int(n), true
+}
+
+// nodeListen decodes the data-plane addresses. Two entries that would bind the same socket
+// are refused here, where both lines are known.
+func (l *loader) nodeListen(path string, v *yaml.Node) ([]string, bool) {
+	items, ok := l.list(path, v)
+	if !ok {
+		return nil, false
+	}
+	if len(items) == 0 {
+		l.errorf(v.Line, path, "needs at least one address, e.g. 0.0.0.0:9080")
+		return nil, false
+	}
+	addrs := make([]string, 0, len(items))
+	for i, item := range items {
+		p := fmt.Sprintf("%s[%d]", path, i)
+		addr, ok := l.listenAddr(p, item)
+		if !ok {
+			continue
+		}
+		l.lines[p] = item.Line
+		if j := listenCollision(addr, addrs); j >= 0 {
+			l.errorf(item.Line, p, "%q binds the same socket as %s[%d] %q; list each address once", addr, path, j, addrs[j])
+			continue
+		}
+		addrs = append(addrs, addr)
+	}
+	return addrs, len(addrs) > 0
+}
+
+// listenAddr accepts "host:port", "[ipv6]:port", ":port" and a bare port (APISIX's 9080),
+// and returns the canonical host:port. An empty host means 0.0.0.0, like a bare port.
+func (l *loader) listenAddr(path string, v *yaml.Node) (string, bool) {
+	const forms = `must be "host:port", "[ipv6]:port", ":port" or a port number`
+	if v.Kind != yaml.ScalarNode || isYAMLNull(v) {
+		l.errorf(v.Line, path, "%s, got %s", forms, describeYAML(v))
+		return "", false
+	}
+	host, port := "0.0.0.0", v.Value
+	if !decimalDigits(v.Value) {
+		var err error
+		host, port, err = net.SplitHostPort(v.Value)
+		if err != nil {
+			l.errorf(v.Line, path, "%s, got %s", forms, describeYAML(v))
+			return "", false
+		}
+	}
+	portNum, err := strconv.ParseUint(port, 10, 16)
+	if err != nil || portNum == 0 {
+		l.errorf(v.Line, path, "port must be 1-65535, got %s", describeYAML(v))
+		return "", false
+	}
+	var addr netip.Addr
+	switch host {
+	case "":
+		addr = netip.IPv4Unspecified()
+	case "localhost":
+		addr = netip.AddrFrom4([4]byte{127, 0, 0, 1})
+	default:
+		addr, err = netip.ParseAddr(host)
+		if err != nil {
+			l.errorf(v.Line, path, "host must be an IP address or localhost, got %s", describeYAML(v))
+			return "", false
+		}
+	}
+	return netip.AddrPortFrom(addr.Unmap(), uint16(portNum)).String(), true
+}
+
+// adminKeys decodes admin.keys. An empty key is kept for crossCheck, which knows whether
+// admin.listen is loopback and so can say how serious it is.
+func (l *loader) adminKeys(path string, v *yaml.Node) ([]AdminKey, bool) {
+	items, ok := l.list(path, v)
+	if !ok {
+		l.keysFailed = true
+		return nil, false
+	}
+	keys := make([]AdminKey, 0, len(items))
+	names := map[string]int{}   // name → index
+	secrets := map[string]int{} // key → index
+	for i, item := range items {
+		p := fmt.Sprintf("%s[%d]", path, i)
+		k := AdminKey{Role: RoleAdmin}
+		entryOK := item.Kind == yaml.MappingNode || isYAMLNull(item)
+		l.mapping(item, p, []yamlField{
+			{"name", func(p string, v *yaml.Node) {
+				var ok bool
+				k.Name, ok = l.nonEmptyString(p, v)
+				entryOK = entryOK && ok
+			}},
+			{"key", func(p string, v *yaml.Node) {
+				var ok bool
+				k.Key, ok = l.apiKey(p, v)
+				entryOK = entryOK && ok
+			}},
+			{"role", func(p string, v *yaml.Node) {
+				role, ok := l.oneOf(p, v, RoleAdmin, RoleViewer)
+				if ok {
+					k.Role = role
+				}
+				entryOK = entryOK && ok
+			}},
+		})
+		if item.Kind == yaml.MappingNode || isYAMLNull(item) {
+			if _, set := l.lines[p+".name"]; !set {
+				l.errorf(item.Line, p, "needs a name (a label for logs), e.g. name: ops")
+				entryOK = false
+			}
+			if _, set := l.lines[p+".key"]; !set {
+				l.errorf(item.Line, p, "needs a key (the secret clients send as X-API-KEY)")
+				entryOK = false
+			}
+		}
+		if !entryOK {
+			l.keysFailed = true
+			continue
+		}
+		if j, dup := names[k.Name]; dup {
+			l.errorf(l.lines[p+".name"], p+".name", "%q is already the name of %s[%d]; names must be unique", k.Name, path, j)
+			l.keysFailed = true
+			continue
+		}
+		if j, dup := secrets[k.Key]; dup {
+			l.errorf(l.lines[p+".key"], p+".key", "is the same as %s[%d].key; give every entry its own key", path, j)
+			l.keysFailed = true
+			continue
+		}
+		names[k.Name], secrets[k.Key] = i, i
+		keys = append(keys, k)
+	}
+	if l.keysFailed {
+		return nil, false
+	}
+	if len(keys) == 0 {
+		keys = nil // none configured: AdminKeys falls back to the built-in key
+	}
+	return keys, true
+}
+
+// apiKey accepts a key clients can send in a header, a query argument and a cookie alike.
+// The empty key is judged later, in crossCheck.
+func (l *loader) apiKey(path string, v *yaml.Node) (string, bool) {
+	s, ok := l.scalarString(path, v)
+	if !ok {
+		return "", false
+	}
+	for _, r := range s {
+		if r < 0x21 || r > 0x7e {
+			l.errorf(v.Line, path, "must be printable ASCII without spaces (it travels in the X-API-KEY header), got %q", s)
+			return "", false
+		}
+	}
+	return s, true
+}
+
+// allow decodes admin.allow into canonical CIDRs; a bare IP means that address alone.
+func (l *loader) allow(path string, v *yaml.Node) ([]string, bool) {
+	items, ok := l.list(path, v)
+	if !ok {
+		return nil, false
+	}
+	if len(items) == 0 {
+		l.errorf(v.Line, path, "needs at least one CIDR, or nobody could use the Admin API; write 0.0.0.0/0 and ::/0 to allow everyone")
+		return nil, false
+	}
+	cidrs := make([]string, 0, len(items))
+	valid := true
+	for i, item := range items {
+		p := fmt.Sprintf("%s[%d]", path, i)
+		s, ok := l.scalarString(p, item)
+		if !ok {
+			valid = false
+			continue
+		}
+		if strings.Contains(s, "/") {
+			prefix, err := netip.ParsePrefix(s)
+			if err != nil {
+				l.errorf(item.Line, p, "must be a CIDR like 10.0.0.0/8 or an IP address, got %q", s)
+				valid = false
+				continue
+			}
+			cidrs = append(cidrs, prefix.Masked().String())
+			continue
+		}
+		addr, err := netip.ParseAddr(s)
+		if err != nil || addr.Zone() != "" {
+			l.errorf(item.Line, p, "must be a CIDR like 10.0.0.0/8 or an IP address, got %q", s)
+			valid = false
+			continue
+		}
+		addr = addr.Unmap()
+		cidrs = append(cidrs, netip.PrefixFrom(addr, addr.BitLen()).String())
+	}
+	return cidrs, valid
+}
+
+// positiveDuration accepts a Go duration string ("240s", "4m") or whole seconds (240).
+func (l *loader) positiveDuration(path string, v *yaml.Node) (time.Duration, bool) {
+	const forms = `must be a duration like "240s" or a whole number of seconds`
+	if v.Kind != yaml.ScalarNode || isYAMLNull(v) {
+		l.errorf(v.Line, path, "%s, got %s", forms, describeYAML(v))
+		return 0, false
+	}
+	const maxSeconds = math.MaxInt64 / int64(time.Second)
+	var d time.Duration
+	if v.Tag == "!!int" || decimalDigits(v.Value) {
+		secs, ok := yamlInt(v)
+		if !ok {
+			secs, ok = parseAllDigits(v.Value)
+		}
+		if !ok || secs > maxSeconds {
+			l.errorf(v.Line, path, "must be at most %d seconds, got %s", maxSeconds, describeYAML(v))
+			return 0, false
+		}
+		d = time.Duration(secs) * time.Second
+	} else if v.Tag == "!!str" {
+		var err error
+		if d, err = time.ParseDuration(v.Value); err != nil {
+			l.errorf(v.Line, path, "%s, got %s", forms, describeYAML(v))
+			return 0, false
+		}
+	} else {
+		l.errorf(v.Line, path, "%s, got %s", forms, describeYAML(v))
+		return 0, false
+	}
+	if d <= 0 {
+		l.errorf(v.Line, path, "must be more than zero, got %s", describeYAML(v))
+		return 0, false
+	}
+	return d, true
+}
+
+func (l *loader) oneOf(path string, v *yaml.Node, allowed ...string) (string, bool) {
+	if v.Kind == yaml.ScalarNode && v.Tag == "!!str" {
+		for _, a := range allowed {
+			if v.Value == a {
+				return a, true
+			}
+		}
+	}
+	l.errorf(v.Line, path, "must be one of %s, got %s", strings.Join(allowed, ", "), describeYAML(v))
+	return "", false
+}
+
+func (l *loader) nonEmptyString(path string, v *yaml.Node) (string, bool) {
+	s, ok := l.scalarString(path, v)
+	if ok && s == "" {
+		l.errorf(v.Line, path, "must not be empty")
+		return "", false
+	}
+	return s, ok
+}
+
+// scalarString takes a scalar's text as written, so `key: 12345` is the string "12345".
+func (l *loader) scalarString(path string, v *yaml.Node) (string, bool) {
+	if v.Kind != yaml.ScalarNode || isYAMLNull(v) || v.Tag == "!!bool" {
+		l.errorf(v.Line, path, "must be a string, got %s", describeYAML(v))
+		return "", false
+	}
+	return v.Value, true
+}
+
+// list returns a sequence's items; null (every item commented out) is the empty list.
+func (l *loader) list(path string, v *yaml.Node) ([]*yaml.Node, bool) {
+	if isYAMLNull(v) {
+		return nil, true
+	}
+	if v.Kind != yaml.SequenceNode {
+		l.errorf(v.Line, path, "must be a list, got %s", describeYAML(v))
+		return nil, false
+	}
+	items := make([]*yaml.Node, len(v.Content))
+	for i, item := range v.Content {
+		items[i] = yamlDeref(item)
+	}
+	return items, true
+}
+
+// crossCheck applies the rules that span several keys, on the merged config. Each error
+// points at the key this file set, so a default never takes the blame.
+func (l *loader) crossCheck(c *Config) {
+	if c.Admin.Listen == "" {
+		return // already reported
+	}
+	if j := listenCollision(c.Admin.Listen, c.NodeListen); j >= 0 {
+		node := fmt.Sprintf("node_listen[%d]", j)
+		if p := l.pick("admin.listen", node, "node_listen"); p == "admin.listen" {
+			l.errorf(l.lines[p], p, "%q binds the same socket as %s %q; give the Admin API its own address", c.Admin.Listen, node, c.NodeListen[j])
+		} else {
+			l.errorf(l.lines[p], node, "%q binds the same socket as admin.listen %q; give the Admin API its own address", c.NodeListen[j], c.Admin.Listen)
+		}
+	}
+	loopback := isLoopbackListen(c.Admin.Listen)
+	for i, k := range c.Admin.Keys {
+		if k.Key != "" {
+			continue
+		}
+		p := fmt.Sprintf("admin.keys[%d].key", i)
+		if loopback {
+			l.errorf(l.lines[p], p, "must not be empty: an empty key would admit every local client that sends no key; set a secret such as the output of `openssl rand -hex 16`")
+		} else {
+			l.errorf(l.lines[p], p, "must not be empty: admin.listen %q is not a loopback address, so an empty key would let anyone who reaches it reconfigure the gateway (CVE-2020-13945); set a secret such as the output of `openssl rand -hex 16`, or set admin.listen to 127.0.0.1:%s",
+				c.Admin.Listen, listenPort(c.Admin.Listen))
+		}
+	}
+	if loopback {
+		return
+	}
+	// CVE-2020-13945: APISIX's published key opened the Admin API to anyone who could reach it.
+	fix := fmt.Sprintf("or set admin.listen to 127.0.0.1:%s", listenPort(c.Admin.Listen))
+	if len(c.Admin.Keys) == 0 && !l.keysFailed {
+		p := l.pick("admin.listen", "admin.keys", "admin")
+		l.errorf(l.lines[p], "admin.listen", "%q is not a loopback address and admin.keys is empty, so the built-in public key %s would let anyone who reaches that address reconfigure the gateway (CVE-2020-13945); add a secret key of your own under admin.keys, %s",
+			c.Admin.Listen, DefaultAdminKey, fix)
+	}
+	for i, k := range c.Admin.Keys {
+		if k.Key == DefaultAdminKey {
+			p := fmt.Sprintf("admin.keys[%d].key", i)
+			l.errorf(l.lines[l.pick(p, "admin.listen")], p, "is the built-in public key, refused because admin.listen %q is not a loopback address (CVE-2020-13945); replace it with a secret of your own (e.g. from `openssl rand -hex 16`), %s",
+				c.Admin.Listen, fix)
+		}
+	}
+}
+
+// pick returns the first path set in this file, else the first path.
+func (l *loader) pick(paths ...string) string {
+	for _, p := range paths {
+		if _, ok := l.lines[p]; ok {
+			return p
+		}
+	}
+	return paths[0]
+}
+
+// listenCollision returns the index of the first address in addrs that would bind the same
+// socket as addr, or -1. A wildcard host takes the port on every address: Go listens on
+// 0.0.0.0 and [::] dual-stack.
+func listenCollision(addr string, addrs []string) int {
+	a, err := netip.ParseAddrPort(addr)
+	if err != nil {
+		return -1
+	}
+	for i, other := range addrs {
+		b, err := netip.ParseAddrPort(other)
+		if err != nil || a.Port() != b.Port() {
+			continue
+		}
+		if a.Addr() == b.Addr() || a.Addr().IsUnspecified() || b.Addr().IsUnspecified() {
+			return i
+		}
+	}
+	return -1
+}
+
+func isLoopbackListen(addr string) bool {
+	ap, err := netip.ParseAddrPort(addr)
+	return err == nil && ap.Addr().IsLoopback()
+}
+
+func listenPort(addr string) string {
+	_, port, _ := net.SplitHostPort(addr)
+	return port
+}
+
+// yamlInt returns a YAML integer's value (decimal, 0x, 0o as YAML allows).
+func yamlInt(v *yaml.Node) (int64, bool) {
+	if v.Kind != yaml.ScalarNode || v.Tag != "!!int" {
+		return 0, false
+	}
+	var n int64
+	if err := v.Decode(&n); err != nil {
+		return 0, false
+	}
+	return n, true
+}
+
+func parseAllDigits(s string) (int64, bool) {
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n, err == nil
+}
+
+// yamlDeref follows YAML aliases (*name) to the node they stand for.
+func yamlDeref(n *yaml.Node) *yaml.Node {
+	for n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	return n
+}
+
+func isYAMLNull(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && n.Tag == "!!null"
+}
+
+// describeYAML renders a value for "got ..." in messages: strings quoted, other scalars as
+// written, collections by kind.
+func describeYAML(n *yaml.Node) string {
+	switch {
+	case n.Kind == yaml.MappingNode:
+		return "a mapping"
+	case n.Kind == yaml.SequenceNode:
+		return "a list"
+	case isYAMLNull(n):
+		return "nothing"
+	case n.Tag == "!!str":
+		return strconv.Quote(n.Value)
+	default:
+		return n.Value
+	}
+}
+
+func findYAMLField(fields []yamlField, name string) (yamlField, bool) {
+	for _, f := range fields {
+		if f.name == name {
+			return f, true
+		}
+	}
+	return yamlField{}, false
+}
+
+func yamlFieldNames(fields []yamlField) string {
+	names := make([]string, len(fields))
+	for i, f := range fields {
+		names[i] = f.name
+	}
+	return strings.Join(names, ", ")
+}
