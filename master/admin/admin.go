@@ -1,0 +1,245 @@
+package admin
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"gw/conf"
+	"gw/master/store"
+)
+
+// Prefix is the URI prefix of every Admin API path.
+const Prefix = "/apisix/admin"
+
+// maxBodyBytes is APISIX's request body limit for the Admin API (1.5 MiB).
+const maxBodyBytes = 1536 << 10
+
+const defaultPublishTimeout = 5 * time.Second
+
+// Publisher hands a new snapshot to the workers.
+type Publisher interface {
+	// Publish makes every live worker serve snap and returns once each has acknowledged it,
+	// or an error naming the worker that lagged.
+	Publish(ctx context.Context, snap *conf.Snapshot) error
+}
+
+// Options configures a Handler.
+type Options struct {
+	Store *store.Store
+	// Keys are the accepted Admin API keys; a key with an empty Key never matches.
+	Keys []conf.AdminKey
+	// Allow lists the networks whose TCP peers may use the API; empty denies every peer.
+	Allow []*net.IPNet
+	// Publisher receives a snapshot after every successful write; nil publishes nowhere.
+	Publisher Publisher
+	// Version is gw's version, sent as "Server: gw/<version>".
+	Version string
+	// PublishTimeout bounds one publication; 0 means 5s.
+	PublishTimeout time.Duration
+}
+
+// Handler serves the Admin API. It is safe for concurrent use: reads run in parallel,
+// writes (with their publication) one at a time.
+type Handler struct {
+	opts    Options
+	keys    []keyDigest
+	server  string
+	now     func() time.Time // replaced in tests
+	writeMu sync.Mutex
+}
+
+// keyDigest keeps keys as SHA-256 digests so that comparing a token costs the same time
+// whatever its length and whichever key it matches.
+type keyDigest struct {
+	digest [sha256.Size]byte
+	role   string
+}
+
+// New builds a Handler. It panics without a Store: that is a wiring bug, not a runtime
+// condition.
+func New(opts Options) *Handler {
+	if opts.Store == nil {
+		panic("BUG: admin: Options.Store is nil")
+	}
+	if opts.PublishTimeout <= 0 {
+		opts.PublishTimeout = defaultPublishTimeout
+	}
+	h := &Handler{opts: opts, server: "gw/" + opts.Version, now: time.Now}
+	for _, k := range opts.Keys {
+		if k.Key != "" {
+			h.keys = append(h.keys, keyDigest{digest: sha256.Sum256([]byte(k.Key)), role: k.Role})
+		}
+	}
+	return h
+}
+
+// ServeHTTP serves a request that arrived on the admin TCP listener.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.serve(w, r, true)
+}
+
+// Internal returns the same API without the peer allow-list, for the master's private
+// Unix socket: workers forward there the admin requests that reached the data port from
+// a loopback peer, having checked that peer themselves. Keys are still checked.
+func (h *Handler) Internal() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.serve(w, r, false) })
+}
+
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request, checkPeer bool) {
+	header := w.Header()
+	header.Set("Content-Type", "application/json")
+	header.Set("Server", h.server)
+	header.Set("X-API-VERSION", "v3")
+
+	if checkPeer && !h.peerAllowed(r.RemoteAddr) {
+		reply(w, http.StatusForbidden, errorBody{ErrorMsg: "403 Forbidden"})
+		return
+	}
+	rest, underPrefix := strings.CutPrefix(r.URL.Path, Prefix)
+	if !underPrefix || (rest != "" && rest[0] != '/') {
+		reply(w, http.StatusNotFound, errorBody{ErrorMsg: "404 Not Found"})
+		return
+	}
+	if r.Method == http.MethodHead && strings.Trim(rest, "/") == "" {
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	if description, ok := h.authorize(r); !ok {
+		reply(w, http.StatusUnauthorized, errorBody{ErrorMsg: "failed to check token", Description: description})
+		return
+	}
+	name, idAndSub, _ := strings.Cut(strings.TrimPrefix(rest, "/"), "/")
+	id, subPath, _ := strings.Cut(idAndSub, "/")
+	res, ok := resources[name]
+	if !ok {
+		reply(w, http.StatusNotFound, errorBody{ErrorMsg: "Unsupported resource type: " + name})
+		return
+	}
+	req := request{res: res, id: id, subPath: strings.Trim(subPath, "/"), query: r.URL.Query(), ctx: r.Context()}
+	var status int
+	var body any
+	switch r.Method {
+	case http.MethodGet:
+		status, body = h.get(req)
+	case http.MethodPut, http.MethodPost, http.MethodPatch:
+		var bad *rejection
+		req.body, bad = readBody(r)
+		if bad != nil {
+			status, body = bad.status, bad.body
+			break
+		}
+		switch r.Method {
+		case http.MethodPut:
+			status, body = h.put(req)
+		case http.MethodPost:
+			status, body = h.post(req)
+		default:
+			status, body = h.patch(req)
+		}
+	case http.MethodDelete:
+		status, body = h.delete(req)
+	default:
+		header.Set("Allow", "GET, PUT, POST, PATCH, DELETE")
+		status, body = http.StatusMethodNotAllowed, errorBody{ErrorMsg: "not supported `" + r.Method + "` method for " + res.singular}
+	}
+	reply(w, status, body)
+}
+
+// peerAllowed judges the TCP peer only: X-Forwarded-For and X-Real-IP are the client's
+// to forge (CVE-2022-24112 is that mistake).
+func (h *Handler) peerAllowed(remoteAddr string) bool {
+	host, _, err := net.SplitHostPort(remoteAddr)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	if ip == nil {
+		return false
+	}
+	for _, network := range h.opts.Allow {
+		if network.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// authorize finds the token where APISIX looks for it (query api_key, header X-API-KEY,
+// cookie x_api_key, first non-empty wins) and checks it and its role against the method.
+func (h *Handler) authorize(r *http.Request) (description string, ok bool) {
+	token := r.URL.Query().Get("api_key")
+	if token == "" {
+		token = r.Header.Get("X-API-KEY")
+	}
+	if token == "" {
+		if c, err := r.Cookie("x_api_key"); err == nil {
+			token = c.Value
+		}
+	}
+	if token == "" {
+		return "missing apikey", false
+	}
+	digest := sha256.Sum256([]byte(token))
+	role, matched := "", false
+	for _, k := range h.keys {
+		// No early exit: every key is compared whichever one matches.
+		if subtle.ConstantTimeCompare(digest[:], k.digest[:]) == 1 {
+			role, matched = k.role, true
+		}
+	}
+	if !matched {
+		return "wrong apikey", false
+	}
+	if role == "viewer" && r.Method != http.MethodGet {
+		return "invalid method for role viewer", false
+	}
+	return "", true
+}
+
+// publish sends a snapshot of the store as it is now to every worker. It outlives the
+// client's request: a client that hangs up must not leave workers half-updated.
+func (h *Handler) publish(ctx context.Context) error {
+	if h.opts.Publisher == nil {
+		return nil
+	}
+	snap, err := h.opts.Store.Snapshot()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.opts.PublishTimeout)
+	defer cancel()
+	return h.opts.Publisher.Publish(ctx, snap)
+}
+
+type errorBody struct {
+	ErrorMsg    string `json:"error_msg"`
+	Description string `json:"description,omitempty"`
+	ReqBody     string `json:"req_body,omitempty"`
+}
+
+// notFound is APISIX's body for a missing key (field "message", not "error_msg").
+var notFound = struct {
+	Message string `json:"message"`
+}{"Key not found"}
+
+func badRequest(msg string) (int, any) {
+	return http.StatusBadRequest, errorBody{ErrorMsg: msg}
+}
+
+// reply writes status and body as JSON followed by "\n", as APISIX does.
+func reply(w http.ResponseWriter, status int, body any) {
+	w.WriteHeader(status)
+	if body == nil {
+		return
+	}
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.Encode(body) // the client hanging up is the only failure; nothing to do about it
+}

@@ -1,0 +1,16 @@
+// Package admin serves the APISIX-compatible Admin API (v3) for routes, upstreams and
+// services on top of master/store.
+//
+// The model: a request passes the peer allow-list (TCP listener only; Internal skips it
+// for the master's private socket), then the key check, then reaches one resource from a
+// table (kind, APISIX singular, validator, the fields that reference other kinds). Every
+// write runs under one mutex from validation to publication: the body is decoded as JSON
+// whatever its Content-Type, the server sets "id", "create_time" and "update_time", the
+// whole resulting object is validated (conf decoders, plugin validators, references to
+// other objects) before anything is stored, then the store makes it durable, and finally
+// a fresh snapshot is published to every worker. A 2xx therefore means every live worker
+// already serves the change (read-your-writes); a publication failure answers 503 but
+// keeps the durable write, and the next successful write publishes it again. Reads never
+// take the mutex. Responses, including errors, use APISIX's bodies and status codes so
+// APISIX users' scripts keep working.
+package admin

@@ -1,0 +1,411 @@
+package admin
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"gw/master/store"
+)
+
+// request is one Admin API call after routing: /apisix/admin/<res>/<id>/<subPath>.
+type request struct {
+	res     *resource
+	id      string
+	subPath string
+	query   url.Values
+	body    any // decoded JSON: map[string]any, []any, string, json.Number, bool or nil
+	ctx     context.Context
+}
+
+// item is one object in APISIX v3's envelope; writes answer without the indexes.
+type item struct {
+	Key           string          `json:"key"`
+	Value         json.RawMessage `json:"value"`
+	CreatedIndex  uint64          `json:"createdIndex,omitempty"`
+	ModifiedIndex uint64          `json:"modifiedIndex,omitempty"`
+}
+
+type listBody struct {
+	List  []item `json:"list"`
+	Total int    `json:"total"`
+}
+
+func key(kind store.Kind, id string) string { return "/apisix/" + string(kind) + "/" + id }
+
+func fullItem(obj store.Object) item {
+	return item{Key: key(obj.Kind, obj.ID), Value: obj.Value, CreatedIndex: obj.CreatedIndex, ModifiedIndex: obj.ModifiedIndex}
+}
+
+type rejection struct {
+	status int
+	body   any
+}
+
+// readBody decodes the body as JSON whatever the Content-Type says (curl -d sends a form
+// type). An empty body decodes to nil.
+func readBody(r *http.Request) (any, *rejection) {
+	tooBig := &rejection{http.StatusRequestEntityTooLarge,
+		errorBody{ErrorMsg: fmt.Sprintf("request body is larger than %d bytes", maxBodyBytes)}}
+	if r.ContentLength > maxBodyBytes {
+		return nil, tooBig
+	}
+	data, err := io.ReadAll(io.LimitReader(r.Body, maxBodyBytes+1))
+	if err != nil {
+		return nil, &rejection{http.StatusBadRequest, errorBody{ErrorMsg: "invalid request body: " + err.Error()}}
+	}
+	if len(data) > maxBodyBytes {
+		return nil, tooBig
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, nil
+	}
+	body, err := decodeJSON(data)
+	if err != nil {
+		return nil, &rejection{http.StatusBadRequest, errorBody{ErrorMsg: "invalid request body: " + err.Error(), ReqBody: string(data)}}
+	}
+	return body, nil
+}
+
+// decodeJSON decodes one JSON value, keeping numbers as written so that large integers
+// (limit-count's 2000000000000) survive the round trip unchanged.
+func decodeJSON(data []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("unexpected data after the JSON value")
+	}
+	return v, nil
+}
+
+func encodeJSON(v any) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		panic(fmt.Sprintf("BUG: admin: encoding decoded JSON: %v", err))
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+}
+
+func (h *Handler) get(req request) (int, any) {
+	if req.subPath != "" {
+		return subPathRefused(req)
+	}
+	if req.id != "" {
+		obj, ok := h.opts.Store.Get(req.res.kind, req.id)
+		if !ok {
+			return http.StatusNotFound, notFound
+		}
+		return http.StatusOK, fullItem(obj)
+	}
+	objects := h.opts.Store.List(req.res.kind)
+	page, pageSize, paged, err := paging(req.query)
+	if err != nil {
+		return badRequest(err.Error())
+	}
+	body := listBody{List: []item{}, Total: len(objects)}
+	if paged {
+		start := min((page-1)*pageSize, len(objects))
+		objects = objects[start:min(start+pageSize, len(objects))]
+	}
+	for _, obj := range objects {
+		body.List = append(body.List, fullItem(obj))
+	}
+	return http.StatusOK, body
+}
+
+// paging reads APISIX's page (from 1) and page_size (10..500); without either the whole
+// list is returned.
+func paging(query url.Values) (page, pageSize int, paged bool, err error) {
+	page, pageSize = 1, 10
+	if s := query.Get("page"); s != "" {
+		if page, err = strconv.Atoi(s); err != nil || page < 1 {
+			return 0, 0, false, errors.New("page must be an integer of 1 or more")
+		}
+		paged = true
+	}
+	if s := query.Get("page_size"); s != "" {
+		if pageSize, err = strconv.Atoi(s); err != nil || pageSize < 10 || pageSize > 500 {
+			return 0, 0, false, errors.New("page_size must be between 10 and 500")
+		}
+		paged = true
+	}
+	return page, pageSize, paged, nil
+}
+
+func subPathRefused(req request) (int, any) {
+	return badRequest("a sub path (/" + req.subPath + ") is accepted only by PATCH")
+}
+
+// newObject checks what PUT and POST have in common: a JSON object without server-set
+// properties.
+func newObject(req request) (map[string]any, *rejection) {
+	if req.body == nil {
+		return nil, &rejection{http.StatusBadRequest, errorBody{ErrorMsg: "missing configurations"}}
+	}
+	obj, ok := req.body.(map[string]any)
+	if !ok {
+		return nil, &rejection{http.StatusBadRequest, errorBody{ErrorMsg: "invalid configuration: the body must be a JSON object"}}
+	}
+	if msg := forbiddenProperty(obj); msg != "" {
+		return nil, &rejection{http.StatusBadRequest, errorBody{ErrorMsg: msg}}
+	}
+	return obj, nil
+}
+
+// forbiddenProperty refuses create_time and update_time from clients, at the top level
+// and where APISIX also looks (the inline upstream and the plugins object).
+func forbiddenProperty(obj map[string]any) string {
+	for _, where := range []string{"", "upstream", "plugins"} {
+		m := obj
+		if where != "" {
+			m, _ = obj[where].(map[string]any)
+			where += "."
+		}
+		for _, name := range []string{"create_time", "update_time"} {
+			if _, set := m[name]; set {
+				return "the property is forbidden: " + where + name
+			}
+		}
+	}
+	return ""
+}
+
+func (h *Handler) put(req request) (int, any) {
+	if req.subPath != "" {
+		return subPathRefused(req)
+	}
+	obj, bad := newObject(req)
+	if bad != nil {
+		return bad.status, bad.body
+	}
+	id := req.id
+	bodyID, hasBodyID := obj["id"]
+	switch {
+	case id == "" && !hasBodyID:
+		return badRequest("missing " + req.res.singular + " id")
+	case id == "":
+		id = idString(bodyID)
+		if id == "" {
+			return badRequest("invalid configuration: property \"id\" must be a string or an integer")
+		}
+	case hasBodyID && idString(bodyID) != id:
+		return badRequest("wrong " + req.res.singular + " id")
+	}
+
+	h.writeMu.Lock()
+	defer h.writeMu.Unlock()
+	now := json.Number(strconv.FormatInt(h.now().Unix(), 10))
+	obj["id"] = id
+	obj["create_time"] = now
+	if prev, ok := h.opts.Store.Get(req.res.kind, id); ok {
+		if created := storedField(prev, "create_time"); created != nil {
+			obj["create_time"] = created
+		}
+	}
+	obj["update_time"] = now
+	return h.write(req, id, obj, func(created bool) int {
+		if created {
+			return http.StatusCreated
+		}
+		return http.StatusOK
+	})
+}
+
+func (h *Handler) post(req request) (int, any) {
+	if req.subPath != "" {
+		return subPathRefused(req)
+	}
+	obj, bad := newObject(req)
+	if bad != nil {
+		return bad.status, bad.body
+	}
+	if _, hasBodyID := obj["id"]; hasBodyID || req.id != "" {
+		return badRequest("wrong " + req.res.singular + " id, do not need it")
+	}
+
+	h.writeMu.Lock()
+	defer h.writeMu.Unlock()
+	now := json.Number(strconv.FormatInt(h.now().Unix(), 10))
+	obj["create_time"] = now
+	obj["update_time"] = now
+	// Validate before NewID: a rejected POST must not consume a revision.
+	if status, body := h.check(req.res, obj); status != 0 {
+		return status, body
+	}
+	id, err := h.opts.Store.NewID()
+	if err != nil {
+		return http.StatusServiceUnavailable, errorBody{ErrorMsg: err.Error()}
+	}
+	obj["id"] = id
+	return h.write(req, id, obj, func(bool) int { return http.StatusCreated })
+}
+
+func (h *Handler) patch(req request) (int, any) {
+	if req.id == "" {
+		return badRequest("missing " + req.res.singular + " id")
+	}
+	if req.body == nil {
+		return badRequest("missing new configuration")
+	}
+	patchObj, isObject := req.body.(map[string]any)
+	if req.subPath == "" && !isObject {
+		return badRequest("invalid configuration")
+	}
+
+	h.writeMu.Lock()
+	defer h.writeMu.Unlock()
+	prev, ok := h.opts.Store.Get(req.res.kind, req.id)
+	if !ok {
+		return http.StatusNotFound, notFound
+	}
+	stored, err := decodeJSON(prev.Value)
+	if err != nil {
+		panic(fmt.Sprintf("BUG: admin: stored %s/%s is not JSON: %v", prev.Kind, prev.ID, err))
+	}
+	obj := stored.(map[string]any)
+	now := json.Number(strconv.FormatInt(h.now().Unix(), 10))
+	if req.subPath != "" {
+		if err := replaceAt(obj, req.subPath, req.body); err != nil {
+			return badRequest(err.Error())
+		}
+		obj["update_time"] = now
+	} else {
+		obj = mergePatch(obj, patchObj).(map[string]any)
+		// APISIX lets a PATCH set update_time; otherwise it is the time of the change.
+		if patchObj["update_time"] == nil {
+			obj["update_time"] = now
+		}
+	}
+	if _, kept := obj["create_time"]; !kept {
+		if created := storedField(prev, "create_time"); created != nil {
+			obj["create_time"] = created
+		}
+	}
+	if bodyID, has := obj["id"]; has && idString(bodyID) != req.id {
+		return badRequest("wrong " + req.res.singular + " id")
+	}
+	obj["id"] = req.id
+	return h.write(req, req.id, obj, func(bool) int { return http.StatusOK })
+}
+
+func (h *Handler) delete(req request) (int, any) {
+	if req.subPath != "" {
+		return subPathRefused(req)
+	}
+	if req.id == "" {
+		return badRequest("missing " + req.res.singular + " id")
+	}
+	h.writeMu.Lock()
+	defer h.writeMu.Unlock()
+	if _, ok := h.opts.Store.Get(req.res.kind, req.id); !ok {
+		return http.StatusNotFound, notFound
+	}
+	if req.query.Get("force") != "true" {
+		if msg := h.stillUsed(req.res, req.id); msg != "" {
+			return badRequest(msg)
+		}
+	}
+	deleted, err := h.opts.Store.Delete(req.res.kind, req.id)
+	if err != nil {
+		return http.StatusServiceUnavailable, errorBody{ErrorMsg: err.Error()}
+	}
+	if !deleted {
+		panic("BUG: admin: object vanished under the write lock")
+	}
+	if err := h.publish(req.ctx); err != nil {
+		return notServed(err)
+	}
+	return http.StatusOK, struct {
+		Deleted string `json:"deleted"`
+		Key     string `json:"key"`
+	}{"1", key(req.res.kind, req.id)}
+}
+
+// write validates obj as a whole, stores it and publishes the result. Callers hold
+// writeMu from their first read of the store, so what was validated is what is stored.
+func (h *Handler) write(req request, id string, obj map[string]any, status func(created bool) int) (int, any) {
+	if code, body := h.check(req.res, obj); code != 0 {
+		return code, body
+	}
+	stored, created, err := h.opts.Store.Put(req.res.kind, id, encodeJSON(obj))
+	if errors.Is(err, store.ErrInvalidID) {
+		return badRequest("invalid configuration: property \"id\" validation failed: " + err.Error())
+	}
+	if err != nil {
+		return http.StatusServiceUnavailable, errorBody{ErrorMsg: err.Error()}
+	}
+	if err := h.publish(req.ctx); err != nil {
+		return notServed(err)
+	}
+	return status(created), item{Key: key(stored.Kind, stored.ID), Value: stored.Value}
+}
+
+// check validates obj with the resource's validator, then the objects it references.
+// It returns status 0 when obj may be stored.
+func (h *Handler) check(res *resource, obj map[string]any) (int, any) {
+	if err := res.validate(encodeJSON(obj)); err != nil {
+		return badRequest(err.Error())
+	}
+	for _, ref := range res.refs {
+		id := idString(obj[ref.field])
+		if id == "" {
+			continue
+		}
+		if _, ok := h.opts.Store.Get(ref.kind, id); !ok {
+			word := resourceOf(ref.kind).singular
+			return badRequest(fmt.Sprintf("failed to fetch %s info by %s id [%s], response code: 404", word, word, id))
+		}
+	}
+	return 0, nil
+}
+
+// stillUsed names the first object whose reference field points at res/id, or "".
+func (h *Handler) stillUsed(res *resource, id string) string {
+	for _, name := range referrerOrder {
+		referrer := resources[name]
+		for _, ref := range referrer.refs {
+			if ref.kind != res.kind {
+				continue
+			}
+			for _, obj := range h.opts.Store.List(referrer.kind) {
+				if idString(storedField(obj, ref.field)) == id {
+					return fmt.Sprintf("%s, %s [%s] is still using it now", res.inUse, referrer.singular, obj.ID)
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// storedField returns one top-level field of a stored object, decoded, or nil.
+func storedField(obj store.Object, field string) any {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(obj.Value, &fields); err != nil {
+		return nil
+	}
+	raw, ok := fields[field]
+	if !ok {
+		return nil
+	}
+	v, err := decodeJSON(raw)
+	if err != nil {
+		return nil
+	}
+	return v
+}
+
+func notServed(err error) (int, any) {
+	return http.StatusServiceUnavailable, errorBody{ErrorMsg: "stored, but not yet served by every worker: " + err.Error()}
+}

@@ -1,0 +1,386 @@
+package store
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+
+	"gw/conf"
+
+	"github.com/hashicorp/go-memdb"
+)
+
+// Kind names a collection of objects, as in the Admin API path ("routes").
+type Kind string
+
+// The kinds the store holds. Adding one is a new entry in kindSpecs.
+const (
+	Routes    Kind = "routes"
+	Upstreams Kind = "upstreams"
+	Services  Kind = "services"
+)
+
+// Object is one stored object. Value is the JSON object as the Admin API stored it (with
+// "id", "create_time" and "update_time"); Objects returned by the Store are shared and
+// must not be modified.
+type Object struct {
+	Kind          Kind
+	ID            string
+	Value         json.RawMessage
+	CreatedIndex  uint64
+	ModifiedIndex uint64
+}
+
+// Errors the store returns; test with errors.Is.
+var (
+	ErrUnknownKind = errors.New("store: unknown kind")
+	ErrInvalidID   = errors.New("store: invalid id")
+	ErrClosed      = errors.New("store: closed")
+)
+
+// kindSpec ties a kind to the way its objects enter a conf.Snapshot.
+type kindSpec struct {
+	kind Kind
+	add  func(snap *conf.Snapshot, value []byte) error
+}
+
+var kindSpecs = []kindSpec{
+	{Routes, func(snap *conf.Snapshot, value []byte) error {
+		r, err := conf.DecodeRoute(value)
+		if err == nil {
+			snap.Routes = append(snap.Routes, *r)
+		}
+		return err
+	}},
+	{Upstreams, func(snap *conf.Snapshot, value []byte) error {
+		u, err := conf.DecodeUpstream(value)
+		if err == nil {
+			snap.Upstreams = append(snap.Upstreams, *u)
+		}
+		return err
+	}},
+	{Services, func(snap *conf.Snapshot, value []byte) error {
+		s, err := conf.DecodeService(value)
+		if err == nil {
+			snap.Services = append(snap.Services, *s)
+		}
+		return err
+	}},
+}
+
+// Kinds lists every kind the store holds, in snapshot order.
+func Kinds() []Kind {
+	kinds := make([]Kind, len(kindSpecs))
+	for i, spec := range kindSpecs {
+		kinds[i] = spec.kind
+	}
+	return kinds
+}
+
+func knownKind(kind Kind) bool {
+	for _, spec := range kindSpecs {
+		if spec.kind == kind {
+			return true
+		}
+	}
+	return false
+}
+
+// ValidID reports whether id may name an object: an id conf.ParseID accepts (1 to 64
+// characters of [a-zA-Z0-9-_.], as APISIX's schema), but never "." or ".." since ids
+// become file names.
+func ValidID(id string) bool {
+	_, err := conf.ParseID(id)
+	return err == nil && id != "." && id != ".."
+}
+
+// revisionRow is the single row of the meta table; keeping the revision inside memdb
+// lets a read transaction see objects and revision at the same point.
+type revisionRow struct {
+	Name     string
+	Revision uint64
+}
+
+const (
+	metaTable   = "meta"
+	revisionKey = "revision"
+)
+
+func schema() *memdb.DBSchema {
+	tables := map[string]*memdb.TableSchema{
+		metaTable: {
+			Name: metaTable,
+			Indexes: map[string]*memdb.IndexSchema{
+				"id": {Name: "id", Unique: true, Indexer: &memdb.StringFieldIndex{Field: "Name"}},
+			},
+		},
+	}
+	for _, spec := range kindSpecs {
+		name := string(spec.kind)
+		tables[name] = &memdb.TableSchema{
+			Name: name,
+			Indexes: map[string]*memdb.IndexSchema{
+				"id":      {Name: "id", Unique: true, Indexer: &memdb.StringFieldIndex{Field: "ID"}},
+				"created": {Name: "created", Unique: true, Indexer: &memdb.UintFieldIndex{Field: "CreatedIndex"}},
+			},
+		}
+	}
+	return &memdb.DBSchema{Tables: tables}
+}
+
+// Backend persists objects for a Store. The Store calls it only under its writer lock, so
+// an implementation sees one call at a time, and each call must be durable when it
+// returns. The Store assigns every revision; a Backend only records them.
+type Backend interface {
+	// Load returns every persisted object of the given kinds and the persisted revision.
+	Load(kinds []Kind) ([]Object, uint64, error)
+	// Put creates or replaces obj; obj.ModifiedIndex is the new revision.
+	Put(obj Object) error
+	// Delete removes an object; revision is the new revision, which must survive it.
+	Delete(kind Kind, id string, revision uint64) error
+	// SetRevision records a revision consumed without an object change (NewID).
+	SetRevision(revision uint64) error
+	Close() error
+}
+
+// Store is the master's object store: memdb in memory, a Backend on disk. Every method is
+// safe for concurrent use; writes are serialised, reads run concurrently with them.
+type Store struct {
+	db      *memdb.MemDB
+	backend Backend
+
+	writeMu sync.Mutex // serialises Put, Delete, NewID and Close
+	closed  bool
+}
+
+// Open opens the file-backed store in dir, creating dir (0700) if it is missing, and
+// loads every persisted object. See the package doc for the layout.
+func Open(dir string) (*Store, error) {
+	backend, err := openDirBackend(dir)
+	if err != nil {
+		return nil, err
+	}
+	s, err := OpenBackend(backend)
+	if err != nil {
+		backend.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// OpenBackend builds a Store over backend and loads everything it holds. The Store owns
+// backend from here on and closes it in Close (not when OpenBackend fails).
+func OpenBackend(backend Backend) (*Store, error) {
+	db, err := memdb.NewMemDB(schema())
+	if err != nil {
+		return nil, fmt.Errorf("BUG: store: memdb schema: %w", err)
+	}
+	objects, revision, err := backend.Load(Kinds())
+	if err != nil {
+		return nil, err
+	}
+	txn := db.Txn(true)
+	defer txn.Abort()
+	for i := range objects {
+		obj := objects[i]
+		if !knownKind(obj.Kind) {
+			return nil, fmt.Errorf("loading %s/%s: %w %q", obj.Kind, obj.ID, ErrUnknownKind, obj.Kind)
+		}
+		// memdb does not enforce uniqueness itself: a second object would silently
+		// replace the first in the index.
+		for _, index := range []struct {
+			name string
+			arg  any
+		}{{"id", obj.ID}, {"created", obj.CreatedIndex}} {
+			if other, _ := txn.First(string(obj.Kind), index.name, index.arg); other != nil {
+				return nil, fmt.Errorf("loading %s/%s: %s %v is also used by %s/%s",
+					obj.Kind, obj.ID, index.name, index.arg, obj.Kind, other.(*Object).ID)
+			}
+		}
+		if err := txn.Insert(string(obj.Kind), &obj); err != nil {
+			return nil, fmt.Errorf("loading %s/%s: %w", obj.Kind, obj.ID, err)
+		}
+		revision = max(revision, obj.ModifiedIndex, obj.CreatedIndex)
+	}
+	if err := txn.Insert(metaTable, &revisionRow{Name: revisionKey, Revision: revision}); err != nil {
+		return nil, fmt.Errorf("BUG: store: inserting revision: %w", err)
+	}
+	txn.Commit()
+	return &Store{db: db, backend: backend}, nil
+}
+
+// Get returns the object of kind with id.
+func (s *Store) Get(kind Kind, id string) (Object, bool) {
+	if !knownKind(kind) {
+		return Object{}, false
+	}
+	txn := s.db.Txn(false)
+	raw, err := txn.First(string(kind), "id", id)
+	if err != nil || raw == nil {
+		return Object{}, false
+	}
+	return *raw.(*Object), true
+}
+
+// List returns every object of kind, ordered by CreatedIndex.
+func (s *Store) List(kind Kind) []Object {
+	if !knownKind(kind) {
+		return nil
+	}
+	return list(s.db.Txn(false), kind)
+}
+
+func list(txn *memdb.Txn, kind Kind) []Object {
+	it, err := txn.Get(string(kind), "created")
+	if err != nil {
+		panic(fmt.Sprintf("BUG: store: listing %s: %v", kind, err))
+	}
+	var objects []Object
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		objects = append(objects, *raw.(*Object))
+	}
+	return objects
+}
+
+// Revision returns the revision of the latest change.
+func (s *Store) Revision() uint64 {
+	return revisionOf(s.db.Txn(false))
+}
+
+func revisionOf(txn *memdb.Txn) uint64 {
+	raw, err := txn.First(metaTable, "id", revisionKey)
+	if err != nil || raw == nil {
+		panic(fmt.Sprintf("BUG: store: revision row missing: %v", err))
+	}
+	return raw.(*revisionRow).Revision
+}
+
+// Put creates or replaces the object kind/id with value, a JSON object that the store
+// copies. It reports whether the object is new. The change is durable when Put returns;
+// if persisting fails, nothing changes.
+func (s *Store) Put(kind Kind, id string, value json.RawMessage) (obj Object, created bool, err error) {
+	if !knownKind(kind) {
+		return Object{}, false, fmt.Errorf("%w %q", ErrUnknownKind, kind)
+	}
+	if !ValidID(id) {
+		return Object{}, false, fmt.Errorf("%w %q: use 1 to 64 characters of a-z A-Z 0-9 - _ .", ErrInvalidID, id)
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, value); err != nil {
+		return Object{}, false, fmt.Errorf("store: value of %s/%s is not JSON: %w", kind, id, err)
+	}
+
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	if s.closed {
+		return Object{}, false, ErrClosed
+	}
+	txn := s.db.Txn(true)
+	defer txn.Abort()
+	revision := revisionOf(txn) + 1
+	obj = Object{Kind: kind, ID: id, Value: compact.Bytes(), CreatedIndex: revision, ModifiedIndex: revision}
+	created = true
+	if prev, _ := txn.First(string(kind), "id", id); prev != nil {
+		obj.CreatedIndex = prev.(*Object).CreatedIndex
+		created = false
+	}
+	if err := s.backend.Put(obj); err != nil {
+		return Object{}, false, err
+	}
+	stored := obj
+	if err := txn.Insert(string(kind), &stored); err != nil {
+		panic(fmt.Sprintf("BUG: store: indexing %s/%s: %v", kind, id, err))
+	}
+	setRevision(txn, revision)
+	txn.Commit()
+	return obj, created, nil
+}
+
+// Delete removes the object kind/id and reports whether it existed. The change is
+// durable when Delete returns.
+func (s *Store) Delete(kind Kind, id string) (bool, error) {
+	if !knownKind(kind) {
+		return false, fmt.Errorf("%w %q", ErrUnknownKind, kind)
+	}
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	if s.closed {
+		return false, ErrClosed
+	}
+	txn := s.db.Txn(true)
+	defer txn.Abort()
+	prev, _ := txn.First(string(kind), "id", id)
+	if prev == nil {
+		return false, nil
+	}
+	revision := revisionOf(txn) + 1
+	if err := s.backend.Delete(kind, id, revision); err != nil {
+		return false, err
+	}
+	if err := txn.Delete(string(kind), prev); err != nil {
+		panic(fmt.Sprintf("BUG: store: unindexing %s/%s: %v", kind, id, err))
+	}
+	setRevision(txn, revision)
+	txn.Commit()
+	return true, nil
+}
+
+// NewID consumes a revision and returns it as an id for POST, zero-padded to 20 digits
+// like APISIX ("00000000000000000089"). The id is unique across restarts.
+func (s *Store) NewID() (string, error) {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	if s.closed {
+		return "", ErrClosed
+	}
+	txn := s.db.Txn(true)
+	defer txn.Abort()
+	revision := revisionOf(txn) + 1
+	if err := s.backend.SetRevision(revision); err != nil {
+		return "", err
+	}
+	setRevision(txn, revision)
+	txn.Commit()
+	return fmt.Sprintf("%020d", revision), nil
+}
+
+func setRevision(txn *memdb.Txn, revision uint64) {
+	if err := txn.Insert(metaTable, &revisionRow{Name: revisionKey, Revision: revision}); err != nil {
+		panic(fmt.Sprintf("BUG: store: setting revision: %v", err))
+	}
+}
+
+// Snapshot decodes every object into a conf.Snapshot whose Version is the revision it
+// reflects. Objects keep CreatedIndex order within each kind. It fails, naming the object,
+// if a stored object no longer decodes (the validators changed under stored data).
+func (s *Store) Snapshot() (*conf.Snapshot, error) {
+	txn := s.db.Txn(false)
+	snap := &conf.Snapshot{
+		Version:   revisionOf(txn),
+		Routes:    []conf.Route{},
+		Upstreams: []conf.Upstream{},
+		Services:  []conf.Service{},
+	}
+	for _, spec := range kindSpecs {
+		for _, obj := range list(txn, spec.kind) {
+			if err := spec.add(snap, obj.Value); err != nil {
+				return nil, fmt.Errorf("store: %s/%s: %w", obj.Kind, obj.ID, err)
+			}
+		}
+	}
+	return snap, nil
+}
+
+// Close releases the backend; later writes fail with ErrClosed, reads keep answering from
+// memory.
+func (s *Store) Close() error {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	return s.backend.Close()
+}
