@@ -1,0 +1,32 @@
+# gw: the two commands a new user needs are `make run` and `make test`.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X main.version=$(VERSION)
+GO ?= go
+
+.PHONY: build run test unit integration microbench bench vet clean
+
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/gwctl ./cmd/gwctl
+
+# Runs the gateway in the foreground on the repository's conf/config.yaml, which holds
+# exactly the embedded defaults: data port 9080, Admin API 127.0.0.1:9180. Ctrl-C stops it.
+run: build
+	bin/gwctl start --foreground
+
+test: vet unit integration
+
+vet:
+	$(GO) vet ./...
+
+unit:
+	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /integration)
+
+integration:
+	$(GO) test -count=1 -timeout 10m ./integration/...
+
+# Micro-benchmarks beside the code, with allocations.
+microbench:
+	$(GO) test -run '^$$' -bench . -benchmem ./worker/... ./ipc/... ./conf/... ./master/...
+
+clean:
+	rm -rf bin logs data

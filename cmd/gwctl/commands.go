@@ -1,0 +1,210 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"gw/conf"
+	"gw/master"
+	"gw/worker"
+)
+
+// prefixFlag is accepted after every verb too (`gwctl stop --prefix DIR`).
+func prefixFlag() cli.Flag {
+	return &cli.StringFlag{Name: "prefix", Aliases: []string{"p"}, Usage: "instance directory (default: the current directory)"}
+}
+
+func instancePaths(c *cli.Context) (master.Paths, error) {
+	prefix := c.String("prefix")
+	if prefix == "" {
+		for _, ancestor := range c.Lineage() {
+			if p := ancestor.String("prefix"); p != "" {
+				prefix = p
+				break
+			}
+		}
+	}
+	if prefix == "" {
+		prefix = "."
+	}
+	return master.PathsFor(prefix)
+}
+
+// startTimeout bounds how long `gwctl start` waits for every worker to report ready.
+const startTimeout = 60 * time.Second
+
+func startCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "start",
+		Usage: "start the master and its workers; returns once every worker serves",
+		Flags: []cli.Flag{
+			prefixFlag(),
+			&cli.IntFlag{Name: "workers", Aliases: []string{"w"}, Usage: "worker processes (overrides worker_processes for this master's life)"},
+			&cli.BoolFlag{Name: "foreground", Usage: "keep the master attached (systemd, containers)"},
+			&cli.IntFlag{Name: "notify-fd", Hidden: true, Usage: "pipe to the daemonizing parent"},
+		},
+		Action: func(c *cli.Context) error {
+			paths, err := instancePaths(c)
+			if err != nil {
+				return err
+			}
+			if c.Int("workers") < 0 {
+				return fmt.Errorf("--workers: must be a positive number, got %d", c.Int("workers"))
+			}
+			if c.Bool("foreground") {
+				opts := master.Options{Prefix: paths.Prefix, Workers: c.Int("workers"), Version: version}
+				if fd := c.Int("notify-fd"); fd > 0 {
+					opts.Notify = os.NewFile(uintptr(fd), "notify")
+				} else {
+					opts.Stderr = os.Stderr
+				}
+				return master.Run(opts)
+			}
+			return daemonize(c, paths)
+		},
+	}
+}
+
+// daemonize starts the master in its own session, detached from the terminal, and waits on
+// a pipe for its verdict so that the exit code tells the truth about the start.
+func daemonize(c *cli.Context, paths master.Paths) error {
+	if _, err := conf.Load(paths.Config); err != nil {
+		return err
+	}
+	if pid, err := paths.RunningMaster(); err == nil {
+		return fmt.Errorf("gw is already running in %s (pid %d)", paths.Prefix, pid)
+	}
+	if err := os.MkdirAll(paths.Logs, 0o700); err != nil {
+		return err
+	}
+	logFile, err := os.OpenFile(paths.ErrorLog, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	verdict, notify, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer verdict.Close()
+	args := []string{"start", "--foreground", "--prefix", paths.Prefix, "--notify-fd", "3"}
+	if n := c.Int("workers"); n > 0 {
+		args = append(args, "--workers", strconv.Itoa(n))
+	}
+	cmd := exec.Command("/proc/self/exe", args...)
+	cmd.Args[0] = "gw: master process"
+	cmd.Dir = paths.Prefix
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.ExtraFiles = []*os.File{notify}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		notify.Close()
+		return fmt.Errorf("starting master: %w", err)
+	}
+	notify.Close()
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+
+	lines := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(verdict).ReadString('\n')
+		lines <- strings.TrimSpace(line)
+	}()
+	select {
+	case line := <-lines:
+		switch {
+		case strings.HasPrefix(line, "ready "):
+			fmt.Println("gw started:", strings.TrimPrefix(line, "ready "))
+			return nil
+		case strings.HasPrefix(line, "error: "):
+			<-exited
+			return errors.New(strings.TrimPrefix(line, "error: "))
+		default:
+			<-exited
+			return fmt.Errorf("master exited during start-up; see %s", paths.ErrorLog)
+		}
+	case <-time.After(startTimeout):
+		_ = cmd.Process.Kill()
+		return fmt.Errorf("master not ready within %v; see %s", startTimeout, paths.ErrorLog)
+	}
+}
+
+// stopTimeout bounds `gwctl stop`: the master kills workers that outlive a short grace.
+const stopTimeout = 15 * time.Second
+
+func stopCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "stop",
+		Usage: "fast stop (TERM): returns once the master has exited",
+		Flags: []cli.Flag{prefixFlag()},
+		Action: func(c *cli.Context) error {
+			paths, err := instancePaths(c)
+			if err != nil {
+				return err
+			}
+			pid, err := paths.RunningMaster()
+			if err != nil {
+				return err
+			}
+			if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+				return fmt.Errorf("signalling master %d: %w", pid, err)
+			}
+			if !paths.WaitGone(stopTimeout) {
+				return fmt.Errorf("master %d still running %v after TERM; see %s", pid, stopTimeout, paths.ErrorLog)
+			}
+			fmt.Printf("gw stopped (master pid %d)\n", pid)
+			return nil
+		},
+	}
+}
+
+func testCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "test",
+		Usage: "check conf/config.yaml and exit (nginx -t)",
+		Flags: []cli.Flag{prefixFlag()},
+		Action: func(c *cli.Context) error {
+			paths, err := instancePaths(c)
+			if err != nil {
+				return err
+			}
+			if _, err := conf.Load(paths.Config); err != nil {
+				return fmt.Errorf("configuration test failed:\n%w", err)
+			}
+			fmt.Printf("configuration %s test is successful\n", paths.Config)
+			return nil
+		},
+	}
+}
+
+func workerCommand() *cli.Command {
+	return &cli.Command{
+		Name:   "worker",
+		Hidden: true,
+		Usage:  "run one worker process (started by the master, never by hand)",
+		Flags: []cli.Flag{
+			prefixFlag(),
+			&cli.IntFlag{Name: "slot"},
+			&cli.Uint64Flag{Name: "generation"},
+		},
+		Action: func(c *cli.Context) error {
+			err := worker.Run(worker.Options{
+				Prefix: c.String("prefix"), Slot: c.Int("slot"), Generation: c.Uint64("generation"), Version: version,
+			})
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "gw worker slot %d (pid %d): %v\n", c.Int("slot"), os.Getpid(), err)
+				os.Exit(worker.FatalExitCode)
+			}
+			return nil
+		},
+	}
+}

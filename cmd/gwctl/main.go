@@ -1,0 +1,38 @@
+// Command gwctl runs and controls a gw gateway: `gwctl start` runs the master, which
+// re-executes this binary as its workers; the other verbs find the master through
+// <prefix>/logs/gwctl.pid.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/urfave/cli/v2"
+
+	_ "gw/plugins/all"
+)
+
+// version is set at build time: go build -ldflags "-X main.version=1.2.3".
+var version = "dev"
+
+func main() {
+	app := &cli.App{
+		Name:    "gwctl",
+		Usage:   "an API gateway on nginx's master/worker model that speaks APISIX's Admin API",
+		Version: version,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "prefix", Aliases: []string{"p"}, Value: ".", Usage: "instance directory holding conf/, logs/ and the data directory"},
+		},
+		Commands: []*cli.Command{
+			startCommand(),
+			stopCommand(),
+			testCommand(),
+			workerCommand(),
+		},
+		HideHelpCommand: true,
+	}
+	if err := app.Run(os.Args); err != nil {
+		fmt.Fprintf(os.Stderr, "gwctl: %v\n", err)
+		os.Exit(1)
+	}
+}

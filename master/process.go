@@ -1,0 +1,221 @@
+package master
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"gw/ipc"
+)
+
+// workerProc is the master's handle on one worker process.
+type workerProc struct {
+	slot       int
+	generation uint64
+	pid        int
+	cmd        *exec.Cmd
+	conn       *ipc.Conn
+	started    time.Time
+
+	ready     chan struct{} // closed once the worker reported ready
+	readyOnce sync.Once
+	exited    chan struct{} // closed once the process was reaped
+	exitErr   error
+	exitCode  int
+	draining  atomic.Bool
+
+	ackMu   sync.Mutex
+	acked   uint64
+	ackWake chan struct{} // closed and replaced on every ack
+}
+
+// firstListenerFD is where inherited listening sockets start in a worker: 0-2 are stdio and
+// 3 is the IPC socket.
+const firstListenerFD = 4
+
+// spawn starts a worker for slot from /proc/self/exe, so a binary replaced on disk never
+// changes the running generation. The worker inherits its IPC socket and its slot's
+// listening sockets, and nothing else.
+func (m *Master) spawn(slot int, generation uint64) (*workerProc, error) {
+	conn, remote, err := ipc.Pair()
+	if err != nil {
+		return nil, err
+	}
+	defer remote.Close()
+
+	files := []*os.File{remote}
+	var listeners []ipc.ListenerFD
+	for _, set := range m.sockets {
+		for i, f := range set.files {
+			// Socket i belongs to slot i; when there are more sockets than workers the
+			// surplus ones are shared out so that no socket is left without an acceptor.
+			if i%m.workers != slot {
+				continue
+			}
+			listeners = append(listeners, ipc.ListenerFD{FD: firstListenerFD + len(files) - 1, Address: set.address, Slot: i})
+			files = append(files, f)
+		}
+	}
+
+	cmd := exec.Command("/proc/self/exe", "worker",
+		"--prefix", m.paths.Prefix,
+		"--slot", strconv.Itoa(slot),
+		"--generation", strconv.FormatUint(generation, 10))
+	cmd.Args[0] = "gw: worker process"
+	cmd.Env = workerEnv(os.Environ())
+	cmd.ExtraFiles = files
+	cmd.Stdout = m.logFile
+	cmd.Stderr = m.logFile
+	cmd.Dir = m.paths.Prefix
+	if err := cmd.Start(); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("starting worker slot %d: %w", slot, err)
+	}
+	w := &workerProc{
+		slot: slot, generation: generation, pid: cmd.Process.Pid, cmd: cmd, conn: conn,
+		started: time.Now(), ready: make(chan struct{}), exited: make(chan struct{}),
+		ackWake: make(chan struct{}),
+	}
+	go func() {
+		err := cmd.Wait()
+		w.exitErr = err
+		w.exitCode = cmd.ProcessState.ExitCode()
+		conn.Close()
+		close(w.exited)
+		m.exits <- w
+	}()
+	setupConfig, err := json.Marshal(m.cfg)
+	if err != nil {
+		return nil, err
+	}
+	go m.talk(w, ipc.Setup{Config: setupConfig, ListenerFDs: listeners, AdminSocket: m.paths.AdminSocket})
+	return w, nil
+}
+
+// workerEnv is the master's environment with GOMAXPROCS pinned to 1 and tableflip's marker
+// removed: a worker must never mistake its inherited fds for tableflip's pipes.
+func workerEnv(environ []string) []string {
+	env := make([]string, 0, len(environ)+1)
+	for _, kv := range environ {
+		if strings.HasPrefix(kv, "GOMAXPROCS=") || strings.HasPrefix(kv, "TABLEFLIP_HAS_PARENT_7DIU3=") {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, "GOMAXPROCS=1")
+}
+
+// talk runs the master's side of one worker's IPC: handshake, setup, the first snapshot,
+// then acks until the connection closes.
+func (m *Master) talk(w *workerProc, setup ipc.Setup) {
+	frame, err := w.conn.Receive()
+	if err != nil {
+		return // the process died before saying hello; the exit handler reports it
+	}
+	var hello ipc.Hello
+	if frame.Kind != ipc.KindHello || frame.Decode(&hello) != nil {
+		m.log.Errorf("worker slot %d (pid %d): expected hello, got %s", w.slot, w.pid, frame.Kind)
+		_ = w.cmd.Process.Kill()
+		return
+	}
+	if hello.Version != m.opts.Version {
+		m.log.Errorf("worker slot %d (pid %d) runs version %q, master runs %q: killing it", w.slot, w.pid, hello.Version, m.opts.Version)
+		_ = w.cmd.Process.Kill()
+		return
+	}
+	if err := w.conn.SendJSON(ipc.KindSetup, setup); err != nil {
+		return
+	}
+	w.sendConfig(m.currentSnapshot())
+	for {
+		frame, err := w.conn.Receive()
+		if err != nil {
+			return
+		}
+		switch frame.Kind {
+		case ipc.KindReady:
+			w.readyOnce.Do(func() { close(w.ready) })
+		case ipc.KindAck:
+			var ack ipc.Ack
+			if frame.Decode(&ack) == nil {
+				w.recordAck(ack.Version)
+			}
+		default:
+			m.log.Warnf("worker slot %d (pid %d): unexpected %s frame", w.slot, w.pid, frame.Kind)
+		}
+	}
+}
+
+func (w *workerProc) sendConfig(snapshot []byte) {
+	// A failed send means the worker is gone; its exit is handled where it is reaped.
+	_ = w.conn.Send(ipc.KindConfig, snapshot)
+}
+
+func (w *workerProc) recordAck(version uint64) {
+	w.ackMu.Lock()
+	defer w.ackMu.Unlock()
+	if version > w.acked {
+		w.acked = version
+	}
+	close(w.ackWake)
+	w.ackWake = make(chan struct{})
+}
+
+// waitAck blocks until the worker serves version, exits, or ctx ends.
+func (w *workerProc) waitAck(ctx context.Context, version uint64) error {
+	for {
+		w.ackMu.Lock()
+		acked, wake := w.acked, w.ackWake
+		w.ackMu.Unlock()
+		if acked >= version {
+			return nil
+		}
+		select {
+		case <-wake:
+		case <-w.exited:
+			return nil // gone: its replacement loads the latest snapshot before serving
+		case <-ctx.Done():
+			return fmt.Errorf("still at version %d: %w", acked, ctx.Err())
+		}
+	}
+}
+
+func (w *workerProc) waitReady(timeout time.Duration) error {
+	select {
+	case <-w.ready:
+		return nil
+	case <-w.exited:
+		return fmt.Errorf("worker slot %d (pid %d) exited before it was ready: %v (see the error log)", w.slot, w.pid, w.exitErr)
+	case <-time.After(timeout):
+		_ = w.cmd.Process.Kill()
+		return fmt.Errorf("worker slot %d (pid %d) not ready within %v", w.slot, w.pid, timeout)
+	}
+}
+
+func (w *workerProc) hasExited() bool {
+	select {
+	case <-w.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+func (w *workerProc) shutdown(graceful bool) {
+	mode := ipc.Fast
+	if graceful {
+		mode = ipc.Graceful
+		w.draining.Store(true)
+	}
+	if err := w.conn.SendJSON(ipc.KindShutdown, ipc.Shutdown{Mode: mode}); err != nil && !errors.Is(err, os.ErrClosed) {
+		_ = w.cmd.Process.Signal(os.Interrupt)
+	}
+}

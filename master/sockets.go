@@ -1,0 +1,123 @@
+package master
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// listenBacklog asks for the largest accept queue; the kernel caps it at somaxconn. A deep
+// queue is what lets a slot's connections wait, not fail, while its worker is replaced.
+const listenBacklog = 65535
+
+// slotSockets are the listening sockets of one address: one SO_REUSEPORT socket per worker
+// slot. The master never accepts on them; it only keeps them open for its whole life so no
+// queued connection is ever reset by a close.
+type slotSockets struct {
+	address string
+	files   []*os.File
+}
+
+// openSlotSockets creates n SO_REUSEPORT listening sockets bound to address.
+//
+// Before creating the group it binds one plain socket to the address: SO_REUSEPORT would
+// silently join a group that another gateway of the same user already listens on and steal
+// its traffic, while a plain bind fails with "address already in use" as a user expects.
+func openSlotSockets(address string, n int) (*slotSockets, error) {
+	sa, family, err := sockaddr(address)
+	if err != nil {
+		return nil, err
+	}
+	if err := probeBind(sa, family); err != nil {
+		return nil, fmt.Errorf("listen %s: %w", address, err)
+	}
+	set := &slotSockets{address: address}
+	for i := 0; i < n; i++ {
+		f, err := listenReusePort(sa, family, fmt.Sprintf("%s#%d", address, i))
+		if err != nil {
+			set.close()
+			return nil, fmt.Errorf("listen %s (slot %d): %w", address, i, err)
+		}
+		set.files = append(set.files, f)
+	}
+	return set, nil
+}
+
+func (s *slotSockets) close() {
+	for _, f := range s.files {
+		f.Close()
+	}
+	s.files = nil
+}
+
+func probeBind(sa unix.Sockaddr, family int) error {
+	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
+		return err
+	}
+	if err := unix.Bind(fd, sa); err != nil {
+		if errors.Is(err, unix.EADDRINUSE) {
+			return errors.New("address already in use")
+		}
+		return err
+	}
+	return nil
+}
+
+func listenReusePort(sa unix.Sockaddr, family int, name string) (*os.File, error) {
+	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	for _, opt := range []int{unix.SO_REUSEADDR, unix.SO_REUSEPORT} {
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, opt, 1); err != nil {
+			unix.Close(fd)
+			return nil, err
+		}
+	}
+	if family == unix.AF_INET6 {
+		// "[::]:9080" means IPv6 only, as nginx's "listen [::]:9080" does (ipv6only=on).
+		_ = unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 1)
+	}
+	if err := unix.Bind(fd, sa); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	if err := unix.Listen(fd, listenBacklog); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), name), nil
+}
+
+func sockaddr(address string) (unix.Sockaddr, int, error) {
+	host, portText, err := net.SplitHostPort(address)
+	if err != nil {
+		return nil, 0, fmt.Errorf("listen address %q: %w", address, err)
+	}
+	port, err := strconv.Atoi(portText)
+	if err != nil || port < 1 || port > 65535 {
+		return nil, 0, fmt.Errorf("listen address %q: port must be 1-65535", address)
+	}
+	if host == "" {
+		host = "0.0.0.0"
+	}
+	ip, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"))
+	if err != nil {
+		return nil, 0, fmt.Errorf("listen address %q: host must be an IP address", address)
+	}
+	if ip.Is4() || ip.Is4In6() {
+		return &unix.SockaddrInet4{Port: port, Addr: ip.Unmap().As4()}, unix.AF_INET, nil
+	}
+	return &unix.SockaddrInet6{Port: port, Addr: ip.As16()}, unix.AF_INET6, nil
+}

@@ -1,0 +1,206 @@
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"gw/conf"
+	"gw/internal/errlog"
+	"gw/ipc"
+	"gw/worker/proxy"
+)
+
+// Options are the worker subcommand's flags.
+type Options struct {
+	Prefix     string
+	Slot       int
+	Generation uint64
+	Version    string
+}
+
+// ipcFD is the descriptor the master passes the IPC socket on (ExtraFiles[0]).
+const ipcFD = 3
+
+// FatalExitCode tells the master not to respawn this worker: it would fail the same way.
+const FatalExitCode = 2
+
+// Worker is the state of one worker process.
+type Worker struct {
+	opts    Options
+	log     *errlog.Logger
+	conn    *ipc.Conn
+	cfg     conf.Config
+	pools   *proxy.Pools
+	table   atomic.Pointer[table]
+	admin   *fasthttp.HostClient
+	servers []*fasthttp.Server
+
+	compileMu sync.Mutex // one snapshot compiled at a time
+}
+
+// Run serves until the master says stop or goes away.
+func Run(opts Options) error {
+	w := &Worker{opts: opts, log: errlog.New(os.Stderr, fmt.Sprintf("worker slot %d", opts.Slot))}
+	conn, err := ipc.FromFile(os.NewFile(ipcFD, "ipc"))
+	if err != nil {
+		return fmt.Errorf("worker: no IPC socket on fd %d (a worker is started by its master): %w", ipcFD, err)
+	}
+	w.conn = conn
+	if err := conn.SendJSON(ipc.KindHello, ipc.Hello{PID: os.Getpid(), Slot: opts.Slot, Generation: opts.Generation, Version: opts.Version}); err != nil {
+		return err
+	}
+	setup, err := w.receiveSetup()
+	if err != nil {
+		return err
+	}
+	w.pools = proxy.NewPools()
+	frame, err := conn.Receive()
+	if err != nil || frame.Kind != ipc.KindConfig {
+		return fmt.Errorf("worker: expected the first config snapshot, got %v %v", frame.Kind, err)
+	}
+	version, err := w.load(frame.Payload)
+	if err != nil {
+		return err
+	}
+	if err := w.serve(setup); err != nil {
+		return err
+	}
+	_ = conn.SendJSON(ipc.KindAck, ipc.Ack{Version: version})
+	_ = conn.Send(ipc.KindReady, nil)
+	return w.listen()
+}
+
+func (w *Worker) receiveSetup() (ipc.Setup, error) {
+	var setup ipc.Setup
+	frame, err := w.conn.Receive()
+	if err != nil {
+		return setup, fmt.Errorf("worker: waiting for setup: %w", err)
+	}
+	if frame.Kind != ipc.KindSetup {
+		return setup, fmt.Errorf("worker: expected setup, got %s", frame.Kind)
+	}
+	if err := frame.Decode(&setup); err != nil {
+		return setup, err
+	}
+	if err := json.Unmarshal(setup.Config, &w.cfg); err != nil {
+		return setup, fmt.Errorf("worker: decoding static config: %w", err)
+	}
+	w.admin = newAdminClient(setup.AdminSocket)
+	return setup, nil
+}
+
+// serve starts one fasthttp server per inherited listening socket.
+func (w *Worker) serve(setup ipc.Setup) error {
+	for _, l := range setup.ListenerFDs {
+		f := os.NewFile(uintptr(l.FD), l.Address)
+		ln, err := net.FileListener(f)
+		f.Close() // FileListener holds its own dup
+		if err != nil {
+			return fmt.Errorf("worker: inherited listener %s (fd %d): %w", l.Address, l.FD, err)
+		}
+		srv := w.newServer()
+		w.servers = append(w.servers, srv)
+		go func(address string) {
+			if err := srv.Serve(ln); err != nil {
+				w.log.Errorf("serving %s: %v", address, err)
+			}
+		}(l.Address)
+	}
+	return nil
+}
+
+func (w *Worker) newServer() *fasthttp.Server {
+	return &fasthttp.Server{
+		Handler:                      w.handle,
+		Name:                         "gw",
+		StreamRequestBody:            true,
+		CloseOnShutdown:              true,
+		IdleTimeout:                  60 * time.Second, // nginx keepalive_timeout 60s, as APISIX
+		ReadTimeout:                  60 * time.Second,
+		DisablePreParseMultipartForm: true,
+		NoDefaultContentType:         true,
+		Logger:                       quietLogger{w.log},
+	}
+}
+
+// listen handles the master's frames until shutdown or until the master is gone.
+func (w *Worker) listen() error {
+	for {
+		frame, err := w.conn.Receive()
+		if err != nil {
+			if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+				// The master is gone, however it died: a serving worker must not outlive it.
+				w.log.Errorf("master gone: exiting")
+				return nil
+			}
+			return fmt.Errorf("worker: reading from master: %w", err)
+		}
+		switch frame.Kind {
+		case ipc.KindConfig:
+			version, err := w.load(frame.Payload)
+			if err != nil {
+				w.log.Errorf("config snapshot rejected, still serving the previous one: %v", err)
+				continue
+			}
+			_ = w.conn.SendJSON(ipc.KindAck, ipc.Ack{Version: version})
+		case ipc.KindShutdown:
+			var s ipc.Shutdown
+			_ = frame.Decode(&s)
+			w.stop(s.Mode)
+			return nil
+		default:
+			w.log.Warnf("unexpected %s frame from master", frame.Kind)
+		}
+	}
+}
+
+// load compiles a snapshot and swaps it in; requests in flight finish on the old table.
+func (w *Worker) load(payload []byte) (uint64, error) {
+	var snap conf.Snapshot
+	if err := json.Unmarshal(payload, &snap); err != nil {
+		return 0, fmt.Errorf("decoding snapshot: %w", err)
+	}
+	w.compileMu.Lock()
+	defer w.compileMu.Unlock()
+	if old := w.table.Load(); old != nil && old.version > snap.Version {
+		return old.version, nil // a stale resend; the newer table stays
+	}
+	t, err := compile(&snap, w.pools)
+	if err != nil {
+		return 0, err
+	}
+	w.table.Store(t)
+	return snap.Version, nil
+}
+
+func (w *Worker) stop(mode ipc.ShutdownMode) {
+	if mode != ipc.Graceful {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.WorkerShutdownTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, srv := range w.servers {
+		wg.Add(1)
+		go func(srv *fasthttp.Server) {
+			defer wg.Done()
+			_ = srv.ShutdownWithContext(ctx)
+		}(srv)
+	}
+	wg.Wait()
+}
+
+// quietLogger routes fasthttp's own messages into the error log.
+type quietLogger struct{ log *errlog.Logger }
+
+func (q quietLogger) Printf(format string, args ...any) { q.log.Warnf(format, args...) }
