@@ -1,0 +1,139 @@
+package proxy
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"sync"
+	"testing"
+
+	"github.com/valyala/fasthttp"
+
+	"gw/conf"
+)
+
+// preparedForward returns a function that runs one Forward on a RequestCtx prepared as
+// the worker's server would hand it over, and checks the response.
+func preparedForward(tb testing.TB, path string, wantLen int) func() {
+	tb.Helper()
+	big := bytes.Repeat([]byte("b"), 64<<10)
+	s := startStub(tb, func(ctx *fasthttp.RequestCtx) {
+		if string(ctx.Path()) == "/chunked" {
+			src := sourcePool.Get().(*source)
+			src.rest = big
+			ctx.SetBodyStream(src, -1)
+			return
+		}
+		ctx.WriteString("hello") //nolint:errcheck
+	})
+	p := NewPools()
+	tb.Cleanup(p.Close)
+	up, err := p.Upstream(&conf.Upstream{Nodes: conf.Nodes{
+		{Host: "127.0.0.1", Port: s.port, Weight: 1},
+	}}, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+
+	var template fasthttp.Request
+	template.Header.SetMethod(fasthttp.MethodGet)
+	template.SetRequestURI(path + "?q=1")
+	template.Header.SetHost("client.example")
+	template.Header.Set("X-Forwarded-For", "10.0.0.1")
+	template.Header.Set("Connection", "keep-alive")
+	template.Header.Set("User-Agent", "bench")
+	var ctx fasthttp.RequestCtx
+	ctx.Init(&template, &net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 40000}, nil)
+	return func() {
+		template.CopyTo(&ctx.Request)
+		ctx.Request.URI() // as the router would have parsed it
+		up.Forward(&ctx)
+		if ctx.Response.StatusCode() != fasthttp.StatusOK {
+			tb.Fatalf("status %d: %s", ctx.Response.StatusCode(), ctx.Response.Body())
+		}
+		n := len(ctx.Response.Body())
+		if ctx.Response.IsBodyStream() {
+			m, _ := io.Copy(io.Discard, ctx.Response.BodyStream())
+			n = int(m)
+		}
+		if n != wantLen {
+			tb.Fatalf("body of %d bytes, want %d", n, wantLen)
+		}
+		ctx.Response.Reset() // closes a body stream, as the server does after writing it
+	}
+}
+
+// source is a pooled body stream, so that the stub upstream allocates nothing either and
+// the counts below are the proxy's alone.
+type source struct{ rest []byte }
+
+var sourcePool = sync.Pool{New: func() any { return new(source) }}
+
+func (s *source) Read(p []byte) (int, error) {
+	if len(s.rest) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, s.rest)
+	s.rest = s.rest[n:]
+	return n, nil
+}
+
+func (s *source) Close() error {
+	sourcePool.Put(s)
+	return nil
+}
+
+func TestForwardDoesNotAllocate(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector makes sync.Pool drop items, so pooled objects are allocated again")
+	}
+	for _, tt := range []struct {
+		path string
+		len  int
+	}{{"/small", 5}, {"/chunked", 64 << 10}} {
+		t.Run(tt.path[1:], func(t *testing.T) {
+			run := preparedForward(t, tt.path, tt.len)
+			for range 20 {
+				run()
+			}
+			if allocs := testing.AllocsPerRun(200, run); allocs != 0 {
+				t.Errorf("Forward of %s allocates %.1f times per request, want 0", tt.path, allocs)
+			}
+		})
+	}
+}
+
+// BenchmarkForwardPrepared is one Forward on a prepared RequestCtx to a loopback stub.
+func BenchmarkForwardPrepared(b *testing.B) {
+	run := preparedForward(b, "/small", 5)
+	run()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		run()
+	}
+}
+
+// BenchmarkForward is one request from a fasthttp client through the proxy's fasthttp
+// server to a stub upstream, all on loopback; allocations are the whole process's.
+func BenchmarkForward(b *testing.B) {
+	s := startStub(b, func(ctx *fasthttp.RequestCtx) { ctx.WriteString("hello") }) //nolint:errcheck
+	p := NewPools()
+	b.Cleanup(p.Close)
+	up, err := p.Upstream(&conf.Upstream{Nodes: conf.Nodes{{Host: "127.0.0.1", Port: s.port, Weight: 1}}}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	proxy := startProxy(b, up)
+	c := &fasthttp.HostClient{Addr: proxy}
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	req.SetRequestURI("http://" + proxy + "/hello")
+	req.Header.Set("X-Forwarded-For", "10.0.0.1")
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if err := c.Do(req, resp); err != nil || resp.StatusCode() != 200 {
+			b.Fatalf("%v %d", err, resp.StatusCode())
+		}
+	}
+}

@@ -1,0 +1,349 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"net/netip"
+	"strconv"
+	"sync"
+	"syscall"
+
+	"github.com/valyala/fasthttp"
+)
+
+// maxBufferedBody is the largest known-length response body read whole before the response
+// is handed to the server; it frees the upstream connection before the client has read
+// anything. Larger and unknown-length bodies are streamed.
+const maxBufferedBody = 32 << 10
+
+// hopByHop are the headers that describe one connection, not the message (RFC 9110 7.6.1,
+// plus the proxy ones nginx drops). Transfer-Encoding is re-framed by fasthttp.
+var hopByHop = [...]string{
+	fasthttp.HeaderConnection,
+	fasthttp.HeaderKeepAlive,
+	fasthttp.HeaderProxyConnection,
+	fasthttp.HeaderTE,
+	fasthttp.HeaderTrailer,
+	fasthttp.HeaderTransferEncoding,
+	fasthttp.HeaderUpgrade,
+	fasthttp.HeaderProxyAuthorization,
+	fasthttp.HeaderProxyAuthenticate,
+}
+
+var (
+	contentTypeJSON = []byte("application/json")
+	protoHTTP11     = "HTTP/1.1"
+)
+
+type outcome uint8
+
+const (
+	// done: ctx holds the response to send, the upstream's or an error.
+	done outcome = iota
+	// connectFailed: no connection could be made; the request was not sent.
+	connectFailed
+	// connectTimedOut: as connectFailed, because the connect timeout expired.
+	connectTimedOut
+	// staleConn: a reused keep-alive connection turned out closed before any response byte,
+	// and the request may be sent again on a fresh connection to the same node.
+	staleConn
+)
+
+// exchange is the per-request scratch state, pooled so that Forward does not allocate.
+type exchange struct {
+	tried []uint64
+	buf   []byte
+	xff   []byte
+	ip    []byte
+	port  []byte
+}
+
+var exchangePool = sync.Pool{New: func() any { return new(exchange) }}
+
+// Forward proxies ctx's request to a node and writes the node's response (or a JSON error)
+// to ctx. It rewrites ctx.Request in place and replaces ctx.Response whole, so a plugin
+// that adds response headers does so after Forward returns. When the response body is
+// large or of unknown length, ctx.Response streams it from the upstream connection, which
+// returns to its pool when the server has sent the body (or closes it, if the client
+// left early). Forward is safe for concurrent use.
+func (u *Upstream) Forward(ctx *fasthttp.RequestCtx) {
+	if len(u.nodes) == 0 {
+		writeError(ctx, fasthttp.StatusBadGateway, msgNoNodes)
+		return
+	}
+	x := exchangePool.Get().(*exchange)
+	words := (len(u.nodes) + 63) >> 6
+	if cap(x.tried) < words {
+		x.tried = make([]uint64, words)
+	}
+	x.tried = x.tried[:words]
+	clear(x.tried)
+
+	u.prepareRequest(ctx, x)
+	picked, timedOut := false, false
+	for range u.retries + 1 {
+		i := u.pick(x.tried)
+		if i < 0 {
+			break
+		}
+		picked = true
+		set(x.tried, i)
+		n := &u.nodes[i]
+		result := u.try(ctx, x, n, false)
+		if result == staleConn {
+			result = u.try(ctx, x, n, true)
+		}
+		if result == done {
+			exchangePool.Put(x)
+			return
+		}
+		timedOut = result == connectTimedOut
+	}
+	exchangePool.Put(x)
+	switch {
+	case !picked:
+		writeError(ctx, fasthttp.StatusBadGateway, msgNoNodes)
+	case timedOut:
+		writeError(ctx, fasthttp.StatusGatewayTimeout, u.msgConnectTimeout)
+	default:
+		writeError(ctx, fasthttp.StatusBadGateway, msgNoAnswer)
+	}
+}
+
+// prepareRequest does the node-independent rewriting of ctx.Request: hop-by-hop headers
+// out, X-Real-IP and X-Forwarded-* in, Host for pass_host=rewrite.
+func (u *Upstream) prepareRequest(ctx *fasthttp.RequestCtx, x *exchange) {
+	h := &ctx.Request.Header
+
+	// X-Forwarded-For first: deleting headers below reorders the ones left.
+	x.ip = appendPeerIP(x.ip[:0], ctx)
+	x.xff = x.xff[:0]
+	for _, v := range h.PeekAll(fasthttp.HeaderXForwardedFor) {
+		x.xff = append(x.xff, v...)
+		x.xff = append(x.xff, ", "...)
+	}
+	x.xff = append(x.xff, x.ip...)
+
+	// Connection names further hop-by-hop headers. Copy the list out first: deleting
+	// headers reshuffles the storage the values point into.
+	x.buf = x.buf[:0]
+	for _, v := range h.PeekAll(fasthttp.HeaderConnection) {
+		x.buf = append(x.buf, v...)
+		x.buf = append(x.buf, ',')
+	}
+	for names := x.buf; len(names) > 0; {
+		var name []byte
+		name, names, _ = bytes.Cut(names, comma)
+		name = bytes.TrimSpace(name)
+		// Host and Content-Length frame the message; a client cannot make us drop them.
+		if len(name) > 0 && !bytes.EqualFold(name, headerHost) && !bytes.EqualFold(name, headerContentLength) {
+			h.DelBytes(name)
+		}
+	}
+	for _, name := range hopByHop {
+		h.Del(name)
+	}
+
+	h.SetBytesV("X-Real-IP", x.ip)
+	h.Del(fasthttp.HeaderXForwardedFor)
+	h.SetBytesV(fasthttp.HeaderXForwardedFor, x.xff)
+	h.SetBytesV(fasthttp.HeaderXForwardedProto, u.forwardedProto)
+	h.SetBytesV(fasthttp.HeaderXForwardedHost, h.Host())
+	if a, ok := ctx.LocalAddr().(*net.TCPAddr); ok {
+		x.port = strconv.AppendInt(x.port[:0], int64(a.Port), 10)
+		h.SetBytesV("X-Forwarded-Port", x.port)
+	}
+
+	if u.passHost == passHostRewrite {
+		h.SetHostBytes(u.upstreamHost)
+	}
+	// Keep-alive to the upstream needs HTTP/1.1 whatever the client spoke; the server has
+	// already noted the client's version for its own response.
+	if !h.IsHTTP11() {
+		h.SetProtocol(protoHTTP11)
+	}
+	// Send the request line as the client wrote it (the router may have parsed and
+	// normalised the path), with the Host chosen here.
+	ctx.Request.UseHostHeader = true
+	ctx.Request.URI().DisablePathNormalizing = true
+}
+
+var (
+	comma               = []byte(",")
+	headerHost          = []byte(fasthttp.HeaderHost)
+	headerContentLength = []byte(fasthttp.HeaderContentLength)
+)
+
+// appendPeerIP appends the client's IP without allocating for TCP peers.
+func appendPeerIP(dst []byte, ctx *fasthttp.RequestCtx) []byte {
+	if a, ok := ctx.RemoteAddr().(*net.TCPAddr); ok {
+		if ip, ok := netip.AddrFromSlice(a.IP); ok {
+			return ip.Unmap().AppendTo(dst)
+		}
+	}
+	return append(dst, ctx.RemoteIP().String()...)
+}
+
+// try sends ctx's request to n and reads the response header into ctx.Response.
+func (u *Upstream) try(ctx *fasthttp.RequestCtx, x *exchange, n *node, fresh bool) outcome {
+	c, reused, err := n.pool.get(u.connectTimeout, fresh)
+	if err != nil {
+		if isTimeout(err) {
+			return connectTimedOut
+		}
+		return connectFailed
+	}
+	c.readTimeout, c.writeTimeout = u.readTimeout, u.sendTimeout
+	req := &ctx.Request
+	if u.passHost == passHostNode || len(req.Header.Host()) == 0 {
+		req.Header.SetHostBytes(n.hostHeader)
+	}
+
+	// From here on the request may have reached the node, so there is no next node.
+	err = req.Write(c.bw)
+	if err == nil {
+		err = c.bw.Flush()
+	}
+	if err != nil {
+		c.close()
+		if reused && replayable(ctx) && isClosedConn(err) {
+			return staleConn
+		}
+		if isTimeout(err) {
+			writeError(ctx, fasthttp.StatusGatewayTimeout, u.msgSendTimeout)
+			return done
+		}
+		return u.failAfterSend(ctx, err)
+	}
+
+	resp := &ctx.Response
+	if err = readResponseHeader(&resp.Header, c.br); err != nil {
+		c.close()
+		if reused && replayable(ctx) && err == io.EOF {
+			return staleConn
+		}
+		return u.failAfterSend(ctx, err)
+	}
+	status := resp.Header.StatusCode()
+	if status == fasthttp.StatusSwitchingProtocols {
+		// Upgrade was not forwarded, so the node broke the protocol.
+		c.close()
+		writeError(ctx, fasthttp.StatusBadGateway, msgBadResponse)
+		return done
+	}
+	c.requests++
+	reusable := !resp.Header.ConnectionClose()
+	contentLength := resp.Header.ContentLength()
+	x.buf = stripResponseHeader(&resp.Header, x.buf)
+
+	switch {
+	case ctx.IsHead() || status == fasthttp.StatusNoContent || status == fasthttp.StatusNotModified:
+		// No body follows; a HEAD response keeps the node's Content-Length.
+		c.pool.put(c, reusable)
+	case contentLength >= 0 && contentLength <= maxBufferedBody:
+		if err = resp.ReadBody(c.br, 0); err != nil {
+			c.close()
+			return u.failAfterSend(ctx, err)
+		}
+		c.pool.put(c, reusable)
+	default:
+		s := bodyStreamPool.Get().(*bodyStream)
+		s.start(c, contentLength, reusable)
+		if contentLength < 0 {
+			contentLength = -1 // chunked to the client, whatever framing the node used
+		}
+		resp.SetBodyStream(s, contentLength)
+	}
+	return done
+}
+
+// readResponseHeader reads the final response header, skipping interim 1xx responses.
+func readResponseHeader(h *fasthttp.ResponseHeader, br *bufio.Reader) error {
+	for n := 0; ; n++ {
+		if err := h.Read(br); err != nil {
+			return err
+		}
+		status := h.StatusCode()
+		if status >= 200 || status == fasthttp.StatusSwitchingProtocols {
+			return nil
+		}
+		if n >= maxInterimResponses {
+			return errTooManyInterim
+		}
+	}
+}
+
+// maxInterimResponses bounds the 1xx responses skipped, so a broken node cannot keep a
+// request busy forever.
+const maxInterimResponses = 100
+
+var errTooManyInterim = errors.New("proxy: node sent too many 1xx responses")
+
+// stripResponseHeader drops hop-by-hop headers from the node's response, and the node's
+// Connection: close, which is about the upstream connection, not the client's. Like nginx
+// it lets the gateway's own Server header replace the node's, and it adds no Content-Type
+// the node did not send. buf is scratch space.
+func stripResponseHeader(h *fasthttp.ResponseHeader, buf []byte) []byte {
+	buf = buf[:0]
+	for _, v := range h.PeekAll(fasthttp.HeaderConnection) {
+		buf = append(buf, v...)
+		buf = append(buf, ',')
+	}
+	for names := buf; len(names) > 0; {
+		var name []byte
+		name, names, _ = bytes.Cut(names, comma)
+		name = bytes.TrimSpace(name)
+		if len(name) > 0 && !bytes.EqualFold(name, headerContentLength) {
+			h.DelBytes(name)
+		}
+	}
+	for _, name := range hopByHop {
+		h.Del(name)
+	}
+	h.Del(fasthttp.HeaderServer)
+	h.ResetConnectionClose()
+	h.SetNoDefaultContentType(true)
+	return buf
+}
+
+// failAfterSend writes the error for a failure once the request may have been sent.
+func (u *Upstream) failAfterSend(ctx *fasthttp.RequestCtx, err error) outcome {
+	if isTimeout(err) {
+		writeError(ctx, fasthttp.StatusGatewayTimeout, u.msgReadTimeout)
+	} else {
+		writeError(ctx, fasthttp.StatusBadGateway, msgBadResponse)
+	}
+	return done
+}
+
+func writeError(ctx *fasthttp.RequestCtx, status int, body []byte) {
+	ctx.Response.Reset()
+	ctx.Response.Header.SetStatusCode(status)
+	ctx.Response.Header.SetContentTypeBytes(contentTypeJSON)
+	ctx.Response.SetBodyRaw(body)
+}
+
+// replayable reports whether the request can be sent again: it has no body (so nothing
+// was consumed from the client) and its method is idempotent.
+func replayable(ctx *fasthttp.RequestCtx) bool {
+	if cl := ctx.Request.Header.ContentLength(); cl != 0 && cl != -2 {
+		return false
+	}
+	return ctx.IsGet() || ctx.IsHead() || ctx.IsOptions() || ctx.IsPut() || ctx.IsDelete() || ctx.IsTrace()
+}
+
+func isTimeout(err error) bool {
+	if err == fasthttp.ErrTimeout {
+		return true
+	}
+	var t interface{ Timeout() bool }
+	return errors.As(err, &t) && t.Timeout()
+}
+
+// isClosedConn reports whether a write failed because the peer had closed the connection.
+func isClosedConn(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}

@@ -1,0 +1,391 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+const (
+	// resolveInterval is how often every host name is looked up again.
+	resolveInterval = 30 * time.Second
+	// tickInterval paces idle-connection eviction and the retries of names that have
+	// never resolved.
+	tickInterval  = time.Second
+	lookupTimeout = 5 * time.Second
+	connBufSize   = 4096
+)
+
+var errUnresolved = errors.New("proxy: node's host name has not resolved")
+
+// Pools holds per-node connection pools and resolvers, shared across config snapshots so
+// that a config change does not drop warm upstream keep-alive connections. Safe for
+// concurrent use.
+type Pools struct {
+	mu        sync.Mutex
+	pools     map[poolKey]*nodePool
+	resolvers map[string]*resolver
+	closed    bool
+
+	kick   chan struct{} // a new name wants resolving now
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// poolSettings are what, besides the address, makes two nodes' connections interchangeable.
+type poolSettings struct {
+	secure      bool
+	size        int
+	requests    int
+	idleTimeout time.Duration
+}
+
+type poolKey struct {
+	host string
+	port uint16
+	poolSettings
+}
+
+// NewPools starts the background resolver and idle-connection sweeper; Close stops them.
+func NewPools() *Pools {
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &Pools{
+		pools:     make(map[poolKey]*nodePool),
+		resolvers: make(map[string]*resolver),
+		kick:      make(chan struct{}, 1),
+		ctx:       ctx,
+		cancel:    cancel,
+	}
+	p.wg.Add(1)
+	go p.run()
+	return p
+}
+
+// Close stops the background work and closes every idle connection. Connections in use
+// are closed when their requests finish. Upstreams built from p keep working, without
+// keep-alive.
+func (p *Pools) Close() {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return
+	}
+	p.closed = true
+	pools := p.pools
+	p.pools = make(map[poolKey]*nodePool)
+	p.mu.Unlock()
+	p.cancel()
+	p.wg.Wait()
+	for _, np := range pools {
+		np.shut()
+	}
+}
+
+// Retain drops the pools of nodes that no upstream in live uses, closing their idle
+// connections, and stops resolving names no live node has.
+func (p *Pools) Retain(live []*Upstream) {
+	keep := make(map[*nodePool]bool)
+	for _, u := range live {
+		if u == nil {
+			continue
+		}
+		for i := range u.nodes {
+			keep[u.nodes[i].pool] = true
+		}
+	}
+	var dropped []*nodePool
+	names := make(map[string]bool)
+	p.mu.Lock()
+	for k, np := range p.pools {
+		if keep[np] {
+			if np.resolver != nil {
+				names[np.resolver.name] = true
+			}
+			continue
+		}
+		delete(p.pools, k)
+		dropped = append(dropped, np)
+	}
+	for name := range p.resolvers {
+		if !names[name] {
+			delete(p.resolvers, name)
+		}
+	}
+	p.mu.Unlock()
+	for _, np := range dropped {
+		np.shut()
+	}
+}
+
+// pool returns the shared pool for host:port with settings, creating it when needed.
+func (p *Pools) pool(host string, port uint16, settings poolSettings) *nodePool {
+	key := poolKey{host: host, port: port, poolSettings: settings}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if np := p.pools[key]; np != nil {
+		return np
+	}
+	np := &nodePool{key: key}
+	if ip, ok := ipLiteral(host); ok {
+		np.ip = ip
+	} else {
+		r := p.resolvers[host]
+		if r == nil {
+			r = &resolver{name: host}
+			p.resolvers[host] = r
+			select {
+			case p.kick <- struct{}{}:
+			default:
+			}
+		}
+		np.resolver = r
+	}
+	if settings.secure {
+		// nginx's proxy_ssl_verify is off by default, and APISIX leaves it so.
+		np.tlsConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // see above
+		if np.resolver != nil {
+			np.tlsConfig.ServerName = host
+		}
+	}
+	if !p.closed {
+		p.pools[key] = np
+	} else {
+		np.closed = true
+	}
+	return np
+}
+
+func (p *Pools) run() {
+	defer p.wg.Done()
+	tick := time.NewTicker(tickInterval)
+	defer tick.Stop()
+	lastFull := time.Now()
+	for {
+		select {
+		case <-p.ctx.Done():
+			return
+		case <-p.kick:
+			p.resolve(false)
+		case now := <-tick.C:
+			p.evictIdle(now)
+			full := now.Sub(lastFull) >= resolveInterval
+			if full {
+				lastFull = now
+			}
+			p.resolve(full)
+		}
+	}
+}
+
+// resolve looks up every name (all) or only the names with no answer yet. A failed lookup
+// keeps the previous answer.
+func (p *Pools) resolve(all bool) {
+	p.mu.Lock()
+	var todo []*resolver
+	for _, r := range p.resolvers {
+		if all || r.addr.Load() == nil {
+			todo = append(todo, r)
+		}
+	}
+	p.mu.Unlock()
+	for _, r := range todo {
+		ctx, cancel := context.WithTimeout(p.ctx, lookupTimeout)
+		addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", r.name)
+		cancel()
+		if err != nil || len(addrs) == 0 {
+			continue
+		}
+		// Like fasthttp's default dialer, prefer IPv4, which works on more networks.
+		best := addrs[0].Unmap()
+		for _, a := range addrs {
+			if a.Unmap().Is4() {
+				best = a.Unmap()
+				break
+			}
+		}
+		r.addr.Store(&best)
+	}
+}
+
+func (p *Pools) evictIdle(now time.Time) {
+	p.mu.Lock()
+	pools := make([]*nodePool, 0, len(p.pools))
+	for _, np := range p.pools {
+		pools = append(pools, np)
+	}
+	p.mu.Unlock()
+	for _, np := range pools {
+		np.evictIdle(now)
+	}
+}
+
+// resolver holds the current address of one host name.
+type resolver struct {
+	name string
+	addr atomic.Pointer[netip.Addr] // nil until the first answer
+}
+
+// nodePool is the keep-alive pool of one node. It maps keepalive_pool like nginx's
+// keepalive directives: size caps the idle connections kept (not the connections open),
+// requests closes a connection after that many requests, and idle_timeout closes one idle
+// that long.
+type nodePool struct {
+	key       poolKey
+	ip        netip.Addr // for an IP literal; otherwise resolver has the address
+	resolver  *resolver
+	tlsConfig *tls.Config
+
+	mu     sync.Mutex
+	idle   []*upConn // a stack: the most recently used is reused first, so the rest age out
+	closed bool
+}
+
+// get returns an idle connection (reused true) or, when there is none or fresh is set,
+// dials a new one within timeout.
+func (np *nodePool) get(timeout time.Duration, fresh bool) (c *upConn, reused bool, err error) {
+	if !fresh {
+		now := time.Now()
+		np.mu.Lock()
+		for len(np.idle) > 0 {
+			c = np.idle[len(np.idle)-1]
+			np.idle[len(np.idle)-1] = nil
+			np.idle = np.idle[:len(np.idle)-1]
+			if now.Sub(c.idleSince) < np.key.idleTimeout {
+				np.mu.Unlock()
+				return c, true, nil
+			}
+			c.conn.Close()
+		}
+		np.mu.Unlock()
+	}
+	c, err = np.dial(timeout)
+	return c, false, err
+}
+
+func (np *nodePool) dial(timeout time.Duration) (*upConn, error) {
+	ip := np.ip
+	if np.resolver != nil {
+		a := np.resolver.addr.Load()
+		if a == nil {
+			return nil, errUnresolved
+		}
+		ip = *a
+	}
+	deadline := time.Now().Add(timeout)
+	d := net.Dialer{Deadline: deadline}
+	conn, err := d.Dial("tcp", netip.AddrPortFrom(ip, np.key.port).String())
+	if err != nil {
+		return nil, err
+	}
+	if np.tlsConfig != nil {
+		tc := tls.Client(conn, np.tlsConfig)
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		err = tc.HandshakeContext(ctx)
+		cancel()
+		if err != nil {
+			conn.Close()
+			return nil, err
+		}
+		conn = tc
+	}
+	c := &upConn{conn: conn, pool: np}
+	c.br = bufio.NewReaderSize(c, connBufSize)
+	c.bw = bufio.NewWriterSize(c, connBufSize)
+	return c, nil
+}
+
+// put returns c to the pool after a complete exchange, or closes it when it must not be
+// reused or the pool is full.
+func (np *nodePool) put(c *upConn, reusable bool) {
+	if !reusable || c.requests >= np.key.requests || np.key.idleTimeout <= 0 || c.br.Buffered() > 0 {
+		c.close()
+		return
+	}
+	c.idleSince = time.Now()
+	np.mu.Lock()
+	if np.closed || len(np.idle) >= np.key.size {
+		np.mu.Unlock()
+		c.close()
+		return
+	}
+	np.idle = append(np.idle, c)
+	np.mu.Unlock()
+}
+
+func (np *nodePool) evictIdle(now time.Time) {
+	np.mu.Lock()
+	// The stack is ordered by idleSince, oldest first.
+	n := 0
+	for n < len(np.idle) && now.Sub(np.idle[n].idleSince) >= np.key.idleTimeout {
+		np.idle[n].conn.Close()
+		n++
+	}
+	if n > 0 {
+		rest := copy(np.idle, np.idle[n:])
+		clear(np.idle[rest:])
+		np.idle = np.idle[:rest]
+	}
+	np.mu.Unlock()
+}
+
+// shut closes the idle connections and makes put close the rest as they come back.
+func (np *nodePool) shut() {
+	np.mu.Lock()
+	np.closed = true
+	idle := np.idle
+	np.idle = nil
+	np.mu.Unlock()
+	for _, c := range idle {
+		c.conn.Close()
+	}
+}
+
+// idleCount is the number of idle connections, for tests.
+func (np *nodePool) idleCount() int {
+	np.mu.Lock()
+	defer np.mu.Unlock()
+	return len(np.idle)
+}
+
+// upConn is one connection to a node. Its Read and Write move the deadline before each
+// call, which gives nginx's meaning to the send and read timeouts: the longest wait
+// between two successive operations, not a bound on the whole body.
+type upConn struct {
+	conn         net.Conn
+	pool         *nodePool
+	br           *bufio.Reader
+	bw           *bufio.Writer
+	readTimeout  time.Duration
+	writeTimeout time.Duration
+	requests     int
+	idleSince    time.Time
+}
+
+func (c *upConn) Read(p []byte) (int, error) {
+	if c.readTimeout > 0 {
+		if err := c.conn.SetReadDeadline(time.Now().Add(c.readTimeout)); err != nil {
+			return 0, err
+		}
+	}
+	return c.conn.Read(p)
+}
+
+func (c *upConn) Write(p []byte) (int, error) {
+	if c.writeTimeout > 0 {
+		if err := c.conn.SetWriteDeadline(time.Now().Add(c.writeTimeout)); err != nil {
+			return 0, err
+		}
+	}
+	return c.conn.Write(p)
+}
+
+func (c *upConn) close() {
+	c.conn.Close()
+}

@@ -1,0 +1,276 @@
+package proxy
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"gw/conf"
+)
+
+// defaultTimeout is nginx's proxy_{connect,send,read}_timeout, in seconds, which APISIX
+// leaves alone.
+const defaultTimeout = 60
+
+type passHostMode uint8
+
+const (
+	passHostPass passHostMode = iota
+	passHostNode
+	passHostRewrite
+)
+
+// Upstream is one compiled upstream: its nodes, balancer and pools. The configuration is
+// immutable after Pools.Upstream returns; the balancer state is guarded by a mutex, so an
+// Upstream is safe for concurrent use.
+type Upstream struct {
+	nodes       []node
+	prioritised bool // some nodes differ in priority, so pick must find the top group
+
+	mu      sync.Mutex
+	current []int // smooth weighted round robin: each node's current weight
+
+	retries        int
+	connectTimeout time.Duration
+	sendTimeout    time.Duration
+	readTimeout    time.Duration
+	passHost       passHostMode
+	upstreamHost   []byte
+	forwardedProto []byte
+
+	// Error bodies, formatted once here so that a failing request formats nothing.
+	msgConnectTimeout []byte
+	msgSendTimeout    []byte
+	msgReadTimeout    []byte
+}
+
+type node struct {
+	pool     *nodePool
+	weight   int
+	priority int
+	// hostHeader is the Host sent with pass_host=node: the node's host, with :port
+	// unless the port is the scheme's default.
+	hostHeader []byte
+}
+
+var (
+	msgNoNodes     = errorBody("502 Bad Gateway: upstream has no node that can take requests")
+	msgNoAnswer    = errorBody("502 Bad Gateway: no upstream node answered")
+	msgBadResponse = errorBody("502 Bad Gateway: upstream sent an invalid or incomplete response")
+)
+
+// errorBody is APISIX's error envelope, {"error_msg":"..."}.
+func errorBody(msg string) []byte {
+	b, err := json.Marshal(struct {
+		ErrorMsg string `json:"error_msg"`
+	}{msg})
+	if err != nil {
+		panic("BUG: marshalling a string: " + err.Error())
+	}
+	return b
+}
+
+// Upstream compiles u, with routeTimeout (when not nil) replacing u's own timeout, as APISIX
+// does. Nodes share pools with every other upstream built by p that names the same
+// host, port, scheme and keepalive_pool. Host names are resolved in the background: a node
+// whose name has no answer yet fails its requests with 502 until it has one. The error
+// names the offending field.
+func (p *Pools) Upstream(u *conf.Upstream, routeTimeout *conf.Timeout) (*Upstream, error) {
+	if u == nil {
+		return nil, fmt.Errorf("proxy: upstream is missing")
+	}
+	d := withDefaults(u)
+	if d.Type != "roundrobin" {
+		return nil, fmt.Errorf("proxy: type: balancer %q is not supported, use roundrobin", d.Type)
+	}
+	var secure bool
+	switch d.Scheme {
+	case "http":
+	case "https":
+		secure = true
+	default:
+		return nil, fmt.Errorf("proxy: scheme: %q is not supported, use http or https", d.Scheme)
+	}
+	kp := *d.KeepalivePool
+	if kp.Size < 1 || kp.Requests < 1 || kp.IdleTimeout < 0 {
+		return nil, fmt.Errorf("proxy: keepalive_pool: size and requests must be >= 1 and idle_timeout >= 0, got %d, %d, %g",
+			kp.Size, kp.Requests, kp.IdleTimeout)
+	}
+	timeout := d.Timeout
+	if routeTimeout != nil {
+		timeout = routeTimeout
+	}
+	connect, err := seconds("timeout.connect", timeout.Connect)
+	if err != nil {
+		return nil, err
+	}
+	send, err := seconds("timeout.send", timeout.Send)
+	if err != nil {
+		return nil, err
+	}
+	read, err := seconds("timeout.read", timeout.Read)
+	if err != nil {
+		return nil, err
+	}
+
+	up := &Upstream{
+		connectTimeout:    connect,
+		sendTimeout:       send,
+		readTimeout:       read,
+		forwardedProto:    []byte("http"),
+		msgConnectTimeout: errorBody("504 Gateway Timeout: no upstream node accepted a connection within " + formatSeconds(timeout.Connect)),
+		msgSendTimeout:    errorBody("504 Gateway Timeout: upstream did not take the request within " + formatSeconds(timeout.Send)),
+		msgReadTimeout:    errorBody("504 Gateway Timeout: upstream did not answer within " + formatSeconds(timeout.Read)),
+	}
+	switch d.PassHost {
+	case "pass":
+	case "node":
+		up.passHost = passHostNode
+	case "rewrite":
+		if d.UpstreamHost == "" {
+			return nil, fmt.Errorf("proxy: upstream_host: required when pass_host is rewrite")
+		}
+		up.passHost = passHostRewrite
+		up.upstreamHost = []byte(d.UpstreamHost)
+	default:
+		return nil, fmt.Errorf("proxy: pass_host: %q is not one of pass, node, rewrite", d.PassHost)
+	}
+
+	defaultPort := 80
+	if secure {
+		defaultPort = 443
+	}
+	settings := poolSettings{
+		secure:      secure,
+		size:        kp.Size,
+		requests:    kp.Requests,
+		idleTimeout: time.Duration(kp.IdleTimeout * float64(time.Second)),
+	}
+	up.nodes = make([]node, 0, len(d.Nodes))
+	for i, n := range d.Nodes {
+		host := strings.TrimSuffix(strings.TrimPrefix(n.Host, "["), "]")
+		if host == "" {
+			return nil, fmt.Errorf("proxy: nodes[%d].host: must not be empty", i)
+		}
+		port := n.Port
+		if port == 0 {
+			port = defaultPort
+		}
+		if port < 1 || port > 65535 {
+			return nil, fmt.Errorf("proxy: nodes[%d].port: must be 1-65535, got %d", i, n.Port)
+		}
+		if n.Weight < 0 {
+			return nil, fmt.Errorf("proxy: nodes[%d].weight: must be >= 0, got %d", i, n.Weight)
+		}
+		hostHeader := host
+		if strings.IndexByte(host, ':') >= 0 {
+			hostHeader = "[" + host + "]"
+		}
+		if port != defaultPort {
+			hostHeader = net.JoinHostPort(host, strconv.Itoa(port))
+		}
+		up.nodes = append(up.nodes, node{
+			pool:       p.pool(host, uint16(port), settings),
+			weight:     n.Weight,
+			priority:   n.Priority,
+			hostHeader: []byte(hostHeader),
+		})
+		if n.Priority != d.Nodes[0].Priority {
+			up.prioritised = true
+		}
+	}
+	// APISIX returns the only node whatever its weight; with several, weight 0 is never picked.
+	if len(up.nodes) == 1 && up.nodes[0].weight == 0 {
+		up.nodes[0].weight = 1
+	}
+	up.current = make([]int, len(up.nodes))
+	up.retries = len(up.nodes) - 1
+	if d.Retries != nil {
+		if *d.Retries < 0 {
+			return nil, fmt.Errorf("proxy: retries: must be >= 0, got %d", *d.Retries)
+		}
+		up.retries = min(*d.Retries, up.retries)
+	}
+	return up, nil
+}
+
+// withDefaults returns a copy of u with APISIX's defaults filled in (conf's, and nginx's 60 s
+// proxy timeouts); u and what it points to are not modified.
+func withDefaults(u *conf.Upstream) conf.Upstream {
+	d := *u
+	if d.KeepalivePool != nil {
+		kp := *d.KeepalivePool
+		d.KeepalivePool = &kp
+	}
+	d.ApplyDefaults()
+	t := conf.Timeout{Connect: defaultTimeout, Send: defaultTimeout, Read: defaultTimeout}
+	if d.Timeout != nil {
+		t = *d.Timeout
+	}
+	d.Timeout = &t
+	return d
+}
+
+func seconds(field string, s float64) (time.Duration, error) {
+	if !(s > 0) {
+		return 0, fmt.Errorf("proxy: %s: must be > 0 seconds, got %g", field, s)
+	}
+	return time.Duration(s * float64(time.Second)), nil
+}
+
+func formatSeconds(s float64) string {
+	return strconv.FormatFloat(s, 'f', -1, 64) + "s"
+}
+
+// pick chooses the next node by nginx's smooth weighted round robin among the nodes not
+// yet tried (tried is a bitset over node indexes) and of the highest priority left. It
+// returns -1 when no node is left.
+func (u *Upstream) pick(tried []uint64) int {
+	u.mu.Lock()
+	top := 0
+	if u.prioritised {
+		found := false
+		for i := range u.nodes {
+			n := &u.nodes[i]
+			if n.weight > 0 && !isSet(tried, i) && (!found || n.priority > top) {
+				top, found = n.priority, true
+			}
+		}
+	}
+	best, total := -1, 0
+	for i := range u.nodes {
+		n := &u.nodes[i]
+		if n.weight == 0 || isSet(tried, i) || (u.prioritised && n.priority != top) {
+			continue
+		}
+		u.current[i] += n.weight
+		total += n.weight
+		if best < 0 || u.current[i] > u.current[best] {
+			best = i
+		}
+	}
+	if best >= 0 {
+		u.current[best] -= total
+	}
+	u.mu.Unlock()
+	return best
+}
+
+func isSet(bits []uint64, i int) bool {
+	return bits[i>>6]&(1<<(uint(i)&63)) != 0
+}
+
+func set(bits []uint64, i int) {
+	bits[i>>6] |= 1 << (uint(i) & 63)
+}
+
+// ipLiteral reports the address host names when host is an IP literal.
+func ipLiteral(host string) (netip.Addr, bool) {
+	a, err := netip.ParseAddr(host)
+	return a.Unmap(), err == nil
+}

@@ -1,0 +1,281 @@
+package proxy
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"gw/conf"
+)
+
+func intPtr(i int) *int { return &i }
+
+func nodes(weights ...int) conf.Nodes {
+	ns := make(conf.Nodes, len(weights))
+	for i, w := range weights {
+		ns[i] = conf.Node{Host: "127.0.0.1", Port: 10001 + i, Weight: w}
+	}
+	return ns
+}
+
+func build(t *testing.T, u *conf.Upstream, routeTimeout *conf.Timeout) *Upstream {
+	t.Helper()
+	p := NewPools()
+	t.Cleanup(p.Close)
+	up, err := p.Upstream(u, routeTimeout)
+	if err != nil {
+		t.Fatalf("Upstream: %v", err)
+	}
+	return up
+}
+
+// picks returns the node indexes of n successive picks, as letters (A is node 0).
+func picks(up *Upstream, n int) string {
+	var b strings.Builder
+	tried := make([]uint64, 1)
+	for range n {
+		i := up.pick(tried)
+		if i < 0 {
+			b.WriteByte('-')
+			continue
+		}
+		b.WriteByte(byte('A' + i))
+	}
+	return b.String()
+}
+
+func TestPickOrder(t *testing.T) {
+	tests := []struct {
+		name  string
+		nodes conf.Nodes
+		want  string
+	}{
+		{"smooth 5/1/1", nodes(5, 1, 1), "AABACAAAABACAA"},
+		{"equal", nodes(1, 1, 1), "ABCABC"},
+		{"2/1", nodes(2, 1), "ABAABA"},
+		{"weight 0 never picked", nodes(0, 1, 2), "CBCCBC"},
+		{"only node, weight 0", nodes(0), "AAA"},
+		{"all weight 0", nodes(0, 0), "--"},
+		{"higher priority first", conf.Nodes{
+			{Host: "127.0.0.1", Port: 1, Weight: 1, Priority: 0},
+			{Host: "127.0.0.1", Port: 2, Weight: 1, Priority: 5},
+			{Host: "127.0.0.1", Port: 3, Weight: 1, Priority: 5},
+		}, "BCBC"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			up := build(t, &conf.Upstream{Nodes: tt.nodes}, nil)
+			if got := picks(up, len(tt.want)); got != tt.want {
+				t.Errorf("picks = %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestPickProportions(t *testing.T) {
+	up := build(t, &conf.Upstream{Nodes: nodes(5, 1, 1)}, nil)
+	counts := map[rune]int{}
+	for _, c := range picks(up, 700) {
+		counts[c]++
+	}
+	if counts['A'] != 500 || counts['B'] != 100 || counts['C'] != 100 {
+		t.Errorf("700 picks of 5/1/1 gave %v, want A:500 B:100 C:100", counts)
+	}
+}
+
+func TestPickSkipsTried(t *testing.T) {
+	up := build(t, &conf.Upstream{Nodes: conf.Nodes{
+		{Host: "127.0.0.1", Port: 1, Weight: 1, Priority: 1},
+		{Host: "127.0.0.1", Port: 2, Weight: 1, Priority: 1},
+		{Host: "127.0.0.1", Port: 3, Weight: 9, Priority: 0},
+	}}, nil)
+	tried := make([]uint64, 1)
+	var order []int
+	for {
+		i := up.pick(tried)
+		if i < 0 {
+			break
+		}
+		set(tried, i)
+		order = append(order, i)
+	}
+	// Both priority-1 nodes before the priority-0 one, each once.
+	if len(order) != 3 || order[2] != 2 || order[0] == order[1] {
+		t.Errorf("pick order with tried nodes skipped = %v, want the two priority-1 nodes then 2", order)
+	}
+}
+
+func TestPickManyNodes(t *testing.T) {
+	weights := make([]int, 130)
+	for i := range weights {
+		weights[i] = 1
+	}
+	up := build(t, &conf.Upstream{Nodes: nodes(weights...)}, nil)
+	tried := make([]uint64, 3)
+	seen := map[int]bool{}
+	for i := up.pick(tried); i >= 0; i = up.pick(tried) {
+		if seen[i] {
+			t.Fatalf("node %d picked twice although marked tried", i)
+		}
+		seen[i] = true
+		set(tried, i)
+	}
+	if len(seen) != 130 {
+		t.Errorf("picked %d distinct nodes of 130 before running out", len(seen))
+	}
+}
+
+func TestUpstreamBuild(t *testing.T) {
+	ok := func(f func(u *conf.Upstream)) *conf.Upstream {
+		u := &conf.Upstream{Nodes: nodes(1, 1, 1)}
+		f(u)
+		return u
+	}
+	tests := []struct {
+		name    string
+		u       *conf.Upstream
+		route   *conf.Timeout
+		wantErr string
+		check   func(t *testing.T, up *Upstream)
+	}{
+		{name: "defaults", u: ok(func(*conf.Upstream) {}), check: func(t *testing.T, up *Upstream) {
+			if up.retries != 2 || up.connectTimeout != 60*time.Second || up.readTimeout != 60*time.Second ||
+				up.sendTimeout != 60*time.Second || up.passHost != passHostPass {
+				t.Errorf("defaults: retries %d, timeouts %v/%v/%v, pass_host %d", up.retries,
+					up.connectTimeout, up.sendTimeout, up.readTimeout, up.passHost)
+			}
+			k := up.nodes[0].pool.key
+			if k.size != 320 || k.requests != 1000 || k.idleTimeout != 60*time.Second || k.secure {
+				t.Errorf("default pool settings %+v", k.poolSettings)
+			}
+		}},
+		{name: "explicit", u: ok(func(u *conf.Upstream) {
+			u.Type, u.Scheme, u.PassHost, u.UpstreamHost = "roundrobin", "https", "rewrite", "example.com"
+			u.Retries = intPtr(1)
+			u.Timeout = &conf.Timeout{Connect: 1, Send: 2, Read: 3.5}
+			u.KeepalivePool = &conf.KeepalivePool{Size: 5, IdleTimeout: 0.5, Requests: 7}
+		}), check: func(t *testing.T, up *Upstream) {
+			if up.retries != 1 || up.connectTimeout != time.Second || up.sendTimeout != 2*time.Second ||
+				up.readTimeout != 3500*time.Millisecond || string(up.upstreamHost) != "example.com" {
+				t.Errorf("got retries %d, timeouts %v/%v/%v, upstream_host %q", up.retries,
+					up.connectTimeout, up.sendTimeout, up.readTimeout, up.upstreamHost)
+			}
+			if !strings.Contains(string(up.msgReadTimeout), "within 3.5s") {
+				t.Errorf("504 body %s does not name the read timeout", up.msgReadTimeout)
+			}
+			k := up.nodes[0].pool.key
+			if k.size != 5 || k.requests != 7 || k.idleTimeout != 500*time.Millisecond || !k.secure {
+				t.Errorf("pool settings %+v", k.poolSettings)
+			}
+		}},
+		{name: "partial pool", u: ok(func(u *conf.Upstream) {
+			u.KeepalivePool = &conf.KeepalivePool{IdleTimeout: 5}
+		}), check: func(t *testing.T, up *Upstream) {
+			k := up.nodes[0].pool.key
+			if k.size != 320 || k.requests != 1000 || k.idleTimeout != 5*time.Second {
+				t.Errorf("pool settings %+v, want 320/1000/5s", k.poolSettings)
+			}
+		}},
+		{name: "route timeout overrides", u: ok(func(u *conf.Upstream) {
+			u.Timeout = &conf.Timeout{Connect: 1, Send: 1, Read: 1}
+		}), route: &conf.Timeout{Connect: 4, Send: 5, Read: 6}, check: func(t *testing.T, up *Upstream) {
+			if up.connectTimeout != 4*time.Second || up.sendTimeout != 5*time.Second || up.readTimeout != 6*time.Second {
+				t.Errorf("timeouts %v/%v/%v, want the route's 4s/5s/6s", up.connectTimeout, up.sendTimeout, up.readTimeout)
+			}
+		}},
+		{name: "retries capped at nodes-1", u: ok(func(u *conf.Upstream) { u.Retries = intPtr(10) }),
+			check: func(t *testing.T, up *Upstream) {
+				if up.retries != 2 {
+					t.Errorf("retries = %d, want 2", up.retries)
+				}
+			}},
+		{name: "host headers", u: &conf.Upstream{Nodes: conf.Nodes{
+			{Host: "a.example", Port: 80, Weight: 1},
+			{Host: "a.example", Port: 8080, Weight: 1},
+			{Host: "[::1]", Port: 80, Weight: 1},
+			{Host: "::1", Port: 81, Weight: 1},
+			{Host: "b.example", Weight: 1},
+		}}, check: func(t *testing.T, up *Upstream) {
+			want := []string{"a.example", "a.example:8080", "[::1]", "[::1]:81", "b.example"}
+			for i, w := range want {
+				if got := string(up.nodes[i].hostHeader); got != w {
+					t.Errorf("node %d Host = %q, want %q", i, got, w)
+				}
+			}
+			if up.nodes[4].pool.key.port != 80 {
+				t.Errorf("a node without port got port %d, want 80", up.nodes[4].pool.key.port)
+			}
+		}},
+		{name: "no nodes", u: &conf.Upstream{}, check: func(t *testing.T, up *Upstream) {
+			if len(up.nodes) != 0 {
+				t.Errorf("nodes = %d", len(up.nodes))
+			}
+		}},
+		{name: "nil upstream", u: nil, wantErr: "upstream is missing"},
+		{name: "chash", u: ok(func(u *conf.Upstream) { u.Type = "chash" }), wantErr: `type: balancer "chash" is not supported`},
+		{name: "grpc", u: ok(func(u *conf.Upstream) { u.Scheme = "grpc" }), wantErr: `scheme: "grpc" is not supported`},
+		{name: "rewrite without host", u: ok(func(u *conf.Upstream) { u.PassHost = "rewrite" }), wantErr: "upstream_host: required"},
+		{name: "bad pass_host", u: ok(func(u *conf.Upstream) { u.PassHost = "keep" }), wantErr: `pass_host: "keep"`},
+		{name: "zero timeout", u: ok(func(u *conf.Upstream) { u.Timeout = &conf.Timeout{Connect: 1, Send: 0, Read: 1} }), wantErr: "timeout.send: must be > 0"},
+		{name: "zero route timeout", u: ok(func(*conf.Upstream) {}), route: &conf.Timeout{Connect: 1, Send: 1}, wantErr: "timeout.read: must be > 0"},
+		{name: "negative connect", u: ok(func(u *conf.Upstream) { u.Timeout = &conf.Timeout{Connect: -1, Send: 1, Read: 1} }), wantErr: "timeout.connect"},
+		{name: "negative retries", u: ok(func(u *conf.Upstream) { u.Retries = intPtr(-1) }), wantErr: "retries: must be >= 0"},
+		{name: "bad pool", u: ok(func(u *conf.Upstream) { u.KeepalivePool = &conf.KeepalivePool{Size: -1, Requests: 1} }), wantErr: "keepalive_pool"},
+		{name: "empty host", u: &conf.Upstream{Nodes: conf.Nodes{{Host: "", Port: 80, Weight: 1}}}, wantErr: "nodes[0].host"},
+		{name: "bad port", u: &conf.Upstream{Nodes: conf.Nodes{{Host: "a", Port: 1, Weight: 1}, {Host: "a", Port: 70000, Weight: 1}}}, wantErr: "nodes[1].port"},
+		{name: "negative weight", u: &conf.Upstream{Nodes: conf.Nodes{{Host: "a", Port: 1, Weight: -1}}}, wantErr: "nodes[0].weight"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := NewPools()
+			defer p.Close()
+			var before conf.Upstream
+			var beforePool conf.KeepalivePool
+			if tt.u != nil {
+				before = *tt.u
+				if tt.u.KeepalivePool != nil {
+					beforePool = *tt.u.KeepalivePool
+				}
+			}
+			up, err := p.Upstream(tt.u, tt.route)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("err = %v", err)
+			}
+			if tt.u.Type != before.Type || tt.u.KeepalivePool != before.KeepalivePool || tt.u.Timeout != before.Timeout {
+				t.Errorf("Upstream modified its argument")
+			}
+			if kp := tt.u.KeepalivePool; kp != nil && *kp != beforePool {
+				t.Errorf("Upstream changed the caller's keepalive_pool to %+v", *kp)
+			}
+			tt.check(t, up)
+		})
+	}
+}
+
+func TestPoolsShareAndRetain(t *testing.T) {
+	p := NewPools()
+	defer p.Close()
+	a, _ := p.Upstream(&conf.Upstream{Nodes: nodes(1, 1)}, nil)
+	b, _ := p.Upstream(&conf.Upstream{Nodes: nodes(1)}, &conf.Timeout{Connect: 1, Send: 1, Read: 1})
+	c, _ := p.Upstream(&conf.Upstream{Nodes: nodes(1), KeepalivePool: &conf.KeepalivePool{Size: 1, IdleTimeout: 1, Requests: 1}}, nil)
+	if a.nodes[0].pool != b.nodes[0].pool {
+		t.Errorf("same node and pool settings got two pools")
+	}
+	if a.nodes[0].pool == c.nodes[0].pool {
+		t.Errorf("different keepalive_pool settings share a pool")
+	}
+	p.Retain([]*Upstream{b})
+	if !a.nodes[1].pool.closed || !c.nodes[0].pool.closed || a.nodes[0].pool.closed {
+		t.Errorf("Retain(b) closed the wrong pools")
+	}
+	again, _ := p.Upstream(&conf.Upstream{Nodes: nodes(1, 1)}, nil)
+	if again.nodes[0].pool != a.nodes[0].pool || again.nodes[1].pool == a.nodes[1].pool {
+		t.Errorf("after Retain, a kept pool was not reused or a dropped one was")
+	}
+}
