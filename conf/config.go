@@ -17,6 +17,46 @@ type Config struct {
 	WorkerShutdownTimeout time.Duration `json:"worker_shutdown_timeout"`
 	// ErrorLogLevel is one of debug, info, warn, error.
 	ErrorLogLevel string `json:"error_log_level"`
+	// WorkerRlimitNofile is the open-file limit the master sets for itself and its workers.
+	WorkerRlimitNofile int       `json:"worker_rlimit_nofile"`
+	AccessLog          AccessLog `json:"access_log"`
+	// Shm sizes the shared-memory segments. Like nginx's shared zones they are fixed for
+	// the life of the master: a reload that changes them fails.
+	Shm        Shm        `json:"shm"`
+	Prometheus Prometheus `json:"prometheus"`
+}
+
+// AccessLog configures the per-request log written by the workers.
+type AccessLog struct {
+	Enabled bool `json:"enabled"`
+	// Path is relative to the prefix unless absolute.
+	Path string `json:"path"`
+	// Format is "combined" (nginx's) or "json".
+	Format string `json:"format"`
+	// Buffer is how many bytes a worker gathers before writing; FlushInterval bounds how
+	// long a line may wait in the buffer.
+	Buffer        int           `json:"buffer"`
+	FlushInterval time.Duration `json:"flush_interval"`
+}
+
+// Shm sizes the shared-memory segments, in bytes.
+type Shm struct {
+	LimitCount int64 `json:"limit_count"`
+	// LimitCountOnFull is what happens when the limit-count table has no free entry after
+	// expired windows were reclaimed: "evict" replaces the live window closest to its end
+	// (fail open), "reject" refuses the request with the plugin's rejected_code (fail closed).
+	LimitCountOnFull string `json:"limit_count_on_full"`
+	Metrics          int64  `json:"metrics"`
+}
+
+// Prometheus configures the master's metrics export server.
+type Prometheus struct {
+	Enabled    bool   `json:"enabled"`
+	ExportAddr string `json:"export_addr"`
+	ExportURI  string `json:"export_uri"`
+	// MaxSeries caps the per-request series; new label sets past it fold into one overflow
+	// series.
+	MaxSeries int `json:"max_series"`
 }
 
 // Admin configures the Admin API listener and who may use it.

@@ -276,7 +276,140 @@ func (l *loader) config(root *yaml.Node, c *Config) {
 				c.ErrorLogLevel = s
 			}
 		}},
+		{"worker_rlimit_nofile", func(p string, v *yaml.Node) {
+			if n, ok := l.intRange(p, v, 1024, 1<<20); ok {
+				c.WorkerRlimitNofile = int(n)
+			}
+		}},
+		{"access_log", func(p string, v *yaml.Node) { l.accessLog(p, v, &c.AccessLog) }},
+		{"shm", func(p string, v *yaml.Node) { l.shm(p, v, &c.Shm) }},
+		{"prometheus", func(p string, v *yaml.Node) { l.prometheus(p, v, &c.Prometheus) }},
 	})
+}
+
+func (l *loader) accessLog(path string, n *yaml.Node, a *AccessLog) {
+	l.mapping(n, path, []yamlField{
+		{"enabled", func(p string, v *yaml.Node) {
+			if b, ok := l.boolean(p, v); ok {
+				a.Enabled = b
+			}
+		}},
+		{"path", func(p string, v *yaml.Node) {
+			if s, ok := l.nonEmptyString(p, v); ok {
+				a.Path = s
+			}
+		}},
+		{"format", func(p string, v *yaml.Node) {
+			if s, ok := l.oneOf(p, v, "combined", "json"); ok {
+				a.Format = s
+			}
+		}},
+		{"buffer", func(p string, v *yaml.Node) {
+			if n, ok := l.size(p, v, 0, 16<<20); ok {
+				a.Buffer = int(n)
+			}
+		}},
+		{"flush_interval", func(p string, v *yaml.Node) {
+			if d, ok := l.positiveDuration(p, v); ok {
+				a.FlushInterval = d
+			}
+		}},
+	})
+}
+
+func (l *loader) shm(path string, n *yaml.Node, s *Shm) {
+	l.mapping(n, path, []yamlField{
+		{"limit_count", func(p string, v *yaml.Node) {
+			if n, ok := l.size(p, v, 64<<10, 16<<30); ok {
+				s.LimitCount = n
+			}
+		}},
+		{"limit_count_on_full", func(p string, v *yaml.Node) {
+			if str, ok := l.oneOf(p, v, "evict", "reject"); ok {
+				s.LimitCountOnFull = str
+			}
+		}},
+		{"metrics", func(p string, v *yaml.Node) {
+			if n, ok := l.size(p, v, 64<<10, 16<<30); ok {
+				s.Metrics = n
+			}
+		}},
+	})
+}
+
+func (l *loader) prometheus(path string, n *yaml.Node, pr *Prometheus) {
+	l.mapping(n, path, []yamlField{
+		{"enabled", func(p string, v *yaml.Node) {
+			if b, ok := l.boolean(p, v); ok {
+				pr.Enabled = b
+			}
+		}},
+		{"export_addr", func(p string, v *yaml.Node) {
+			if addr, ok := l.listenAddr(p, v); ok {
+				pr.ExportAddr = addr
+			}
+		}},
+		{"export_uri", func(p string, v *yaml.Node) {
+			if s, ok := l.nonEmptyString(p, v); ok {
+				if !strings.HasPrefix(s, "/") {
+					l.errorf(v.Line, p, "must start with /, got %q", s)
+					return
+				}
+				pr.ExportURI = s
+			}
+		}},
+		{"max_series", func(p string, v *yaml.Node) {
+			if n, ok := l.intRange(p, v, 1, 10_000_000); ok {
+				pr.MaxSeries = int(n)
+			}
+		}},
+	})
+}
+
+func (l *loader) boolean(path string, v *yaml.Node) (bool, bool) {
+	if v.Kind == yaml.ScalarNode && v.Tag == "!!bool" {
+		return v.Value == "true" || v.Value == "True" || v.Value == "TRUE", true
+	}
+	l.errorf(v.Line, path, "must be true or false, got %s", describeYAML(v))
+	return false, false
+}
+
+func (l *loader) intRange(path string, v *yaml.Node, min, max int64) (int64, bool) {
+	n, ok := yamlInt(v)
+	if !ok || n < min || n > max {
+		l.errorf(v.Line, path, "must be an integer from %d to %d, got %s", min, max, describeYAML(v))
+		return 0, false
+	}
+	return n, true
+}
+
+// size reads a byte count as nginx writes one: 1048576, 64k, 10m, 1g.
+func (l *loader) size(path string, v *yaml.Node, min, max int64) (int64, bool) {
+	const forms = "must be a size such as 65536, 64k, 10m or 1g"
+	if v.Kind != yaml.ScalarNode || isYAMLNull(v) || v.Value == "" {
+		l.errorf(v.Line, path, "%s, got %s", forms, describeYAML(v))
+		return 0, false
+	}
+	text, unit := strings.ToLower(v.Value), int64(1)
+	switch text[len(text)-1] {
+	case 'k':
+		unit, text = 1<<10, text[:len(text)-1]
+	case 'm':
+		unit, text = 1<<20, text[:len(text)-1]
+	case 'g':
+		unit, text = 1<<30, text[:len(text)-1]
+	}
+	n, ok := parseAllDigits(text)
+	if !ok || n > max/unit {
+		l.errorf(v.Line, path, "%s, got %s", forms, describeYAML(v))
+		return 0, false
+	}
+	n *= unit
+	if n < min || n > max {
+		l.errorf(v.Line, path, "must be from %d to %d bytes, got %s", min, max, describeYAML(v))
+		return 0, false
+	}
+	return n, true
 }
 
 func (l *loader) admin(path string, n *yaml.Node, a *Admin) {
@@ -602,6 +735,14 @@ func (l *loader) crossCheck(c *Config) {
 			l.errorf(l.lines[p], p, "%q binds the same socket as %s %q; give the Admin API its own address", c.Admin.Listen, node, c.NodeListen[j])
 		} else {
 			l.errorf(l.lines[p], node, "%q binds the same socket as admin.listen %q; give the Admin API its own address", c.NodeListen[j], c.Admin.Listen)
+		}
+	}
+	if c.Prometheus.Enabled && c.Prometheus.ExportAddr != "" {
+		if c.Prometheus.ExportAddr == c.Admin.Listen {
+			l.errorf(l.lines["prometheus.export_addr"], "prometheus.export_addr", "%q binds the same socket as admin.listen; give metrics their own address", c.Prometheus.ExportAddr)
+		}
+		if j := listenCollision(c.Prometheus.ExportAddr, c.NodeListen); j >= 0 {
+			l.errorf(l.lines["prometheus.export_addr"], "prometheus.export_addr", "%q binds the same socket as node_listen[%d] %q; give metrics their own address", c.Prometheus.ExportAddr, j, c.NodeListen[j])
 		}
 	}
 	loopback := isLoopbackListen(c.Admin.Listen)

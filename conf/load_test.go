@@ -26,6 +26,13 @@ func wantDefault() *Config {
 		DataDir:               "data",
 		WorkerShutdownTimeout: 240 * time.Second,
 		ErrorLogLevel:         "warn",
+		WorkerRlimitNofile:    20480,
+		AccessLog: AccessLog{
+			Enabled: true, Path: "logs/access.log", Format: "combined",
+			Buffer: 64 << 10, FlushInterval: time.Second,
+		},
+		Shm:        Shm{LimitCount: 10 << 20, LimitCountOnFull: "evict", Metrics: 16 << 20},
+		Prometheus: Prometheus{Enabled: true, ExportAddr: "127.0.0.1:9091", ExportURI: "/apisix/prometheus/metrics", MaxSeries: 10000},
 	}
 }
 
@@ -158,6 +165,17 @@ func TestParseAccepts(t *testing.T) {
 		{"timeout quoted seconds", `worker_shutdown_timeout: "30"`, func(c *Config) { c.WorkerShutdownTimeout = 30 * time.Second }},
 		{"log level debug", "error_log_level: debug", func(c *Config) { c.ErrorLogLevel = "debug" }},
 		{"log level error", "error_log_level: error", func(c *Config) { c.ErrorLogLevel = "error" }},
+		{"rlimit", "worker_rlimit_nofile: 65536", func(c *Config) { c.WorkerRlimitNofile = 65536 }},
+		{"access log json off", "access_log: {enabled: false, format: json, buffer: 0}", func(c *Config) {
+			c.AccessLog.Enabled, c.AccessLog.Format, c.AccessLog.Buffer = false, "json", 0
+		}},
+		{"shm sizes", "shm: {limit_count: 64k, metrics: 1g, limit_count_on_full: reject}", func(c *Config) {
+			c.Shm = Shm{LimitCount: 64 << 10, Metrics: 1 << 30, LimitCountOnFull: "reject"}
+		}},
+		{"shm bytes", "shm: {limit_count: 1048576}", func(c *Config) { c.Shm.LimitCount = 1 << 20 }},
+		{"prometheus", "prometheus: {export_addr: 9092, export_uri: /metrics, max_series: 5}", func(c *Config) {
+			c.Prometheus.ExportAddr, c.Prometheus.ExportURI, c.Prometheus.MaxSeries = "0.0.0.0:9092", "/metrics", 5
+		}},
 		{"yaml alias", "x: &p 9080\n", nil}, // unknown key x; see rejects
 		{"alias into list", "node_listen: &l [9081]\n", func(c *Config) { c.NodeListen = []string{"0.0.0.0:9081"} }},
 		{"every key", `
@@ -171,7 +189,9 @@ data_dir: state
 worker_shutdown_timeout: 10s
 error_log_level: info
 `, func(c *Config) {
+			d := wantDefault()
 			*c = Config{
+				WorkerRlimitNofile: d.WorkerRlimitNofile, AccessLog: d.AccessLog, Shm: d.Shm, Prometheus: d.Prometheus,
 				WorkerProcesses: 4,
 				NodeListen:      []string{"0.0.0.0:80", "0.0.0.0:443"},
 				Admin: Admin{
@@ -218,6 +238,17 @@ func TestParseRejects(t *testing.T) {
 		{"workers too many", "worker_processes: 5000", []string{`1: worker_processes: must be at most 1024, got 5000`}},
 		{"workers null", "worker_processes:", []string{`1: worker_processes: must be a positive integer or "auto", got nothing`}},
 		{"workers list", "worker_processes: [1]", []string{`1: worker_processes: must be a positive integer or "auto", got a list`}},
+
+		{"rlimit too small", "worker_rlimit_nofile: 10", []string{`1: worker_rlimit_nofile: must be an integer from 1024 to 1048576, got 10`}},
+		{"access log not bool", "access_log: {enabled: yes please}", []string{`1: access_log.enabled: must be true or false, got "yes please"`}},
+		{"access log format", "access_log: {format: main}", []string{`1: access_log.format: must be one of combined, json, got "main"`}},
+		{"shm size word", "shm: {limit_count: lots}", []string{`1: shm.limit_count: must be a size such as 65536, 64k, 10m or 1g, got "lots"`}},
+		{"shm size too small", "shm: {metrics: 1k}", []string{`1: shm.metrics: must be from 65536 to 17179869184 bytes, got "1k"`}},
+		{"shm on full", "shm: {limit_count_on_full: drop}", []string{`1: shm.limit_count_on_full: must be one of evict, reject, got "drop"`}},
+		{"shm unknown", "shm: {lua_dict: 1m}", []string{`1: shm.lua_dict: unknown key`}},
+		{"prometheus uri", "prometheus: {export_uri: metrics}", []string{`1: prometheus.export_uri: must start with /, got "metrics"`}},
+		{"prometheus on admin", "prometheus: {export_addr: '127.0.0.1:9180'}", []string{`1: prometheus.export_addr: "127.0.0.1:9180" binds the same socket as admin.listen`}},
+		{"prometheus series", "prometheus: {max_series: 0}", []string{`1: prometheus.max_series: must be an integer from 1 to 10000000, got 0`}},
 
 		{"listen not a list", "node_listen: 9080", []string{`1: node_listen: must be a list, got 9080`}},
 		{"listen empty", "node_listen: []", []string{`1: node_listen: needs at least one address`}},
