@@ -1,0 +1,9 @@
+// Package shm maps shared-memory segments that the master creates and every worker maps
+// MAP_SHARED. A segment is an anonymous memfd, so it is private to the instance and freed
+// when the last process holding it exits; the master keeps it for its whole life and hands
+// it to a new master on upgrade. Each segment starts with a header (magic, layout name and
+// version, sizes) checked on every open, so two binaries never read one layout as another.
+// Only fixed-size plain data lives inside: 8-byte-aligned words updated with sync/atomic,
+// never Go pointers, strings or slices. A process killed at any instruction leaves no lock
+// held: there are no locks, only single-word compare-and-swap.
+package shm
