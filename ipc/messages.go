@@ -16,6 +16,14 @@ type Setup struct {
 	Config      []byte       `json:"config"`
 	ListenerFDs []ListenerFD `json:"listener_fds"`
 	AdminSocket string       `json:"admin_socket"`
+	// SegmentFDs maps inherited shared-memory segments to the plugins that own them.
+	SegmentFDs []SegmentFD `json:"segment_fds"`
+}
+
+// SegmentFD names one inherited shared-memory segment.
+type SegmentFD struct {
+	FD     int    `json:"fd"`
+	Plugin string `json:"plugin"`
 }
 
 // ListenerFD names one inherited listening socket.

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -19,6 +20,8 @@ import (
 	"gw/internal/errlog"
 	"gw/master/admin"
 	"gw/master/store"
+	"gw/plugins"
+	"gw/shm"
 )
 
 // Options are what `gwctl start` hands the master.
@@ -48,9 +51,10 @@ type Master struct {
 	logFile *os.File
 	lock    *os.File
 
-	sockets []*slotSockets
-	store   *store.Store
-	servers []*http.Server
+	sockets  []*slotSockets
+	segments map[string]*shm.Segment // plugins' shared memory, by plugin name
+	store    *store.Store
+	servers  []*http.Server
 
 	// mu guards the fields below. publishMu serialises whole publications so versions
 	// reach every worker in order.
@@ -120,6 +124,9 @@ func (m *Master) start() error {
 			return err
 		}
 		m.sockets = append(m.sockets, set)
+	}
+	if err := m.createSegments(); err != nil {
+		return err
 	}
 	m.store, err = store.Open(paths.DataDir(m.cfg.DataDir))
 	if err != nil {
@@ -409,6 +416,9 @@ func (m *Master) teardown() {
 	for _, s := range m.sockets {
 		s.close()
 	}
+	for _, seg := range m.segments {
+		_ = seg.Close()
+	}
 	if m.store != nil {
 		_ = m.store.Close()
 	}
@@ -420,4 +430,33 @@ func (m *Master) teardown() {
 	if m.logFile != nil {
 		_ = m.logFile.Close()
 	}
+}
+
+// createSegments makes every plugin's shared-memory segment. They live as long as the
+// master, so counters survive worker crashes and reloads.
+func (m *Master) createSegments() error {
+	m.segments = map[string]*shm.Segment{}
+	for name, spec := range plugins.Segments() {
+		seg, err := shm.Create(spec.Layout, spec.Size(m.cfg))
+		if err != nil {
+			return fmt.Errorf("shared memory for %s: %w", name, err)
+		}
+		m.segments[name] = seg
+		if spec.Init != nil {
+			if err := spec.Init(seg); err != nil {
+				return fmt.Errorf("shared memory for %s: %w", name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// segmentNames lists the segments in a fixed order, so every worker gets the same fds.
+func (m *Master) segmentNames() []string {
+	names := make([]string, 0, len(m.segments))
+	for name := range m.segments {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
 }

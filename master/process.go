@@ -65,6 +65,12 @@ func (m *Master) spawn(slot int, generation uint64) (*workerProc, error) {
 		}
 	}
 
+	var segments []ipc.SegmentFD
+	for _, name := range m.segmentNames() {
+		segments = append(segments, ipc.SegmentFD{FD: firstListenerFD + len(files) - 1, Plugin: name})
+		files = append(files, m.segments[name].File())
+	}
+
 	cmd := exec.Command("/proc/self/exe", "worker",
 		"--prefix", m.paths.Prefix,
 		"--slot", strconv.Itoa(slot),
@@ -96,7 +102,7 @@ func (m *Master) spawn(slot int, generation uint64) (*workerProc, error) {
 	if err != nil {
 		return nil, err
 	}
-	go m.talk(w, ipc.Setup{Config: setupConfig, ListenerFDs: listeners, AdminSocket: m.paths.AdminSocket})
+	go m.talk(w, ipc.Setup{Config: setupConfig, ListenerFDs: listeners, AdminSocket: m.paths.AdminSocket, SegmentFDs: segments})
 	return w, nil
 }
 

@@ -17,6 +17,14 @@ type Plugin struct {
 	// Validate checks one plugin configuration strictly (unknown fields, types, ranges)
 	// and returns an error that names the offending field. It must be pure and fast.
 	Validate func(raw json.RawMessage) error
+	// Build makes the plugin's instance for one route from a configuration Validate has
+	// accepted. Workers call it once per config snapshot per route, never per request.
+	// The instance implements AccessPhase, LogPhase or both. Nil means the plugin has no
+	// runtime yet: routes may carry its configuration, and nothing runs.
+	Build func(raw json.RawMessage, env *Env) (any, error)
+	// Segment, when set, asks the master for a shared-memory segment that lives as long
+	// as the master and is mapped by every worker (Env.Segments[Name]).
+	Segment *SegmentSpec
 }
 
 var (

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"gw/plugins"
 )
 
 var (
@@ -32,6 +34,20 @@ func (w *Worker) handle(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	r := &t.routes[value]
+	if r.chain == nil {
+		r.proxy(ctx)
+		return
+	}
+	c := plugins.AcquireCtx(ctx, &r.info, time.Now().UnixNano())
+	if !r.chain.Access(c) {
+		r.proxy(ctx)
+	}
+	c.ApplyResponseHeaders()
+	r.chain.Log(c)
+	plugins.ReleaseCtx(c)
+}
+
+func (r *route) proxy(ctx *fasthttp.RequestCtx) {
 	if r.upstream == nil {
 		writeJSON(ctx, fasthttp.StatusServiceUnavailable, noUpstreamBody)
 		return

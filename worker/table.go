@@ -1,9 +1,11 @@
 package worker
 
 import (
+	"encoding/json"
 	"fmt"
 
 	"gw/conf"
+	"gw/plugins"
 	"gw/worker/proxy"
 	"gw/worker/router"
 )
@@ -19,13 +21,14 @@ type table struct {
 // route is what a matched request needs, resolved at build time so the request path does
 // no lookups by id.
 type route struct {
-	id       string
+	info     plugins.RouteInfo
 	upstream *proxy.Upstream // nil: no upstream in the route or its service (503)
+	chain    *plugins.Chain  // nil when the route runs no plugin
 }
 
 // compile builds a table from a snapshot. Upstreams referenced by id are compiled once and
 // shared by every route that uses them, so they share one balancer rotation.
-func compile(snap *conf.Snapshot, pools *proxy.Pools) (*table, error) {
+func compile(snap *conf.Snapshot, pools *proxy.Pools, shared *plugins.Shared) (*table, error) {
 	upstreams := make(map[conf.ID]*conf.Upstream, len(snap.Upstreams))
 	for i := range snap.Upstreams {
 		upstreams[snap.Upstreams[i].ID] = &snap.Upstreams[i]
@@ -97,7 +100,28 @@ func compile(snap *conf.Snapshot, pools *proxy.Pools) (*table, error) {
 		entries = append(entries, router.Entry{
 			Paths: r.Paths(), Methods: r.Methods, Hosts: hosts, Priority: r.Priority, Value: len(t.routes),
 		})
-		t.routes = append(t.routes, route{id: string(r.ID), upstream: up})
+		t.routes = append(t.routes, route{info: routeInfo(r, svc, hosts), upstream: up})
+		pluginSet := r.Plugins
+		if svc != nil && len(svc.Plugins) > 0 {
+			// A service supplies plugins; the route's own configuration of one wins.
+			pluginSet = make(map[string]json.RawMessage, len(svc.Plugins)+len(r.Plugins))
+			for name, raw := range svc.Plugins {
+				pluginSet[name] = raw
+			}
+			for name, raw := range r.Plugins {
+				pluginSet[name] = raw
+			}
+		}
+		if len(pluginSet) > 0 {
+			rt := &t.routes[len(t.routes)-1]
+			chain, err := plugins.BuildChain(pluginSet, &plugins.Env{Route: &rt.info, Shared: shared, Snapshot: snap})
+			if err != nil {
+				return nil, fmt.Errorf("route %s: %w", r.ID, err)
+			}
+			if !chain.Empty() {
+				rt.chain = chain
+			}
+		}
 	}
 	rt, err := router.Build(entries)
 	if err != nil {
@@ -106,4 +130,18 @@ func compile(snap *conf.Snapshot, pools *proxy.Pools) (*table, error) {
 	t.router = rt
 	pools.Retain(live)
 	return t, nil
+}
+
+func routeInfo(r *conf.Route, svc *conf.Service, hosts []string) plugins.RouteInfo {
+	info := plugins.RouteInfo{ID: string(r.ID), Name: r.Name}
+	if paths := r.Paths(); len(paths) > 0 {
+		info.URI = paths[0]
+	}
+	if len(hosts) > 0 {
+		info.Host = hosts[0]
+	}
+	if svc != nil {
+		info.ServiceID, info.ServiceName = string(svc.ID), svc.Name
+	}
+	return info
 }

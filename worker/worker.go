@@ -17,6 +17,8 @@ import (
 	"gw/conf"
 	"gw/internal/errlog"
 	"gw/ipc"
+	"gw/plugins"
+	"gw/shm"
 	"gw/worker/proxy"
 )
 
@@ -41,6 +43,7 @@ type Worker struct {
 	conn    *ipc.Conn
 	cfg     conf.Config
 	pools   *proxy.Pools
+	shared  *plugins.Shared
 	table   atomic.Pointer[table]
 	admin   *fasthttp.HostClient
 	servers []*fasthttp.Server
@@ -96,6 +99,21 @@ func (w *Worker) receiveSetup() (ipc.Setup, error) {
 		return setup, fmt.Errorf("worker: decoding static config: %w", err)
 	}
 	w.admin = newAdminClient(setup.AdminSocket)
+	w.shared = &plugins.Shared{Segments: map[string]*shm.Segment{}, Config: &w.cfg, Logf: w.log.Errorf}
+	specs := plugins.Segments()
+	for _, s := range setup.SegmentFDs {
+		spec, ok := specs[s.Plugin]
+		if !ok {
+			return setup, fmt.Errorf("worker: master passed a segment for %q, which this binary does not know", s.Plugin)
+		}
+		f := os.NewFile(uintptr(s.FD), "shm-"+s.Plugin)
+		seg, err := shm.Open(f, spec.Layout)
+		f.Close()
+		if err != nil {
+			return setup, fmt.Errorf("worker: %s: %w", s.Plugin, err)
+		}
+		w.shared.Segments[s.Plugin] = seg
+	}
 	return setup, nil
 }
 
@@ -175,7 +193,7 @@ func (w *Worker) load(payload []byte) (uint64, error) {
 	if old := w.table.Load(); old != nil && old.version > snap.Version {
 		return old.version, nil // a stale resend; the newer table stays
 	}
-	t, err := compile(&snap, w.pools)
+	t, err := compile(&snap, w.pools, w.shared)
 	if err != nil {
 		return 0, err
 	}

@@ -1,0 +1,213 @@
+package plugins
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/valyala/fasthttp"
+
+	"gw/conf"
+	"gw/shm"
+)
+
+// SegmentSpec describes a plugin's shared-memory segment.
+type SegmentSpec struct {
+	Layout shm.Layout
+	// Size returns the data size in bytes (a positive multiple of 8) for a configuration.
+	// Sizes are fixed for the master's life: a reload that changes one fails.
+	Size func(cfg *conf.Config) int
+	// Init prepares a freshly created segment, in the master, before any worker maps it.
+	Init func(seg *shm.Segment) error
+}
+
+// Shared holds what every route's plugins in one worker share, for the worker's life.
+type Shared struct {
+	// Segments are the plugins' shared-memory segments, by plugin name.
+	Segments map[string]*shm.Segment
+	// Config is the static configuration the worker runs with.
+	Config *conf.Config
+	// Logf writes a line to the error log (rate-limit it yourself on hot paths).
+	Logf func(format string, args ...any)
+}
+
+// RouteInfo is what plugins may know about the route a request matched. It is built with
+// the snapshot and never changes; plugins may keep a pointer to it.
+type RouteInfo struct {
+	ID          string
+	Name        string
+	ServiceID   string
+	ServiceName string
+	// URI and Host are the route's first path and host pattern (APISIX's matched_uri and
+	// matched_host), "" when the route has none.
+	URI  string
+	Host string
+}
+
+// Env is what Build gets: the route the instance is for and the worker's shared state.
+type Env struct {
+	Route  *RouteInfo
+	Shared *Shared
+	// Snapshot is the whole config being built, for plugins whose instances must agree
+	// across routes (limit-count's group).
+	Snapshot *conf.Snapshot
+}
+
+// AccessPhase runs before the request is proxied, highest priority first. Returning true
+// means the plugin answered the request itself (a rejection, say): no later Access runs and
+// nothing is proxied. Rejecting is not an error, so there is no error to return.
+type AccessPhase interface {
+	Access(c *Ctx) (answered bool)
+}
+
+// LogPhase runs once the response is final, proxied or not, in chain order.
+type LogPhase interface {
+	Log(c *Ctx)
+}
+
+// Ctx is one request as plugins see it. The worker pools them: a plugin must not keep a
+// Ctx, or anything in it, past the call it was given it in.
+type Ctx struct {
+	Request *fasthttp.RequestCtx
+	Route   *RouteInfo
+	// StartNanos is when the worker began handling the request (fasthttp's coarse clock
+	// is not fine enough for latency; this is time.Now().UnixNano()).
+	StartNanos int64
+	// UpstreamNanos is how long the upstream took, from connect to response header; -1
+	// when no upstream was contacted.
+	UpstreamNanos int64
+	// Node is the upstream node that answered, "host:port", empty when none did.
+	Node []byte
+	// Consumer is the authenticated consumer's name, empty without one.
+	Consumer string
+
+	// headers queued by AddResponseHeader: name and value pairs, flattened.
+	headers [][]byte
+}
+
+var ctxPool = sync.Pool{New: func() any { return &Ctx{} }}
+
+// AcquireCtx returns a Ctx for one request; give it back with ReleaseCtx.
+func AcquireCtx(req *fasthttp.RequestCtx, route *RouteInfo, startNanos int64) *Ctx {
+	c := ctxPool.Get().(*Ctx)
+	c.Request, c.Route, c.StartNanos, c.UpstreamNanos = req, route, startNanos, -1
+	return c
+}
+
+// ReleaseCtx returns c to the pool.
+func ReleaseCtx(c *Ctx) {
+	c.Request, c.Route, c.Consumer = nil, nil, ""
+	c.Node = c.Node[:0]
+	for i := range c.headers {
+		c.headers[i] = c.headers[i][:0]
+	}
+	c.headers = c.headers[:0]
+	ctxPool.Put(c)
+}
+
+// AddResponseHeader queues a header for the final response. Plugins that decide before
+// the request is proxied use it, because proxying replaces the response whole; the worker
+// applies the queue once the response is final. Name and value are copied.
+func (c *Ctx) AddResponseHeader(name, value []byte) {
+	c.headers = appendCopy(c.headers, name)
+	c.headers = appendCopy(c.headers, value)
+}
+
+func appendCopy(list [][]byte, b []byte) [][]byte {
+	if len(list) < cap(list) {
+		list = list[:len(list)+1]
+		list[len(list)-1] = append(list[len(list)-1][:0], b...)
+		return list
+	}
+	return append(list, append([]byte(nil), b...))
+}
+
+// ApplyResponseHeaders sets the queued headers on the response. The worker calls it once
+// the response is final, before the log phase.
+func (c *Ctx) ApplyResponseHeaders() {
+	for i := 0; i+1 < len(c.headers); i += 2 {
+		c.Request.Response.Header.SetBytesKV(c.headers[i], c.headers[i+1])
+	}
+}
+
+// Chain is one route's plugins, built once per snapshot. The zero Chain runs nothing.
+type Chain struct {
+	access []AccessPhase
+	log    []LogPhase
+}
+
+// BuildChain builds every configured plugin for one route, ordered by priority (highest
+// first, then by name so the order never depends on map iteration).
+func BuildChain(set map[string]json.RawMessage, env *Env) (*Chain, error) {
+	type built struct {
+		plugin   Plugin
+		instance any
+	}
+	var list []built
+	for name, raw := range set {
+		p, ok := Lookup(name)
+		if !ok {
+			return nil, fmt.Errorf("unknown plugin [%s]", name)
+		}
+		if p.Build == nil {
+			continue
+		}
+		instance, err := p.Build(raw, env)
+		if err != nil {
+			return nil, fmt.Errorf("plugin %s: %w", name, err)
+		}
+		if instance != nil {
+			list = append(list, built{p, instance})
+		}
+	}
+	sort.Slice(list, func(i, j int) bool {
+		if list[i].plugin.Priority != list[j].plugin.Priority {
+			return list[i].plugin.Priority > list[j].plugin.Priority
+		}
+		return list[i].plugin.Name < list[j].plugin.Name
+	})
+	ch := &Chain{}
+	for _, b := range list {
+		if a, ok := b.instance.(AccessPhase); ok {
+			ch.access = append(ch.access, a)
+		}
+		if l, ok := b.instance.(LogPhase); ok {
+			ch.log = append(ch.log, l)
+		}
+	}
+	return ch, nil
+}
+
+// Empty reports whether the chain runs nothing, so the worker can skip the Ctx entirely.
+func (ch *Chain) Empty() bool { return ch == nil || len(ch.access)+len(ch.log) == 0 }
+
+// Access runs the access phase; true means a plugin answered the request.
+func (ch *Chain) Access(c *Ctx) bool {
+	for _, a := range ch.access {
+		if a.Access(c) {
+			return true
+		}
+	}
+	return false
+}
+
+// Log runs the log phase.
+func (ch *Chain) Log(c *Ctx) {
+	for _, l := range ch.log {
+		l.Log(c)
+	}
+}
+
+// Segments lists the registered plugins that want a shared-memory segment, by name.
+func Segments() map[string]*SegmentSpec {
+	registryMu.RLock()
+	defer registryMu.RUnlock()
+	specs := map[string]*SegmentSpec{}
+	for name, p := range registry {
+		if p.Segment != nil {
+			specs[name] = p.Segment
+		}
+	}
+	return specs
+}
