@@ -66,6 +66,13 @@ type Master struct {
 	slots      []*workerProc // the current generation, by slot
 	stopping   bool
 	crashes    map[int][]time.Time // recent unexpected exits per slot, for backoff
+	draining   []*workerProc       // older generations still finishing their requests
+
+	pid            int
+	started        time.Time
+	restarts       uint64
+	reloads        uint64
+	reloadFailures uint64
 
 	exits chan *workerProc
 }
@@ -73,7 +80,8 @@ type Master struct {
 // Run starts a master and blocks until it has stopped. Errors before the workers are ready
 // are reported through opts.Notify as well as returned.
 func Run(opts Options) (err error) {
-	m := &Master{opts: opts, exits: make(chan *workerProc, 64), crashes: map[int][]time.Time{}}
+	m := &Master{opts: opts, exits: make(chan *workerProc, 64), crashes: map[int][]time.Time{},
+		pid: os.Getpid(), started: time.Now()}
 	defer func() {
 		if err != nil && opts.Notify != nil {
 			fmt.Fprintf(opts.Notify, "error: %v\n", err)
@@ -140,6 +148,9 @@ func (m *Master) start() error {
 		return err
 	}
 	if err := m.listenAdmin(); err != nil {
+		return err
+	}
+	if err := m.serveMetrics(); err != nil {
 		return err
 	}
 
@@ -250,6 +261,17 @@ func (m *Master) Publish(ctx context.Context, snap *conf.Snapshot) error {
 	return nil
 }
 
+// allWorkersLocked lists the current generation and the draining ones still alive.
+func (m *Master) allWorkersLocked() []*workerProc {
+	all := m.liveWorkersLocked()
+	for _, w := range m.draining {
+		if !w.hasExited() {
+			all = append(all, w)
+		}
+	}
+	return all
+}
+
 func (m *Master) liveWorkersLocked() []*workerProc {
 	var live []*workerProc
 	for _, w := range m.slots {
@@ -310,6 +332,9 @@ func (m *Master) handleExit(w *workerProc) {
 		m.log.Errorf("worker slot %d exited with fatal code %d and cannot be respawned", w.slot, fatalExitCode)
 		return
 	}
+	m.mu.Lock()
+	m.restarts++
+	m.mu.Unlock()
 	delay := m.respawnDelay(w.slot)
 	go func() {
 		if delay > 0 {

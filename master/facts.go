@@ -1,0 +1,65 @@
+package master
+
+import "time"
+
+// Facts is the master's own state, for `gwctl status` and the metrics endpoint.
+type Facts struct {
+	PID           int
+	Version       string
+	Started       time.Time
+	Generation    uint64
+	ConfigVersion uint64
+	ConfigSource  string
+	Workers       []WorkerFacts
+	// WorkerRestarts counts unexpected worker exits that were respawned.
+	WorkerRestarts uint64
+	// Reloads and ReloadFailures count `gwctl reload` (SIGHUP) outcomes.
+	Reloads        uint64
+	ReloadFailures uint64
+}
+
+// WorkerFacts describes one live worker process.
+type WorkerFacts struct {
+	Slot       int
+	PID        int
+	Generation uint64
+	State      string // "starting", "ready" or "draining"
+	Started    time.Time
+}
+
+// Facts returns a consistent copy of the master's state. Safe for concurrent use.
+func (m *Master) Facts() Facts {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	f := Facts{
+		PID: m.pid, Version: m.opts.Version, Started: m.started, Generation: m.generation,
+		ConfigVersion: m.version, ConfigSource: m.paths.Config,
+		WorkerRestarts: m.restarts, Reloads: m.reloads, ReloadFailures: m.reloadFailures,
+	}
+	for _, w := range m.allWorkersLocked() {
+		f.Workers = append(f.Workers, WorkerFacts{
+			Slot: w.slot, PID: w.pid, Generation: w.generation, State: w.state(), Started: w.started,
+		})
+	}
+	return f
+}
+
+func (w *workerProc) state() string {
+	switch {
+	case w.draining.Load():
+		return "draining"
+	case w.isReady():
+		return "ready"
+	default:
+		return "starting"
+	}
+}
+
+func (w *workerProc) isReady() bool {
+	select {
+	case <-w.ready:
+		return true
+	default:
+		return false
+	}
+}
