@@ -38,6 +38,8 @@ const (
 	KindReady    Kind = 4 // worker → master: serving the snapshot it holds
 	KindAck      Kind = 5 // worker → master: Ack, a snapshot version now served
 	KindShutdown Kind = 6 // master → worker: Shutdown
+	KindReopen   Kind = 7 // master → worker: reopen log files (USR1)
+	KindStats    Kind = 8 // worker → master: Stats, about once a second
 )
 
 func (k Kind) String() string {
@@ -54,6 +56,10 @@ func (k Kind) String() string {
 		return "ack"
 	case KindShutdown:
 		return "shutdown"
+	case KindReopen:
+		return "reopen"
+	case KindStats:
+		return "stats"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }

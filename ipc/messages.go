@@ -16,6 +16,10 @@ type Setup struct {
 	Config      []byte       `json:"config"`
 	ListenerFDs []ListenerFD `json:"listener_fds"`
 	AdminSocket string       `json:"admin_socket"`
+	// ErrorLog is the path a worker reopens as its stdout and stderr on KindReopen.
+	ErrorLog string `json:"error_log"`
+	// Prefix is the instance directory relative paths in the config are under.
+	Prefix string `json:"prefix"`
 	// SegmentFDs maps inherited shared-memory segments to the plugins that own them.
 	SegmentFDs []SegmentFD `json:"segment_fds"`
 }
@@ -50,4 +54,10 @@ const (
 // Shutdown asks a worker to stop.
 type Shutdown struct {
 	Mode ShutdownMode `json:"mode"`
+}
+
+// Stats is a worker's periodic report, for `gwctl status`.
+type Stats struct {
+	Requests    uint64 `json:"requests"`
+	Connections int64  `json:"connections"`
 }

@@ -25,6 +25,9 @@ type WorkerFacts struct {
 	Generation uint64
 	State      string // "starting", "ready" or "draining"
 	Started    time.Time
+	// Requests and Connections are from the worker's last report (at most a second old).
+	Requests    uint64
+	Connections int64
 }
 
 // Facts returns a consistent copy of the master's state. Safe for concurrent use.
@@ -32,14 +35,16 @@ func (m *Master) Facts() Facts {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	f := Facts{
-		PID: m.pid, Version: m.opts.Version, Started: m.started, Generation: m.generation,
+		PID: m.pid, Version: m.opts.Version, Started: m.started, Generation: m.gen.id,
 		ConfigVersion: m.version, ConfigSource: m.paths.Config,
 		WorkerRestarts: m.restarts, Reloads: m.reloads, ReloadFailures: m.reloadFailures,
 	}
 	for _, w := range m.allWorkersLocked() {
-		f.Workers = append(f.Workers, WorkerFacts{
-			Slot: w.slot, PID: w.pid, Generation: w.generation, State: w.state(), Started: w.started,
-		})
+		wf := WorkerFacts{Slot: w.slot, PID: w.pid, Generation: w.generation, State: w.state(), Started: w.started}
+		if st := w.stats.Load(); st != nil {
+			wf.Requests, wf.Connections = st.Requests, st.Connections
+		}
+		f.Workers = append(f.Workers, wf)
 	}
 	return f
 }

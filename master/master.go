@@ -3,7 +3,6 @@ package master
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -16,9 +15,10 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"gw/conf"
 	"gw/internal/errlog"
-	"gw/master/admin"
 	"gw/master/store"
 	"gw/plugins"
 	"gw/shm"
@@ -41,32 +41,43 @@ type Options struct {
 // readyTimeout bounds how long a new worker may take to report ready.
 const readyTimeout = 15 * time.Second
 
+// generation is one configuration's set of workers. A reload starts a new generation; the
+// old one drains.
+type generation struct {
+	id      uint64
+	cfg     *conf.Config
+	workers int
+	// cfgJSON is cfg as the workers receive it in their setup frame.
+	cfgJSON []byte
+}
+
 // Master supervises the workers of one instance and serves the Admin API.
 type Master struct {
 	opts    Options
 	paths   Paths
-	cfg     *conf.Config
-	workers int
 	log     *errlog.Logger
-	logFile *os.File
+	logFile *errlog.File
 	lock    *os.File
 
-	sockets  []*slotSockets
 	segments map[string]*shm.Segment // plugins' shared memory, by plugin name
 	store    *store.Store
-	servers  []*http.Server
+	admin    *adminServers
+	control  net.Listener
+	metrics  *http.Server
 
-	// mu guards the fields below. publishMu serialises whole publications so versions
-	// reach every worker in order.
-	mu         sync.Mutex
-	publishMu  sync.Mutex
-	snapshot   []byte // the latest published conf.Snapshot, as JSON
-	version    uint64
-	generation uint64
-	slots      []*workerProc // the current generation, by slot
-	stopping   bool
-	crashes    map[int][]time.Time // recent unexpected exits per slot, for backoff
-	draining   []*workerProc       // older generations still finishing their requests
+	// mu guards the fields below. publishMu serialises whole publications (and reloads),
+	// so snapshot versions reach every worker in order and no worker misses one.
+	mu        sync.Mutex
+	publishMu sync.Mutex
+	gen       *generation
+	sockets   map[string]*slotSockets // by listen address; kept across reloads
+	snapshot  []byte                  // the latest published conf.Snapshot, as JSON
+	version   uint64
+	slots     []*workerProc // the current generation, by slot
+	starting  []*workerProc // a new generation not yet swapped in
+	draining  []*workerProc // older generations still finishing their requests
+	stopping  bool
+	crashes   map[int][]time.Time // recent unexpected exits per slot, for backoff
 
 	pid            int
 	started        time.Time
@@ -74,14 +85,18 @@ type Master struct {
 	reloads        uint64
 	reloadFailures uint64
 
-	exits chan *workerProc
+	exits    chan *workerProc
+	commands chan command
 }
 
 // Run starts a master and blocks until it has stopped. Errors before the workers are ready
 // are reported through opts.Notify as well as returned.
 func Run(opts Options) (err error) {
-	m := &Master{opts: opts, exits: make(chan *workerProc, 64), crashes: map[int][]time.Time{},
-		pid: os.Getpid(), started: time.Now()}
+	m := &Master{
+		opts: opts, exits: make(chan *workerProc, 256), commands: make(chan command),
+		crashes: map[int][]time.Time{}, sockets: map[string]*slotSockets{},
+		pid: os.Getpid(), started: time.Now(),
+	}
 	defer func() {
 		if err != nil && opts.Notify != nil {
 			fmt.Fprintf(opts.Notify, "error: %v\n", err)
@@ -108,9 +123,9 @@ func (m *Master) start() error {
 	if err != nil {
 		return err
 	}
-	m.logFile, err = os.OpenFile(paths.ErrorLog, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	m.logFile, err = errlog.OpenFile(paths.ErrorLog)
 	if err != nil {
-		return fmt.Errorf("opening error log: %w", err)
+		return err
 	}
 	var out io.Writer = m.logFile
 	if m.opts.Stderr != nil {
@@ -118,25 +133,23 @@ func (m *Master) start() error {
 	}
 	m.log = errlog.New(out, "master")
 
-	m.cfg, err = conf.Load(paths.Config)
+	cfg, err := conf.Load(paths.Config)
 	if err != nil {
 		return err
 	}
-	m.workers = m.cfg.Workers()
-	if m.opts.Workers > 0 {
-		m.workers = m.opts.Workers
-	}
-	for _, address := range m.cfg.NodeListen {
-		set, err := openSlotSockets(address, m.workers)
-		if err != nil {
-			return err
-		}
-		m.sockets = append(m.sockets, set)
-	}
-	if err := m.createSegments(); err != nil {
+	m.log.SetLevel(errlog.ParseLevel(cfg.ErrorLogLevel))
+	m.raiseFileLimit(cfg.WorkerRlimitNofile)
+	gen, err := m.newGeneration(cfg, 1)
+	if err != nil {
 		return err
 	}
-	m.store, err = store.Open(paths.DataDir(m.cfg.DataDir))
+	if err := m.ensureSockets(gen); err != nil {
+		return err
+	}
+	if err := m.createSegments(cfg); err != nil {
+		return err
+	}
+	m.store, err = store.Open(paths.DataDir(cfg.DataDir))
 	if err != nil {
 		return err
 	}
@@ -147,79 +160,146 @@ func (m *Master) start() error {
 	if err := m.setSnapshot(snap); err != nil {
 		return err
 	}
-	if err := m.listenAdmin(); err != nil {
+	m.gen = gen
+	if err := m.listenAdmin(cfg); err != nil {
+		return err
+	}
+	if err := m.listenControl(); err != nil {
 		return err
 	}
 	if err := m.serveMetrics(); err != nil {
 		return err
 	}
-
-	m.generation = 1
-	m.slots = make([]*workerProc, m.workers)
-	for slot := range m.slots {
-		w, err := m.spawn(slot, m.generation)
-		if err != nil {
-			return err
-		}
-		m.slots[slot] = w
+	slots, err := m.startGeneration(gen)
+	if err != nil {
+		return err
 	}
-	for _, w := range m.slots {
-		if err := w.waitReady(readyTimeout); err != nil {
-			return err
-		}
-	}
+	m.mu.Lock()
+	m.slots = slots
+	m.mu.Unlock()
 	if err := writeFileAtomic(paths.PIDFile, []byte(fmt.Sprintf("%d\n", os.Getpid())), 0o644); err != nil {
 		return fmt.Errorf("writing pid file: %w", err)
 	}
 	m.log.Infof("gw %s started: %d workers, listening on %s, admin on %s",
-		m.opts.Version, m.workers, strings.Join(m.cfg.NodeListen, ", "), m.cfg.Admin.Listen)
+		m.opts.Version, gen.workers, strings.Join(cfg.NodeListen, ", "), cfg.Admin.Listen)
 	if m.opts.Notify != nil {
-		fmt.Fprintf(m.opts.Notify, "ready pid=%d workers=%d listen=%s admin=%s\n", os.Getpid(), m.workers,
-			strings.Join(m.cfg.NodeListen, ","), m.cfg.Admin.Listen)
+		fmt.Fprintf(m.opts.Notify, "ready pid=%d workers=%d listen=%s admin=%s\n", os.Getpid(), gen.workers,
+			strings.Join(cfg.NodeListen, ","), cfg.Admin.Listen)
 		m.opts.Notify.Close()
 		m.opts.Notify = nil
 	}
 	return nil
 }
 
-// listenAdmin serves the Admin API on admin.listen and on the private Unix socket that
-// workers forward data-port admin calls to.
-func (m *Master) listenAdmin() error {
-	handler := admin.New(admin.Options{
-		Store:     m.store,
-		Keys:      m.cfg.AdminKeys(),
-		Allow:     m.cfg.AllowNets(),
-		Publisher: m,
-		Version:   m.opts.Version,
-	})
-	tcp, err := net.Listen("tcp", m.cfg.Admin.Listen)
+// newGeneration resolves the worker count (--workers wins over the file) and encodes the
+// static config for the workers.
+func (m *Master) newGeneration(cfg *conf.Config, id uint64) (*generation, error) {
+	workers := cfg.Workers()
+	if m.opts.Workers > 0 {
+		workers = m.opts.Workers
+	}
+	cfgJSON, err := json.Marshal(cfg)
 	if err != nil {
-		return fmt.Errorf("admin.listen %s: %w", m.cfg.Admin.Listen, err)
+		return nil, err
 	}
-	_ = os.Remove(m.paths.AdminSocket)
-	unixLn, err := net.Listen("unix", m.paths.AdminSocket)
-	if err != nil {
-		tcp.Close()
-		return fmt.Errorf("admin socket %s: %w", m.paths.AdminSocket, err)
-	}
-	if err := os.Chmod(m.paths.AdminSocket, 0o600); err != nil {
-		tcp.Close()
-		unixLn.Close()
-		return err
-	}
-	for _, pair := range []struct {
-		ln net.Listener
-		h  http.Handler
-	}{{tcp, handler}, {unixLn, handler.Internal()}} {
-		srv := &http.Server{Handler: pair.h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: nil}
-		m.servers = append(m.servers, srv)
-		go func(ln net.Listener) {
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				m.log.Errorf("admin server on %s: %v", ln.Addr(), err)
+	return &generation{id: id, cfg: cfg, workers: workers, cfgJSON: cfgJSON}, nil
+}
+
+// ensureSockets opens what gen needs: every listen address with at least one socket per
+// worker slot. Existing sockets are kept, so no queued connection is ever reset by a reload.
+func (m *Master) ensureSockets(gen *generation) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var opened []*slotSockets
+	for _, address := range gen.cfg.NodeListen {
+		set, ok := m.sockets[address]
+		if !ok {
+			fresh, err := openSlotSockets(address, gen.workers)
+			if err != nil {
+				for _, s := range opened {
+					s.close()
+					delete(m.sockets, s.address)
+				}
+				return err
 			}
-		}(pair.ln)
+			m.sockets[address] = fresh
+			opened = append(opened, fresh)
+			continue
+		}
+		if err := set.grow(gen.workers); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// closeUnusedSockets closes the sockets of addresses the current generation no longer
+// listens on. Draining workers hold their own copies, so their open connections finish.
+func (m *Master) closeUnusedSockets() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	keep := map[string]bool{}
+	for _, a := range m.gen.cfg.NodeListen {
+		keep[a] = true
+	}
+	for address, set := range m.sockets {
+		if !keep[address] {
+			set.close()
+			delete(m.sockets, address)
+			m.log.Infof("stopped listening on %s", address)
+		}
+	}
+}
+
+// startGeneration spawns gen's workers and waits until every one is ready. On failure the
+// ones started are killed and the error says which slot failed and why.
+func (m *Master) startGeneration(gen *generation) ([]*workerProc, error) {
+	slots := make([]*workerProc, gen.workers)
+	fail := func(err error) ([]*workerProc, error) {
+		m.mu.Lock()
+		m.starting = nil
+		m.mu.Unlock()
+		for _, w := range slots {
+			if w != nil {
+				_ = w.cmd.Process.Kill()
+				<-w.exited
+			}
+		}
+		return nil, err
+	}
+	for slot := range slots {
+		w, err := m.spawn(slot, gen)
+		if err != nil {
+			return fail(err)
+		}
+		slots[slot] = w
+		m.mu.Lock()
+		m.starting = append(m.starting, w)
+		m.mu.Unlock()
+	}
+	for _, w := range slots {
+		if err := w.waitReady(readyTimeout); err != nil {
+			return fail(err)
+		}
+	}
+	m.mu.Lock()
+	m.starting = nil
+	m.mu.Unlock()
+	return slots, nil
+}
+
+func (m *Master) raiseFileLimit(n int) {
+	if n <= 0 {
+		return
+	}
+	limit := unix.Rlimit{Cur: uint64(n), Max: uint64(n)}
+	var cur unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &cur); err == nil && cur.Max > limit.Max {
+		limit.Max = cur.Max // never lower the hard limit
+	}
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &limit); err != nil {
+		m.log.Warnf("worker_rlimit_nofile %d: %v (the limit stays as it was)", n, err)
+	}
 }
 
 func (m *Master) setSnapshot(snap *conf.Snapshot) error {
@@ -244,7 +324,7 @@ func (m *Master) Publish(ctx context.Context, snap *conf.Snapshot) error {
 	}
 	m.mu.Lock()
 	data := m.snapshot
-	live := m.liveWorkersLocked()
+	live := append(m.liveWorkersLocked(), m.starting...)
 	m.mu.Unlock()
 	for _, w := range live {
 		w.sendConfig(data)
@@ -289,7 +369,7 @@ func (m *Master) currentSnapshot() []byte {
 	return m.snapshot
 }
 
-// loop handles signals and worker exits until the master stops.
+// loop handles signals, control commands and worker exits until the master stops.
 func (m *Master) loop() error {
 	signals := make(chan os.Signal, 8)
 	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2)
@@ -306,12 +386,137 @@ func (m *Master) loop() error {
 				m.log.Infof("signal %v: graceful shutdown", sig)
 				m.shutdown(true)
 				return nil
+			case syscall.SIGHUP:
+				m.log.Infof("signal %v: reloading %s", sig, m.paths.Config)
+				_ = m.reload()
+			case syscall.SIGUSR1:
+				m.log.Infof("signal %v: reopening log files", sig)
+				m.reopen()
 			default:
 				m.log.Warnf("signal %v ignored: not supported yet", sig)
+			}
+		case cmd := <-m.commands:
+			if m.execute(cmd) {
+				return nil
 			}
 		case w := <-m.exits:
 			m.handleExit(w)
 		}
+	}
+}
+
+// reload re-reads the config file and replaces the worker generation, as nginx's HUP. The
+// old generation keeps serving unless the new one is fully ready.
+func (m *Master) reload() (err error) {
+	defer func() {
+		m.mu.Lock()
+		if err != nil {
+			m.reloadFailures++
+		} else {
+			m.reloads++
+		}
+		m.mu.Unlock()
+		if err != nil {
+			m.log.Errorf("reload failed, the previous configuration keeps serving: %v", err)
+		}
+	}()
+	cfg, err := conf.Load(m.paths.Config)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	old := m.gen
+	m.mu.Unlock()
+	if err := staticChangeAllowed(old.cfg, cfg); err != nil {
+		return err
+	}
+	gen, err := m.newGeneration(cfg, old.id+1)
+	if err != nil {
+		return err
+	}
+	if err := m.ensureSockets(gen); err != nil {
+		return err
+	}
+	if cfg.Admin.Listen != old.cfg.Admin.Listen || !sameKeys(cfg, old.cfg) {
+		if err := m.listenAdmin(cfg); err != nil {
+			return err
+		}
+	}
+	// No publication may slip between the new workers' first snapshot and the swap.
+	m.publishMu.Lock()
+	defer m.publishMu.Unlock()
+	slots, err := m.startGeneration(gen)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	oldSlots := m.slots
+	m.gen, m.slots = gen, slots
+	for _, w := range oldSlots {
+		if w != nil && !w.hasExited() {
+			w.draining.Store(true)
+			m.draining = append(m.draining, w)
+		}
+	}
+	m.mu.Unlock()
+	for _, w := range oldSlots {
+		if w != nil {
+			w.shutdown(true)
+		}
+	}
+	m.closeUnusedSockets()
+	m.raiseFileLimit(cfg.WorkerRlimitNofile)
+	m.log.SetLevel(errlog.ParseLevel(cfg.ErrorLogLevel))
+	m.log.Infof("reloaded: generation %d, %d workers, listening on %s", gen.id, gen.workers, strings.Join(cfg.NodeListen, ", "))
+	return nil
+}
+
+// staticChangeAllowed refuses what a reload cannot change, as nginx refuses to resize its
+// shared zones: segments hold live counters that every worker maps.
+func staticChangeAllowed(old, cfg *conf.Config) error {
+	if old.Shm != cfg.Shm {
+		return fmt.Errorf("shm sizes are fixed at start (shm.limit_count %d → %d, shm.metrics %d → %d, limit_count_on_full %q → %q): restart to change them",
+			old.Shm.LimitCount, cfg.Shm.LimitCount, old.Shm.Metrics, cfg.Shm.Metrics, old.Shm.LimitCountOnFull, cfg.Shm.LimitCountOnFull)
+	}
+	if old.DataDir != cfg.DataDir {
+		return fmt.Errorf("data_dir is fixed at start (%q → %q): restart to change it", old.DataDir, cfg.DataDir)
+	}
+	if old.Prometheus != cfg.Prometheus {
+		return fmt.Errorf("prometheus settings are fixed at start: restart to change them")
+	}
+	return nil
+}
+
+func sameKeys(a, b *conf.Config) bool {
+	ka, kb := a.AdminKeys(), b.AdminKeys()
+	if len(ka) != len(kb) || strings.Join(a.Admin.Allow, ",") != strings.Join(b.Admin.Allow, ",") {
+		return false
+	}
+	for i := range ka {
+		if ka[i] != kb[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// reopen reopens the error log (the master's and, through their stdout and stderr, the
+// workers') and tells every worker to reopen its files.
+func (m *Master) reopen() {
+	if err := m.logFile.Reopen(); err != nil {
+		m.log.Errorf("%v", err)
+		return
+	}
+	// A daemonized master's own stdout and stderr also point at the old file.
+	if fd := int(m.logFile.Current().Fd()); m.opts.Stderr == nil {
+		_ = unix.Dup2(fd, 1)
+		_ = unix.Dup2(fd, 2)
+	}
+	m.mu.Lock()
+	workers := m.allWorkersLocked()
+	m.mu.Unlock()
+	for _, w := range workers {
+		w.reopen()
 	}
 }
 
@@ -323,6 +528,9 @@ func (m *Master) handleExit(w *workerProc) {
 	m.mu.Lock()
 	current := w.slot < len(m.slots) && m.slots[w.slot] == w
 	stopping := m.stopping
+	if !current {
+		m.forgetDrainedLocked()
+	}
 	m.mu.Unlock()
 	if stopping || !current || w.draining.Load() {
 		return
@@ -334,15 +542,28 @@ func (m *Master) handleExit(w *workerProc) {
 	}
 	m.mu.Lock()
 	m.restarts++
+	gen := m.gen
 	m.mu.Unlock()
 	delay := m.respawnDelay(w.slot)
-	go func() {
-		if delay > 0 {
-			m.log.Errorf("worker slot %d crashed more than 3 times within 10s: respawning in %v", w.slot, delay)
+	if delay > 0 {
+		m.log.Errorf("worker slot %d crashed more than 3 times within 10s: respawning in %v", w.slot, delay)
+		go func() {
 			time.Sleep(delay)
+			m.respawn(w.slot, gen)
+		}()
+		return
+	}
+	m.respawn(w.slot, gen)
+}
+
+func (m *Master) forgetDrainedLocked() {
+	kept := m.draining[:0]
+	for _, d := range m.draining {
+		if !d.hasExited() {
+			kept = append(kept, d)
 		}
-		m.respawn(w.slot, w.generation)
-	}()
+	}
+	m.draining = kept
 }
 
 func (m *Master) respawnDelay(slot int) time.Duration {
@@ -363,51 +584,58 @@ func (m *Master) respawnDelay(slot int) time.Duration {
 	return 0
 }
 
-func (m *Master) respawn(slot int, generation uint64) {
+// respawn replaces a dead worker in its slot, on the same sockets, at once: the new
+// process inherits the socket and its accept queue, so queued connections are served, not
+// lost. Readiness is awaited off the master's loop.
+func (m *Master) respawn(slot int, gen *generation) {
 	m.mu.Lock()
-	if m.stopping || generation != m.generation {
+	if m.stopping || gen != m.gen {
 		m.mu.Unlock()
 		return
 	}
 	m.mu.Unlock()
-	w, err := m.spawn(slot, generation)
+	w, err := m.spawn(slot, gen)
 	if err != nil {
 		m.log.Errorf("respawning worker slot %d: %v", slot, err)
 		return
 	}
 	m.mu.Lock()
-	m.slots[slot] = w
-	m.mu.Unlock()
-	if err := w.waitReady(readyTimeout); err != nil {
-		m.log.Errorf("respawned worker slot %d: %v", slot, err)
+	if m.gen != gen || m.stopping {
+		m.mu.Unlock()
+		_ = w.cmd.Process.Kill()
 		return
 	}
-	m.log.Infof("worker slot %d respawned as pid %d", slot, w.pid)
+	m.slots[slot] = w
+	m.mu.Unlock()
+	go func() {
+		if err := w.waitReady(readyTimeout); err != nil {
+			m.log.Errorf("respawned worker slot %d: %v", slot, err)
+			return
+		}
+		m.log.Infof("worker slot %d respawned as pid %d", slot, w.pid)
+	}()
 }
 
 // shutdown stops every worker (draining them when graceful), then releases the instance.
 func (m *Master) shutdown(graceful bool) {
 	m.mu.Lock()
 	m.stopping = true
-	workers := m.liveWorkersLocked()
+	workers := m.allWorkersLocked()
+	timeout := m.gen.cfg.WorkerShutdownTimeout
 	m.mu.Unlock()
-	for _, srv := range m.servers {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		_ = srv.Shutdown(ctx)
-		cancel()
-	}
+	m.admin.close()
 	deadline := 3 * time.Second
 	if graceful {
-		deadline = m.cfg.WorkerShutdownTimeout + time.Second
+		deadline = timeout + time.Second
 	}
 	for _, w := range workers {
 		w.shutdown(graceful)
 	}
-	timeout := time.After(deadline)
+	expired := time.After(deadline)
 	for _, w := range workers {
 		select {
 		case <-w.exited:
-		case <-timeout:
+		case <-expired:
 			for _, w := range workers {
 				if !w.hasExited() {
 					m.log.Warnf("worker slot %d (pid %d) still alive after %v: killing it", w.slot, w.pid, deadline)
@@ -427,16 +655,17 @@ func (m *Master) shutdown(graceful bool) {
 func (m *Master) teardown() {
 	m.mu.Lock()
 	m.stopping = true
-	slots := m.slots
+	workers := append(m.allWorkersLocked(), m.starting...)
 	m.mu.Unlock()
-	for _, w := range slots {
-		if w != nil && !w.hasExited() {
+	for _, w := range workers {
+		if !w.hasExited() {
 			_ = w.cmd.Process.Kill()
 			<-w.exited
 		}
 	}
-	for _, srv := range m.servers {
-		_ = srv.Close()
+	m.admin.close()
+	if m.metrics != nil {
+		_ = m.metrics.Close()
 	}
 	for _, s := range m.sockets {
 		s.close()
@@ -448,8 +677,12 @@ func (m *Master) teardown() {
 		_ = m.store.Close()
 	}
 	if m.lock != nil {
+		if m.control != nil {
+			_ = m.control.Close()
+		}
 		_ = os.Remove(m.paths.PIDFile)
 		_ = os.Remove(m.paths.AdminSocket)
+		_ = os.Remove(m.paths.ControlSocket)
 		_ = m.lock.Close()
 	}
 	if m.logFile != nil {
@@ -459,10 +692,10 @@ func (m *Master) teardown() {
 
 // createSegments makes every plugin's shared-memory segment. They live as long as the
 // master, so counters survive worker crashes and reloads.
-func (m *Master) createSegments() error {
+func (m *Master) createSegments(cfg *conf.Config) error {
 	m.segments = map[string]*shm.Segment{}
 	for name, spec := range plugins.Segments() {
-		seg, err := shm.Create(spec.Layout, spec.Size(m.cfg))
+		seg, err := shm.Create(spec.Layout, spec.Size(cfg))
 		if err != nil {
 			return fmt.Errorf("shared memory for %s: %w", name, err)
 		}
@@ -484,4 +717,11 @@ func (m *Master) segmentNames() []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// currentConfig is the configuration the current generation runs with.
+func (m *Master) currentConfig() *conf.Config {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.gen.cfg
 }

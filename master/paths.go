@@ -21,6 +21,9 @@ type Paths struct {
 	ErrorLog    string // logs/error.log
 	AdminSocket string // logs/admin.sock: workers forward data-port admin calls here
 	LockFile    string // logs/gwctl.lock: held (flock) by the live master for its whole life
+	// ControlSocket is where gwctl asks the master to reload, quit or report status and
+	// waits for the outcome.
+	ControlSocket string // logs/gwctl.sock
 }
 
 // PathsFor lays out the files under prefix.
@@ -31,13 +34,14 @@ func PathsFor(prefix string) (Paths, error) {
 	}
 	logs := filepath.Join(abs, "logs")
 	return Paths{
-		Prefix:      abs,
-		Config:      filepath.Join(abs, "conf", "config.yaml"),
-		Logs:        logs,
-		PIDFile:     filepath.Join(logs, "gwctl.pid"),
-		ErrorLog:    filepath.Join(logs, "error.log"),
-		AdminSocket: filepath.Join(logs, "admin.sock"),
-		LockFile:    filepath.Join(logs, "gwctl.lock"),
+		Prefix:        abs,
+		Config:        filepath.Join(abs, "conf", "config.yaml"),
+		Logs:          logs,
+		PIDFile:       filepath.Join(logs, "gwctl.pid"),
+		ErrorLog:      filepath.Join(logs, "error.log"),
+		AdminSocket:   filepath.Join(logs, "admin.sock"),
+		LockFile:      filepath.Join(logs, "gwctl.lock"),
+		ControlSocket: filepath.Join(logs, "gwctl.sock"),
 	}, nil
 }
 

@@ -2,7 +2,6 @@ package master
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -32,6 +31,8 @@ type workerProc struct {
 	exitCode  int
 	draining  atomic.Bool
 
+	stats atomic.Pointer[ipc.Stats] // the worker's latest report
+
 	ackMu   sync.Mutex
 	acked   uint64
 	ackWake chan struct{} // closed and replaced on every ack
@@ -44,7 +45,7 @@ const firstListenerFD = 4
 // spawn starts a worker for slot from /proc/self/exe, so a binary replaced on disk never
 // changes the running generation. The worker inherits its IPC socket and its slot's
 // listening sockets, and nothing else.
-func (m *Master) spawn(slot int, generation uint64) (*workerProc, error) {
+func (m *Master) spawn(slot int, gen *generation) (*workerProc, error) {
 	conn, remote, err := ipc.Pair()
 	if err != nil {
 		return nil, err
@@ -53,17 +54,21 @@ func (m *Master) spawn(slot int, generation uint64) (*workerProc, error) {
 
 	files := []*os.File{remote}
 	var listeners []ipc.ListenerFD
-	for _, set := range m.sockets {
+	m.mu.Lock()
+	for _, address := range gen.cfg.NodeListen {
+		set := m.sockets[address]
 		for i, f := range set.files {
-			// Socket i belongs to slot i; when there are more sockets than workers the
-			// surplus ones are shared out so that no socket is left without an acceptor.
-			if i%m.workers != slot {
+			// Socket i belongs to slot i; when there are more sockets than workers (the
+			// count shrank in a reload) the surplus ones are shared out, so no socket is
+			// left without an acceptor and none has to be closed.
+			if i%gen.workers != slot {
 				continue
 			}
 			listeners = append(listeners, ipc.ListenerFD{FD: firstListenerFD + len(files) - 1, Address: set.address, Slot: i})
 			files = append(files, f)
 		}
 	}
+	m.mu.Unlock()
 
 	var segments []ipc.SegmentFD
 	for _, name := range m.segmentNames() {
@@ -74,19 +79,20 @@ func (m *Master) spawn(slot int, generation uint64) (*workerProc, error) {
 	cmd := exec.Command("/proc/self/exe", "worker",
 		"--prefix", m.paths.Prefix,
 		"--slot", strconv.Itoa(slot),
-		"--generation", strconv.FormatUint(generation, 10))
+		"--generation", strconv.FormatUint(gen.id, 10))
 	cmd.Args[0] = "gw: worker process"
 	cmd.Env = workerEnv(os.Environ())
 	cmd.ExtraFiles = files
-	cmd.Stdout = m.logFile
-	cmd.Stderr = m.logFile
+	logFile := m.logFile.Current()
+	cmd.Stdout = logFile
+	cmd.Stderr = logFile
 	cmd.Dir = m.paths.Prefix
 	if err := cmd.Start(); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("starting worker slot %d: %w", slot, err)
 	}
 	w := &workerProc{
-		slot: slot, generation: generation, pid: cmd.Process.Pid, cmd: cmd, conn: conn,
+		slot: slot, generation: gen.id, pid: cmd.Process.Pid, cmd: cmd, conn: conn,
 		started: time.Now(), ready: make(chan struct{}), exited: make(chan struct{}),
 		ackWake: make(chan struct{}),
 	}
@@ -98,11 +104,7 @@ func (m *Master) spawn(slot int, generation uint64) (*workerProc, error) {
 		close(w.exited)
 		m.exits <- w
 	}()
-	setupConfig, err := json.Marshal(m.cfg)
-	if err != nil {
-		return nil, err
-	}
-	go m.talk(w, ipc.Setup{Config: setupConfig, ListenerFDs: listeners, AdminSocket: m.paths.AdminSocket, SegmentFDs: segments})
+	go m.talk(w, ipc.Setup{Config: gen.cfgJSON, ListenerFDs: listeners, AdminSocket: m.paths.AdminSocket, ErrorLog: m.paths.ErrorLog, Prefix: m.paths.Prefix, SegmentFDs: segments})
 	return w, nil
 }
 
@@ -153,6 +155,11 @@ func (m *Master) talk(w *workerProc, setup ipc.Setup) {
 			var ack ipc.Ack
 			if frame.Decode(&ack) == nil {
 				w.recordAck(ack.Version)
+			}
+		case ipc.KindStats:
+			var stats ipc.Stats
+			if frame.Decode(&stats) == nil {
+				w.stats.Store(&stats)
 			}
 		default:
 			m.log.Warnf("worker slot %d (pid %d): unexpected %s frame", w.slot, w.pid, frame.Kind)
@@ -213,6 +220,10 @@ func (w *workerProc) hasExited() bool {
 	default:
 		return false
 	}
+}
+
+func (w *workerProc) reopen() {
+	_ = w.conn.Send(ipc.KindReopen, nil)
 }
 
 func (w *workerProc) shutdown(graceful bool) {

@@ -49,6 +49,26 @@ func openSlotSockets(address string, n int) (*slotSockets, error) {
 	return set, nil
 }
 
+// grow adds sockets until there is one per slot for n workers. The group already exists,
+// so no probe: binding into our own group is the point.
+func (s *slotSockets) grow(n int) error {
+	if len(s.files) >= n {
+		return nil
+	}
+	sa, family, err := sockaddr(s.address)
+	if err != nil {
+		return err
+	}
+	for i := len(s.files); i < n; i++ {
+		f, err := listenReusePort(sa, family, fmt.Sprintf("%s#%d", s.address, i))
+		if err != nil {
+			return fmt.Errorf("listen %s (slot %d): %w", s.address, i, err)
+		}
+		s.files = append(s.files, f)
+	}
+	return nil
+}
+
 func (s *slotSockets) close() {
 	for _, f := range s.files {
 		f.Close()

@@ -20,6 +20,15 @@ var (
 
 // handle is the request path: one atomic load, one router lookup, one forward.
 func (w *Worker) handle(ctx *fasthttp.RequestCtx) {
+	w.requests.Add(1)
+	w.route(ctx)
+	if w.draining.Load() {
+		// Set last: proxying replaces the response whole.
+		ctx.SetConnectionClose()
+	}
+}
+
+func (w *Worker) route(ctx *fasthttp.RequestCtx) {
 	path := ctx.Path()
 	if bytes.HasPrefix(path, adminPrefix) && isLoopback(ctx.RemoteAddr()) {
 		// APISIX 2.x served the Admin API on the data port; scripts written for it still

@@ -1,7 +1,6 @@
 package worker
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+	"golang.org/x/sys/unix"
 
 	"gw/conf"
 	"gw/internal/errlog"
@@ -38,22 +38,29 @@ const FatalExitCode = 2
 
 // Worker is the state of one worker process.
 type Worker struct {
-	opts    Options
-	log     *errlog.Logger
-	conn    *ipc.Conn
-	cfg     conf.Config
-	pools   *proxy.Pools
-	shared  *plugins.Shared
-	table   atomic.Pointer[table]
-	admin   *fasthttp.HostClient
-	servers []*fasthttp.Server
+	opts      Options
+	log       *errlog.Logger
+	conn      *ipc.Conn
+	cfg       conf.Config
+	pools     *proxy.Pools
+	shared    *plugins.Shared
+	table     atomic.Pointer[table]
+	admin     *fasthttp.HostClient
+	servers   []*fasthttp.Server
+	listeners []net.Listener
+	conns     *connTracker
+	// draining is set once the worker stops accepting: every response from then on
+	// carries Connection: close.
+	draining atomic.Bool
+	requests atomic.Uint64
+	errorLog string
 
 	compileMu sync.Mutex // one snapshot compiled at a time
 }
 
 // Run serves until the master says stop or goes away.
 func Run(opts Options) error {
-	w := &Worker{opts: opts, log: errlog.New(os.Stderr, fmt.Sprintf("worker slot %d", opts.Slot))}
+	w := &Worker{opts: opts, log: errlog.New(os.Stderr, fmt.Sprintf("worker slot %d", opts.Slot)), conns: newConnTracker()}
 	conn, err := ipc.FromFile(os.NewFile(ipcFD, "ipc"))
 	if err != nil {
 		return fmt.Errorf("worker: no IPC socket on fd %d (a worker is started by its master): %w", ipcFD, err)
@@ -75,11 +82,12 @@ func Run(opts Options) error {
 	if err != nil {
 		return err
 	}
-	if err := w.serve(setup); err != nil {
+	if err := w.serveListeners(setup); err != nil {
 		return err
 	}
 	_ = conn.SendJSON(ipc.KindAck, ipc.Ack{Version: version})
 	_ = conn.Send(ipc.KindReady, nil)
+	go w.reportStats()
 	return w.listen()
 }
 
@@ -98,6 +106,8 @@ func (w *Worker) receiveSetup() (ipc.Setup, error) {
 	if err := json.Unmarshal(setup.Config, &w.cfg); err != nil {
 		return setup, fmt.Errorf("worker: decoding static config: %w", err)
 	}
+	w.log.SetLevel(errlog.ParseLevel(w.cfg.ErrorLogLevel))
+	w.errorLog = setup.ErrorLog
 	w.admin = newAdminClient(setup.AdminSocket)
 	w.shared = &plugins.Shared{Segments: map[string]*shm.Segment{}, Config: &w.cfg, Logf: w.log.Errorf}
 	specs := plugins.Segments()
@@ -117,8 +127,8 @@ func (w *Worker) receiveSetup() (ipc.Setup, error) {
 	return setup, nil
 }
 
-// serve starts one fasthttp server per inherited listening socket.
-func (w *Worker) serve(setup ipc.Setup) error {
+// serveListeners starts one fasthttp server per inherited listening socket.
+func (w *Worker) serveListeners(setup ipc.Setup) error {
 	for _, l := range setup.ListenerFDs {
 		f := os.NewFile(uintptr(l.FD), l.Address)
 		ln, err := net.FileListener(f)
@@ -128,6 +138,7 @@ func (w *Worker) serve(setup ipc.Setup) error {
 		}
 		srv := w.newServer()
 		w.servers = append(w.servers, srv)
+		w.listeners = append(w.listeners, ln)
 		go func(address string) {
 			if err := srv.Serve(ln); err != nil {
 				w.log.Errorf("serving %s: %v", address, err)
@@ -174,8 +185,14 @@ func (w *Worker) listen() error {
 		case ipc.KindShutdown:
 			var s ipc.Shutdown
 			_ = frame.Decode(&s)
-			w.stop(s.Mode)
+			if s.Mode == ipc.Graceful {
+				// A draining worker outlives its master if need be: its clients are
+				// still being served. Keep reading only to notice nothing else.
+				w.drain()
+			}
 			return nil
+		case ipc.KindReopen:
+			w.reopen()
 		default:
 			w.log.Warnf("unexpected %s frame from master", frame.Kind)
 		}
@@ -201,21 +218,48 @@ func (w *Worker) load(payload []byte) (uint64, error) {
 	return snap.Version, nil
 }
 
-func (w *Worker) stop(mode ipc.ShutdownMode) {
-	if mode != ipc.Graceful {
+// drain stops accepting and finishes what is in flight: responses carry Connection:
+// close, connections idle for idleGrace are closed, and worker_shutdown_timeout bounds it.
+// The master keeps the listening sockets open, so closing this process's copies resets
+// nothing: queued connections go to the slot's next worker.
+func (w *Worker) drain() {
+	w.draining.Store(true)
+	for _, ln := range w.listeners {
+		_ = ln.Close()
+	}
+	deadline := time.Now().Add(w.cfg.WorkerShutdownTimeout)
+	for time.Now().Before(deadline) {
+		if w.conns.closeIdle(idleGrace) == 0 {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	w.log.Warnf("worker_shutdown_timeout %v passed with %d connections open: closing them", w.cfg.WorkerShutdownTimeout, w.conns.open.Load())
+}
+
+// reopen points this process's stdout and stderr (the error log) at the path again, after
+// logrotate renamed the file.
+func (w *Worker) reopen() {
+	if w.errorLog == "" {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.WorkerShutdownTimeout)
-	defer cancel()
-	var wg sync.WaitGroup
-	for _, srv := range w.servers {
-		wg.Add(1)
-		go func(srv *fasthttp.Server) {
-			defer wg.Done()
-			_ = srv.ShutdownWithContext(ctx)
-		}(srv)
+	f, err := os.OpenFile(w.errorLog, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		w.log.Errorf("reopening %s: %v", w.errorLog, err)
+		return
 	}
-	wg.Wait()
+	_ = unix.Dup2(int(f.Fd()), 1)
+	_ = unix.Dup2(int(f.Fd()), 2)
+	f.Close()
+}
+
+// reportStats tells the master, once a second, what `gwctl status` shows for this worker.
+func (w *Worker) reportStats() {
+	for range time.Tick(time.Second) {
+		if err := w.conn.SendJSON(ipc.KindStats, ipc.Stats{Requests: w.requests.Load(), Connections: w.conns.open.Load()}); err != nil {
+			return
+		}
+	}
 }
 
 // quietLogger routes fasthttp's own messages into the error log.

@@ -26,6 +26,10 @@ func main() {
 		Commands: []*cli.Command{
 			startCommand(),
 			stopCommand(),
+			quitCommand(),
+			reloadCommand(),
+			reopenCommand(),
+			statusCommand(),
 			testCommand(),
 			workerCommand(),
 		},

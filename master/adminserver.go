@@ -1,0 +1,114 @@
+package master
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"gw/conf"
+	"gw/master/admin"
+)
+
+// adminServers serve the Admin API on admin.listen and on the private Unix socket that
+// workers forward data-port admin calls to. The handler is swapped whole when a reload
+// changes the keys or the allow list; the TCP listener is replaced only when the address
+// changes.
+type adminServers struct {
+	handler atomic.Pointer[admin.Handler]
+
+	mu      sync.Mutex
+	address string
+	tcp     *http.Server
+	unix    *http.Server
+}
+
+func (m *Master) listenAdmin(cfg *conf.Config) error {
+	if m.admin == nil {
+		m.admin = &adminServers{}
+	}
+	a := m.admin
+	handler := admin.New(admin.Options{
+		Store:     m.store,
+		Keys:      cfg.AdminKeys(),
+		Allow:     cfg.AllowNets(),
+		Publisher: m,
+		Version:   m.opts.Version,
+	})
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.tcp != nil && a.address == cfg.Admin.Listen {
+		a.handler.Store(handler)
+		return nil
+	}
+	ln, err := net.Listen("tcp", cfg.Admin.Listen)
+	if err != nil {
+		return fmt.Errorf("admin.listen %s: %w", cfg.Admin.Listen, err)
+	}
+	a.handler.Store(handler)
+	old := a.tcp
+	a.tcp, a.address = a.serve(ln, false, m), cfg.Admin.Listen
+	if old != nil {
+		closeGracefully(old)
+	}
+	if a.unix == nil {
+		_ = os.Remove(m.paths.AdminSocket)
+		unixLn, err := net.Listen("unix", m.paths.AdminSocket)
+		if err != nil {
+			return fmt.Errorf("admin socket %s: %w", m.paths.AdminSocket, err)
+		}
+		if err := os.Chmod(m.paths.AdminSocket, 0o600); err != nil {
+			unixLn.Close()
+			return err
+		}
+		a.unix = a.serve(unixLn, true, m)
+	}
+	return nil
+}
+
+func (a *adminServers) serve(ln net.Listener, internal bool, m *Master) *http.Server {
+	srv := &http.Server{
+		ReadHeaderTimeout: 10 * time.Second,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			h := a.handler.Load()
+			if internal {
+				h.Internal().ServeHTTP(w, r)
+				return
+			}
+			h.ServeHTTP(w, r)
+		}),
+	}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			m.log.Errorf("admin server on %s: %v", ln.Addr(), err)
+		}
+	}()
+	return srv
+}
+
+func (a *adminServers) close() {
+	if a == nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, srv := range []*http.Server{a.tcp, a.unix} {
+		if srv != nil {
+			closeGracefully(srv)
+		}
+	}
+	a.tcp, a.unix = nil, nil
+}
+
+func closeGracefully(srv *http.Server) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if srv.Shutdown(ctx) != nil {
+		_ = srv.Close()
+	}
+}

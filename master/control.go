@@ -1,0 +1,131 @@
+package master
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"time"
+)
+
+// The control socket carries one JSON request line and one JSON reply line per
+// connection, so gwctl can wait for the outcome of what it asked and exit with it.
+
+// ControlRequest is what gwctl sends.
+type ControlRequest struct {
+	Command string `json:"command"` // "reload", "reopen" or "status"
+}
+
+// ControlReply is what the master answers.
+type ControlReply struct {
+	OK      bool   `json:"ok"`
+	Message string `json:"message,omitempty"`
+	Status  *Facts `json:"status,omitempty"`
+}
+
+type command struct {
+	request ControlRequest
+	reply   chan ControlReply
+}
+
+func (m *Master) listenControl() error {
+	_ = os.Remove(m.paths.ControlSocket)
+	ln, err := net.Listen("unix", m.paths.ControlSocket)
+	if err != nil {
+		return fmt.Errorf("control socket %s: %w", m.paths.ControlSocket, err)
+	}
+	if err := os.Chmod(m.paths.ControlSocket, 0o600); err != nil {
+		ln.Close()
+		return err
+	}
+	m.control = ln
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go m.serveControl(conn)
+		}
+	}()
+	return nil
+}
+
+func (m *Master) serveControl(conn net.Conn) {
+	defer conn.Close()
+	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	line, err := bufio.NewReader(conn).ReadBytes('\n')
+	if err != nil {
+		return
+	}
+	var req ControlRequest
+	reply := ControlReply{}
+	if err := json.Unmarshal(line, &req); err != nil {
+		reply.Message = "bad control request: " + err.Error()
+	} else if req.Command == "status" {
+		// Status reads state under the mutex and needs no turn in the loop, so it answers
+		// even while a reload is waiting for new workers.
+		facts := m.Facts()
+		reply = ControlReply{OK: true, Status: &facts}
+	} else {
+		cmd := command{request: req, reply: make(chan ControlReply, 1)}
+		select {
+		case m.commands <- cmd:
+			reply = <-cmd.reply
+		case <-time.After(time.Minute):
+			reply.Message = "the master did not take the request within a minute"
+		}
+	}
+	_ = conn.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	out, _ := json.Marshal(reply)
+	_, _ = conn.Write(append(out, '\n'))
+}
+
+// execute runs a control command in the master's loop; true means the master stops.
+func (m *Master) execute(cmd command) bool {
+	switch cmd.request.Command {
+	case "reload":
+		if err := m.reload(); err != nil {
+			cmd.reply <- ControlReply{Message: err.Error()}
+			return false
+		}
+		m.mu.Lock()
+		msg := fmt.Sprintf("reloaded: generation %d, %d workers", m.gen.id, m.gen.workers)
+		m.mu.Unlock()
+		cmd.reply <- ControlReply{OK: true, Message: msg}
+	case "reopen":
+		m.reopen()
+		cmd.reply <- ControlReply{OK: true, Message: "log files reopened"}
+	default:
+		cmd.reply <- ControlReply{Message: fmt.Sprintf("unknown control command %q", cmd.request.Command)}
+	}
+	return false
+}
+
+// Control sends one request to the master of paths and returns its reply.
+func Control(paths Paths, command string, timeout time.Duration) (ControlReply, error) {
+	var reply ControlReply
+	conn, err := net.DialTimeout("unix", paths.ControlSocket, 2*time.Second)
+	if err != nil {
+		return reply, fmt.Errorf("reaching the master at %s: %w", paths.ControlSocket, err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(timeout))
+	req, _ := json.Marshal(ControlRequest{Command: command})
+	if _, err := conn.Write(append(req, '\n')); err != nil {
+		return reply, err
+	}
+	line, err := bufio.NewReader(conn).ReadBytes('\n')
+	if err != nil {
+		return reply, fmt.Errorf("waiting for the master's answer to %s: %w", command, err)
+	}
+	if err := json.Unmarshal(line, &reply); err != nil {
+		return reply, err
+	}
+	if !reply.OK {
+		return reply, errors.New(reply.Message)
+	}
+	return reply, nil
+}
