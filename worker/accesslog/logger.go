@@ -1,0 +1,268 @@
+package accesslog
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"gw/conf"
+)
+
+// ErrClosed is returned by Reopen and Flush after Close.
+var ErrClosed = errors.New("accesslog: closed")
+
+// defaultFlushInterval bounds how long a buffered line waits when the config gives none.
+const defaultFlushInterval = time.Second
+
+// maxPooledLine keeps a freak multi-kilobyte line from pinning a large scratch buffer in
+// the pool forever.
+const maxPooledLine = 16 << 10
+
+// Logger appends one line per request to a file shared with the other workers. Its
+// methods are safe for concurrent use. A nil *Logger (what Open returns when the access
+// log is disabled) accepts every call and does nothing.
+type Logger struct {
+	path string
+	json bool
+	open func(path string) (io.WriteCloser, error)
+	now  func() time.Time
+
+	// second caches the formatted time of the current second.
+	second atomic.Pointer[stamp]
+
+	mu     sync.Mutex
+	out    io.WriteCloser // guarded by mu
+	buf    []byte         // guarded by mu; cap is the configured buffer, 0 when unbuffered
+	err    error          // guarded by mu; the first write error since the last Flush
+	closed bool           // guarded by mu
+
+	stop     chan struct{}
+	stopped  chan struct{}
+	stopOnce sync.Once
+}
+
+// line is a pooled scratch buffer in which Log formats a line outside the lock.
+type line struct{ b []byte }
+
+var linePool = sync.Pool{New: func() any { return &line{b: make([]byte, 0, 1024)} }}
+
+// Open opens (creating if needed) the access log at path, which the caller has already
+// resolved against the prefix, for appending. It returns nil and no error when cfg is
+// disabled. With a buffer it starts a goroutine that flushes every cfg.FlushInterval
+// (1s when unset); Close stops it.
+func Open(cfg conf.AccessLog, path string) (*Logger, error) {
+	if !cfg.Enabled {
+		return nil, nil
+	}
+	return open(cfg, path, openFile)
+}
+
+func openFile(path string) (io.WriteCloser, error) {
+	// O_APPEND makes every write(2) land whole at the end of the file even with several
+	// worker processes writing to it.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("accesslog: %w", err)
+	}
+	return f, nil
+}
+
+func open(cfg conf.AccessLog, path string, openSink func(string) (io.WriteCloser, error)) (*Logger, error) {
+	var json bool
+	switch cfg.Format {
+	case "", "combined":
+	case "json":
+		json = true
+	default:
+		return nil, fmt.Errorf("accesslog: format must be one of combined, json, got %q", cfg.Format)
+	}
+	if cfg.Buffer < 0 {
+		return nil, fmt.Errorf("accesslog: buffer must be >= 0, got %d", cfg.Buffer)
+	}
+	out, err := openSink(path)
+	if err != nil {
+		return nil, err
+	}
+	l := &Logger{
+		path: path,
+		json: json,
+		open: openSink,
+		now:  time.Now,
+		out:  out,
+		buf:  make([]byte, 0, cfg.Buffer),
+	}
+	if cfg.Buffer > 0 {
+		interval := cfg.FlushInterval
+		if interval <= 0 {
+			interval = defaultFlushInterval
+		}
+		l.stop = make(chan struct{})
+		l.stopped = make(chan struct{})
+		go l.flushEvery(interval)
+	}
+	return l, nil
+}
+
+// Log formats e and appends it to the buffer, writing the buffer first when the line
+// does not fit. It does not allocate.
+func (l *Logger) Log(e *Entry) {
+	if l == nil {
+		return
+	}
+	now := l.now()
+	st := l.second.Load()
+	if st == nil || st.unix != now.Unix() {
+		// One allocation a second, shared by every line of that second.
+		st = newStamp(now)
+		l.second.Store(st)
+	}
+	ln := linePool.Get().(*line)
+	if l.json {
+		ln.b = appendJSON(ln.b[:0], e, now.UnixNano(), st)
+	} else {
+		ln.b = appendCombined(ln.b[:0], e, st)
+	}
+	l.append(ln.b)
+	if cap(ln.b) <= maxPooledLine {
+		linePool.Put(ln)
+	}
+}
+
+// append adds one whole line to the buffer. A line that would overflow the buffer
+// flushes it first, and a line larger than the buffer (every line when unbuffered) is
+// written on its own, so no write(2) ever carries part of a line.
+func (l *Logger) append(p []byte) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return
+	}
+	if len(l.buf)+len(p) > cap(l.buf) {
+		l.flushLocked()
+	}
+	if len(p) > cap(l.buf) {
+		l.writeLocked(p)
+		return
+	}
+	l.buf = append(l.buf, p...)
+}
+
+func (l *Logger) flushLocked() {
+	if len(l.buf) == 0 {
+		return
+	}
+	l.writeLocked(l.buf)
+	// On a failed write the lines are dropped: holding them would only grow the backlog
+	// of a disk that is full or gone. The error surfaces at the next Flush.
+	l.buf = l.buf[:0]
+}
+
+func (l *Logger) writeLocked(p []byte) {
+	if _, err := l.out.Write(p); err != nil && l.err == nil {
+		l.err = fmt.Errorf("accesslog: writing %s: %w", l.path, err)
+	}
+}
+
+// takeErrLocked returns the pending write error and clears it.
+func (l *Logger) takeErrLocked() error {
+	err := l.err
+	l.err = nil
+	return err
+}
+
+func (l *Logger) flushEvery(interval time.Duration) {
+	defer close(l.stopped)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			l.mu.Lock()
+			if !l.closed {
+				l.flushLocked()
+			}
+			l.mu.Unlock()
+		case <-l.stop:
+			return
+		}
+	}
+}
+
+// Flush writes the buffered lines and returns the first write error since the last
+// Flush (including errors of the background flushes), if any.
+func (l *Logger) Flush() error {
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return ErrClosed
+	}
+	l.flushLocked()
+	return l.takeErrLocked()
+}
+
+// Reopen opens the path again and switches to it, for log rotation on USR1: the old
+// file receives every line logged before the switch, the new one every line after. If
+// the path cannot be opened the old file stays in use and the error is returned.
+func (l *Logger) Reopen() error {
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	closed := l.closed
+	l.mu.Unlock()
+	if closed {
+		return ErrClosed // without creating the file again
+	}
+	next, err := l.open(l.path)
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		next.Close()
+		return ErrClosed
+	}
+	l.flushLocked()
+	prev := l.out
+	l.out = next
+	err = l.takeErrLocked()
+	l.mu.Unlock()
+	if cerr := prev.Close(); cerr != nil && err == nil {
+		err = fmt.Errorf("accesslog: closing the previous %s: %w", l.path, cerr)
+	}
+	return err
+}
+
+// Close stops the flusher, writes the buffered lines and closes the file. Lines logged
+// after Close are dropped.
+func (l *Logger) Close() error {
+	if l == nil {
+		return nil
+	}
+	l.stopOnce.Do(func() {
+		if l.stop != nil {
+			close(l.stop)
+			<-l.stopped
+		}
+	})
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return ErrClosed
+	}
+	l.closed = true
+	l.flushLocked()
+	err := l.takeErrLocked()
+	if cerr := l.out.Close(); cerr != nil && err == nil {
+		err = fmt.Errorf("accesslog: closing %s: %w", l.path, cerr)
+	}
+	return err
+}
