@@ -1,5 +1,99 @@
 package master
 
-// serveMetrics starts the Prometheus export server (prometheus.export_addr). The
-// prometheus issue fills it in.
-func (m *Master) serveMetrics() error { return nil }
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"syscall"
+	"time"
+
+	"gw/plugins/prometheus"
+)
+
+// serveMetrics starts the Prometheus export server on prometheus.export_addr: GET on
+// prometheus.export_uri returns the exposition, anything else 404, as APISIX's export
+// server. Values are read straight from the metrics segment on each scrape, so they are
+// never stale and no worker does any work for a scrape. The prometheus settings are fixed
+// for the master's life (a reload that changes them fails), so this runs once.
+func (m *Master) serveMetrics() error {
+	cfg := m.currentConfig().Prometheus
+	if !cfg.Enabled {
+		return nil
+	}
+	seg := m.segments[prometheus.Name]
+	if seg == nil {
+		return fmt.Errorf("prometheus: no metrics segment was created")
+	}
+	table, err := prometheus.OpenTable(seg)
+	if err != nil {
+		return err
+	}
+	hostname, _ := os.Hostname()
+	opts := prometheus.ExporterOptions{
+		Hostname: hostname,
+		Version:  m.opts.Version,
+		Alive:    processAlive,
+	}
+	for _, name := range m.segmentNames() {
+		info := prometheus.SegmentInfo{Name: name, CapacityBytes: m.segments[name].Size()}
+		if name == prometheus.Name {
+			info.FreeBytes = table.FreeBytes
+		}
+		opts.Segments = append(opts.Segments, info)
+	}
+	exporter := prometheus.NewExporter(table, opts)
+
+	ln, err := net.Listen("tcp", cfg.ExportAddr)
+	if err != nil {
+		return fmt.Errorf("prometheus.export_addr %s: %w", cfg.ExportAddr, err)
+	}
+	srv := &http.Server{Handler: &metricsHandler{m: m, uri: cfg.ExportURI, exporter: exporter},
+		ReadHeaderTimeout: 10 * time.Second}
+	m.metrics = srv
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			m.log.Errorf("metrics server on %s: %v", ln.Addr(), err)
+		}
+	}()
+	return nil
+}
+
+type metricsHandler struct {
+	m        *Master
+	uri      string
+	exporter *prometheus.Exporter
+}
+
+func (h *metricsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != h.uri || (r.Method != http.MethodGet && r.Method != http.MethodHead) {
+		http.NotFound(w, r)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	// The exporter renders into its own reused buffer and writes it in one call.
+	h.exporter.WritePrometheus(w, h.m.metricsFacts())
+}
+
+// metricsFacts is the master's part of a scrape.
+func (m *Master) metricsFacts() prometheus.Facts {
+	f := m.Facts()
+	out := prometheus.Facts{
+		Workers:        map[string]int{},
+		WorkerRestarts: f.WorkerRestarts,
+		Reloads:        f.Reloads,
+		ReloadFailures: f.ReloadFailures,
+		ConfigVersion:  f.ConfigVersion,
+	}
+	for _, w := range f.Workers {
+		out.Workers[w.State]++
+	}
+	return out
+}
+
+// processAlive reports whether pid exists (a zombie not yet reaped still does).
+func processAlive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}

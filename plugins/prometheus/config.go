@@ -26,6 +26,12 @@ func init() {
 			_, err := Parse(raw)
 			return err
 		},
+		Build: build,
+		Segment: &plugins.SegmentSpec{
+			Layout: SegmentLayout,
+			Size:   SegmentSize,
+			Init:   InitSegment,
+		},
 	})
 }
 

@@ -56,6 +56,8 @@ type node struct {
 	// hostHeader is the Host sent with pass_host=node: the node's host, with :port
 	// unless the port is the scheme's default.
 	hostHeader []byte
+	// addr is "host:port" (IPv6 hosts in brackets), what Info.Node reports.
+	addr []byte
 }
 
 var (
@@ -179,6 +181,7 @@ func (p *Pools) Upstream(u *conf.Upstream, routeTimeout *conf.Timeout) (*Upstrea
 			weight:     n.Weight,
 			priority:   n.Priority,
 			hostHeader: []byte(hostHeader),
+			addr:       []byte(net.JoinHostPort(host, strconv.Itoa(port))),
 		})
 		if n.Priority != d.Nodes[0].Priority {
 			up.prioritised = true

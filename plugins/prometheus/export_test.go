@@ -1,0 +1,190 @@
+package prometheus
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"gw/plugins"
+	"gw/plugins/prometheus/textparse"
+)
+
+func TestExpositionParsesWithEveryFamily(t *testing.T) {
+	tab, seg := newTable(t, 100)
+	r := buildRecorder(t, seg, `{}`, &plugins.RouteInfo{ID: `we"ird\id`, URI: "/a\nb"})
+	_, log := request(200, "x", "10.0.0.1:80", time.Millisecond, time.Millisecond/2)
+	log(r)
+	e := NewExporter(tab, ExporterOptions{
+		Hostname: "host-1", Version: "1.2.3",
+		Segments:  []SegmentInfo{{Name: Name, CapacityBytes: seg.Size(), FreeBytes: tab.FreeBytes}, {Name: "limit-count", CapacityBytes: 4096}},
+		Evictions: func() (uint64, bool) { return 9, true },
+	})
+	var b bytes.Buffer
+	e.WritePrometheus(&b, Facts{Workers: map[string]int{"ready": 2, "draining": 1}, WorkerRestarts: 3, Reloads: 4, ReloadFailures: 1, ConfigVersion: 17})
+	fams, err := textparse.Parse(b.String())
+	if err != nil {
+		t.Fatalf("%v\n%s", err, b.String())
+	}
+	for _, tt := range []struct {
+		family string
+		typ    string
+		match  map[string]string
+		want   float64
+	}{
+		{"apisix_http_status", "counter", map[string]string{"route": `we"ird\id`, "matched_uri": "/a\nb"}, 1},
+		{"apisix_node_info", "gauge", map[string]string{"hostname": "host-1", "version": "1.2.3"}, 1},
+		{"apisix_shared_dict_capacity_bytes", "gauge", map[string]string{"name": "limit-count"}, 4096},
+		{"apisix_shared_dict_free_space_bytes", "gauge", map[string]string{"name": Name}, float64(99 * EntrySize)},
+		{"gw_worker_processes", "gauge", map[string]string{"state": "ready"}, 2},
+		{"gw_worker_processes", "gauge", map[string]string{"state": "starting"}, 0},
+		{"gw_worker_restarts_total", "counter", nil, 3},
+		{"gw_reloads_total", "counter", nil, 4},
+		{"gw_reload_failures_total", "counter", nil, 1},
+		{"gw_config_version", "gauge", nil, 17},
+		{"gw_limit_count_evictions_total", "counter", nil, 9},
+		{"gw_metrics_label_sets", "gauge", nil, 1},
+		{"gw_metrics_label_sets_max", "gauge", nil, 100},
+		{"apisix_http_requests_total", "gauge", nil, 0},
+		{"apisix_nginx_http_current_connections", "gauge", map[string]string{"state": "active"}, 0},
+	} {
+		f := fams[tt.family]
+		if f == nil {
+			t.Errorf("no %s family", tt.family)
+			continue
+		}
+		if f.Type != tt.typ {
+			t.Errorf("%s has TYPE %s, want %s", tt.family, f.Type, tt.typ)
+		}
+		if got := f.Sum(tt.family, tt.match); got != tt.want {
+			t.Errorf("%s%v = %g, want %g", tt.family, tt.match, got, tt.want)
+		}
+	}
+	for _, name := range []string{"apisix_http_latency", "apisix_bandwidth"} {
+		if fams[name] == nil || fams[name].Help == "" {
+			t.Errorf("%s missing or without HELP text", name)
+		}
+	}
+}
+
+// fakeConn is a distinct net.Conn identity for the tracker.
+type fakeConn struct{ net.Conn }
+
+func TestConnTrackerAndReclaim(t *testing.T) {
+	tab, _ := newTable(t, 10)
+	ct, err := NewConnTracker(tab)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b, c := &fakeConn{}, &fakeConn{}, &fakeConn{}
+	for _, step := range []struct {
+		conn  net.Conn
+		state fasthttp.ConnState
+	}{
+		{a, fasthttp.StateNew}, {a, fasthttp.StateActive}, {a, fasthttp.StateIdle}, {a, fasthttp.StateActive},
+		{b, fasthttp.StateNew}, {b, fasthttp.StateActive}, {b, fasthttp.StateClosed}, // Connection: close
+		{c, fasthttp.StateNew},
+	} {
+		ct.ConnState(step.conn, step.state)
+	}
+	want := ConnStats{Accepted: 3, Handled: 3, Requests: 3, Active: 2, Reading: 1, Writing: 1, Waiting: 0}
+	if got := tab.ConnStats(); got != want {
+		t.Fatalf("ConnStats = %+v, want %+v", got, want)
+	}
+	tab.ReclaimWorkerAreas(func(int) bool { return true })
+	if got := tab.ConnStats(); got != want {
+		t.Fatalf("a live worker's area was reclaimed: %+v", got)
+	}
+	// The worker dies: its totals stay, its gauges go, and its area is free again.
+	tab.ReclaimWorkerAreas(func(int) bool { return false })
+	want = ConnStats{Accepted: 3, Handled: 3, Requests: 3}
+	if got := tab.ConnStats(); got != want {
+		t.Fatalf("after reclaim ConnStats = %+v, want %+v", got, want)
+	}
+	ct2, err := NewConnTracker(tab)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ct2.ConnState(a, fasthttp.StateNew)
+	ct2.ConnState(a, fasthttp.StateActive)
+	if got := tab.ConnStats(); got.Requests != 4 || got.Accepted != 4 || got.Active != 1 {
+		t.Fatalf("after a new worker: %+v", got)
+	}
+}
+
+func TestConnTrackerRunsOutOfAreas(t *testing.T) {
+	tab, _ := newTable(t, 10)
+	for i := 0; i < WorkerAreas; i++ {
+		if _, err := NewConnTracker(tab); err != nil {
+			t.Fatalf("area %d: %v", i, err)
+		}
+	}
+	if _, err := NewConnTracker(tab); err != ErrNoWorkerArea {
+		t.Fatalf("err = %v, want ErrNoWorkerArea", err)
+	}
+}
+
+// Scrapes never decrease a counter while requests keep coming.
+func TestScrapesAreMonotonic(t *testing.T) {
+	tab, seg := newTable(t, 100)
+	r := buildRecorder(t, seg, `{}`, route1)
+	_, log := request(200, "x", "10.0.0.1:80", time.Millisecond, -1)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				log(r)
+			}
+		}
+	}()
+	var last float64
+	for i := 0; i < 50; i++ {
+		got := scrape(t, tab)["apisix_http_status"].Sum("apisix_http_status", nil)
+		if got < last {
+			t.Fatalf("scrape %d: status sum fell from %g to %g", i, last, got)
+		}
+		last = got
+	}
+	close(stop)
+	<-done
+}
+
+// BenchmarkScrape5000Routes is one whole scrape with 5,000 routes, each seen with two
+// status codes (10,000 label sets, the default cap).
+func BenchmarkScrape5000Routes(b *testing.B) {
+	tab, seg := newTable(b, 10000)
+	for i := 0; i < 5000; i++ {
+		r := buildRecorder(b, seg, `{}`, &plugins.RouteInfo{ID: fmt.Sprint(i), URI: fmt.Sprintf("/api/v1/resource-%d/*", i), ServiceID: "s1"})
+		for _, code := range []int{200, 404} {
+			_, log := request(code, "x", "10.0.0.1:8080", time.Millisecond, time.Millisecond/2)
+			log(r)
+		}
+	}
+	e := NewExporter(tab, ExporterOptions{Hostname: "h", Version: "v"})
+	var size int
+	b.ReportAllocs()
+	for b.Loop() {
+		var n countingWriter
+		e.WritePrometheus(&n, Facts{})
+		size = int(n)
+	}
+	b.ReportMetric(float64(size)/(1<<20), "MB/scrape")
+}
+
+type countingWriter int
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	*c += countingWriter(len(p))
+	return len(p), nil
+}
+
+var _ io.Writer = new(countingWriter)
