@@ -45,8 +45,9 @@ const adminKey = "edd1c9f034335f136f87ad84b625c8f1"
 type instance struct {
 	t      *testing.T
 	prefix string
-	data   string // data-plane address, 127.0.0.1:port
-	admin  string // admin address
+	data    string // data-plane address, 127.0.0.1:port
+	admin   string // admin address
+	metrics string // prometheus export address
 }
 
 // freePort asks the kernel for a port nobody listens on.
@@ -71,12 +72,18 @@ func newInstance(t *testing.T, extra string) *instance {
 		data:   fmt.Sprintf("127.0.0.1:%d", freePort(t)),
 		admin:  fmt.Sprintf("127.0.0.1:%d", freePort(t)),
 	}
+	in.metrics = fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	in.writeConfig(fmt.Sprintf("node_listen:\n  - %q\nadmin:\n  listen: %q\n%s", in.data, in.admin, extra))
 	return in
 }
 
+// writeConfig writes conf/config.yaml. Unless text configures prometheus itself, the
+// metrics server goes on this instance's own free port, so instances never collide on 9091.
 func (in *instance) writeConfig(text string) {
 	in.t.Helper()
+	if !strings.Contains(text, "prometheus:") {
+		text += fmt.Sprintf("prometheus:\n  export_addr: %q\n", in.metrics)
+	}
 	if err := os.MkdirAll(filepath.Join(in.prefix, "conf"), 0o755); err != nil {
 		in.t.Fatal(err)
 	}

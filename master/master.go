@@ -297,7 +297,15 @@ func (m *Master) raiseFileLimit(n int) {
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &cur); err == nil && cur.Max > limit.Max {
 		limit.Max = cur.Max // never lower the hard limit
 	}
-	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &limit); err != nil {
+	err := unix.Setrlimit(unix.RLIMIT_NOFILE, &limit)
+	if err != nil && cur.Max < uint64(n) {
+		// Raising the hard limit needs CAP_SYS_RESOURCE; take what the hard limit allows.
+		limit = unix.Rlimit{Cur: cur.Max, Max: cur.Max}
+		if err = unix.Setrlimit(unix.RLIMIT_NOFILE, &limit); err == nil {
+			m.log.Warnf("worker_rlimit_nofile %d is above the hard limit %d, which this process may not raise: using %d", n, cur.Max, cur.Max)
+		}
+	}
+	if err != nil {
 		m.log.Warnf("worker_rlimit_nofile %d: %v (the limit stays as it was)", n, err)
 	}
 }

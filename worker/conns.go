@@ -20,7 +20,24 @@ const idleGrace = 1500 * time.Millisecond
 type connTracker struct {
 	mu    sync.Mutex
 	conns map[net.Conn]int64 // idle since (unix nanos); 0 while a request is in progress
-	open  atomic.Int64
+	// open counts from accept to close. fasthttp reports StateNew only once a pool
+	// goroutine picks the connection up, so counting at accept closes the window in which a
+	// draining worker would see no connection and exit with one just accepted.
+	open atomic.Int64
+}
+
+// countingListener counts every accepted connection into the tracker.
+type countingListener struct {
+	net.Listener
+	t *connTracker
+}
+
+func (l countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.t.open.Add(1)
+	}
+	return c, err
 }
 
 func newConnTracker() *connTracker { return &connTracker{conns: map[net.Conn]int64{}} }
@@ -33,7 +50,6 @@ func (t *connTracker) hook(c net.Conn, state fasthttp.ConnState) {
 		t.mu.Lock()
 		t.conns[c] = time.Now().UnixNano()
 		t.mu.Unlock()
-		t.open.Add(1)
 	case fasthttp.StateActive:
 		t.mu.Lock()
 		if _, ok := t.conns[c]; ok {
@@ -56,7 +72,8 @@ func (t *connTracker) hook(c net.Conn, state fasthttp.ConnState) {
 	}
 }
 
-// closeIdle closes connections idle for at least grace and returns how many remain open.
+// closeIdle closes connections idle for at least grace and returns how many remain open,
+// counting those accepted but not yet picked up.
 func (t *connTracker) closeIdle(grace time.Duration) int {
 	cutoff := time.Now().Add(-grace).UnixNano()
 	t.mu.Lock()
@@ -66,8 +83,8 @@ func (t *connTracker) closeIdle(grace time.Duration) int {
 			quiet = append(quiet, c)
 		}
 	}
-	remaining := len(t.conns)
 	t.mu.Unlock()
+	remaining := int(t.open.Load())
 	for _, c := range quiet {
 		// fasthttp's goroutine for c sees the error on its next read and reports
 		// StateClosed, which removes it from the map.

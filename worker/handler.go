@@ -8,6 +8,8 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"gw/plugins"
+	"gw/worker/accesslog"
+	"gw/worker/proxy"
 )
 
 var (
@@ -18,17 +20,34 @@ var (
 	contentTypeJSON   = []byte("application/json")
 )
 
+// exchange is what the access log needs to know about one request beyond the RequestCtx.
+type exchange struct {
+	routeID string
+	up      proxy.Info
+}
+
 // handle is the request path: one atomic load, one router lookup, one forward.
 func (w *Worker) handle(ctx *fasthttp.RequestCtx) {
 	w.requests.Add(1)
-	w.route(ctx)
+	x := exchange{up: proxy.Info{UpstreamNanos: -1}}
+	var start int64
+	if w.accessLog != nil {
+		start = time.Now().UnixNano()
+	}
+	w.route(ctx, &x)
 	if w.draining.Load() {
 		// Set last: proxying replaces the response whole.
 		ctx.SetConnectionClose()
 	}
+	if w.accessLog != nil {
+		w.accessLog.Log(&accesslog.Entry{
+			Ctx: ctx, StartNanos: start, RouteID: x.routeID,
+			UpstreamAddr: x.up.Node, UpstreamNanos: x.up.UpstreamNanos,
+		})
+	}
 }
 
-func (w *Worker) route(ctx *fasthttp.RequestCtx) {
+func (w *Worker) route(ctx *fasthttp.RequestCtx, x *exchange) {
 	path := ctx.Path()
 	if bytes.HasPrefix(path, adminPrefix) && isLoopback(ctx.RemoteAddr()) {
 		// APISIX 2.x served the Admin API on the data port; scripts written for it still
@@ -43,25 +62,30 @@ func (w *Worker) route(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	r := &t.routes[value]
+	x.routeID = r.info.ID
 	if r.chain == nil {
-		r.proxy(ctx)
+		r.proxy(ctx, &x.up)
 		return
 	}
 	c := plugins.AcquireCtx(ctx, &r.info, time.Now().UnixNano())
 	if !r.chain.Access(c) {
-		r.proxy(ctx)
+		r.proxy(ctx, &x.up)
+		c.UpstreamNanos = x.up.UpstreamNanos
+		c.Node = append(c.Node[:0], x.up.Node...) // a copy: the Ctx outlives nothing, but is pooled
 	}
 	c.ApplyResponseHeaders()
 	r.chain.Log(c)
 	plugins.ReleaseCtx(c)
 }
 
-func (r *route) proxy(ctx *fasthttp.RequestCtx) {
+// proxy forwards the request and notes which node answered and how long the upstream
+// took, for the log phase and the access log.
+func (r *route) proxy(ctx *fasthttp.RequestCtx, info *proxy.Info) {
 	if r.upstream == nil {
 		writeJSON(ctx, fasthttp.StatusServiceUnavailable, noUpstreamBody)
 		return
 	}
-	r.upstream.Forward(ctx)
+	r.upstream.ForwardInfo(ctx, info)
 }
 
 func writeJSON(ctx *fasthttp.RequestCtx, status int, body []byte) {

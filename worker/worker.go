@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,7 +19,9 @@ import (
 	"gw/internal/errlog"
 	"gw/ipc"
 	"gw/plugins"
+	"gw/plugins/prometheus"
 	"gw/shm"
+	"gw/worker/accesslog"
 	"gw/worker/proxy"
 )
 
@@ -49,11 +52,14 @@ type Worker struct {
 	servers   []*fasthttp.Server
 	listeners []net.Listener
 	conns     *connTracker
+	// connMetrics records connection states into the metrics segment (nil without it).
+	connMetrics *prometheus.ConnTracker
 	// draining is set once the worker stops accepting: every response from then on
 	// carries Connection: close.
-	draining atomic.Bool
-	requests atomic.Uint64
-	errorLog string
+	draining  atomic.Bool
+	requests  atomic.Uint64
+	errorLog  string
+	accessLog *accesslog.Logger // nil when access_log.enabled is false
 
 	compileMu sync.Mutex // one snapshot compiled at a time
 }
@@ -88,7 +94,13 @@ func Run(opts Options) error {
 	_ = conn.SendJSON(ipc.KindAck, ipc.Ack{Version: version})
 	_ = conn.Send(ipc.KindReady, nil)
 	go w.reportStats()
-	return w.listen()
+	err = w.listen()
+	if w.accessLog != nil {
+		if cerr := w.accessLog.Close(); cerr != nil {
+			w.log.Errorf("closing the access log: %v", cerr)
+		}
+	}
+	return err
 }
 
 func (w *Worker) receiveSetup() (ipc.Setup, error) {
@@ -108,6 +120,15 @@ func (w *Worker) receiveSetup() (ipc.Setup, error) {
 	}
 	w.log.SetLevel(errlog.ParseLevel(w.cfg.ErrorLogLevel))
 	w.errorLog = setup.ErrorLog
+	if w.cfg.AccessLog.Enabled {
+		path := w.cfg.AccessLog.Path
+		if !filepath.IsAbs(path) {
+			path = filepath.Join(setup.Prefix, path)
+		}
+		if w.accessLog, err = accesslog.Open(w.cfg.AccessLog, path); err != nil {
+			return setup, fmt.Errorf("worker: %w", err)
+		}
+	}
 	w.admin = newAdminClient(setup.AdminSocket)
 	w.shared = &plugins.Shared{Segments: map[string]*shm.Segment{}, Config: &w.cfg, Logf: w.log.Errorf}
 	specs := plugins.Segments()
@@ -124,6 +145,15 @@ func (w *Worker) receiveSetup() (ipc.Setup, error) {
 		}
 		w.shared.Segments[s.Plugin] = seg
 	}
+	if seg := w.shared.Segments[prometheus.Name]; seg != nil {
+		table, err := prometheus.OpenTable(seg)
+		if err == nil {
+			w.connMetrics, err = prometheus.NewConnTracker(table)
+		}
+		if err != nil {
+			w.log.Errorf("connection metrics off: %v", err)
+		}
+	}
 	return setup, nil
 }
 
@@ -131,11 +161,12 @@ func (w *Worker) receiveSetup() (ipc.Setup, error) {
 func (w *Worker) serveListeners(setup ipc.Setup) error {
 	for _, l := range setup.ListenerFDs {
 		f := os.NewFile(uintptr(l.FD), l.Address)
-		ln, err := net.FileListener(f)
+		inherited, err := net.FileListener(f)
 		f.Close() // FileListener holds its own dup
 		if err != nil {
 			return fmt.Errorf("worker: inherited listener %s (fd %d): %w", l.Address, l.FD, err)
 		}
+		ln := countingListener{Listener: inherited, t: w.conns}
 		srv := w.newServer()
 		w.servers = append(w.servers, srv)
 		w.listeners = append(w.listeners, ln)
@@ -159,6 +190,16 @@ func (w *Worker) newServer() *fasthttp.Server {
 		DisablePreParseMultipartForm: true,
 		NoDefaultContentType:         true,
 		Logger:                       quietLogger{w.log},
+		ConnState:                    w.connState,
+	}
+}
+
+// connState feeds fasthttp's connection events to the drain logic and, when the
+// prometheus plugin's segment is mapped, to the connection gauges.
+func (w *Worker) connState(c net.Conn, state fasthttp.ConnState) {
+	w.conns.hook(c, state)
+	if w.connMetrics != nil {
+		w.connMetrics.ConnState(c, state)
 	}
 }
 
@@ -251,6 +292,11 @@ func (w *Worker) reopen() {
 	_ = unix.Dup2(int(f.Fd()), 1)
 	_ = unix.Dup2(int(f.Fd()), 2)
 	f.Close()
+	if w.accessLog != nil {
+		if err := w.accessLog.Reopen(); err != nil {
+			w.log.Errorf("%v", err)
+		}
+	}
 }
 
 // reportStats tells the master, once a second, what `gwctl status` shows for this worker.

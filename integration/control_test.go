@@ -1,0 +1,296 @@
+package integration
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// status runs `gwctl status --json`.
+func (in *instance) status() statusReport {
+	in.t.Helper()
+	out, err := in.gwctl("status", "--json")
+	if err != nil {
+		in.t.Fatalf("gwctl status: %v\n%s", err, out)
+	}
+	var s statusReport
+	if err := json.Unmarshal([]byte(out), &s); err != nil {
+		in.t.Fatalf("status output is not JSON: %v\n%s", err, out)
+	}
+	return s
+}
+
+type statusReport struct {
+	PID        int
+	Generation uint64
+	Reloads    uint64
+	Workers    []struct {
+		Slot, PID   int
+		Generation  uint64
+		State       string
+		Requests    uint64
+		Connections int64
+	}
+}
+
+func (s statusReport) pids(state string) []int {
+	var pids []int
+	for _, w := range s.Workers {
+		if w.State == state {
+			pids = append(pids, w.PID)
+		}
+	}
+	sort.Ints(pids)
+	return pids
+}
+
+func (in *instance) reload() {
+	in.t.Helper()
+	if out, err := in.gwctl("reload"); err != nil {
+		in.t.Fatalf("gwctl reload: %v\n%s\n%s", err, out, lastLines(in.errorLog(), 20))
+	}
+}
+
+// Ten reloads under load, shrinking and growing the worker count, with clients that never
+// retry, on keep-alive and on fresh connections: not one request may fail.
+func TestReloadsUnderLoadFailNothing(t *testing.T) {
+	up := startUpstream(t, "ok")
+	in := newInstance(t, "")
+	base := fmt.Sprintf("node_listen: [%q]\nadmin:\n  listen: %q\nworker_shutdown_timeout: 20s\nerror_log_level: info\n", in.data, in.admin)
+	in.writeConfig(base + "worker_processes: 2\n")
+	in.start()
+	in.putRoute("1", "/load", up.addr)
+
+	keepAlive := startLoad(in.data, "/load", 8, true)
+	fresh := startLoad(in.data, "/load", 8, false)
+	counts := []int{1, 2, 1, 2, 3, 2, 1, 2, 2, 2}
+	for i, n := range counts {
+		time.Sleep(150 * time.Millisecond)
+		in.writeConfig(base + fmt.Sprintf("worker_processes: %d\n", n))
+		in.reload()
+		if got := len(in.status().pids("ready")); got != n {
+			t.Fatalf("reload %d: %d ready workers, want %d", i+1, got, n)
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
+	ka, fr := keepAlive.finish(), fresh.finish()
+	if keepAlive.failed.Load() != 0 || keepAlive.ok.Load() == 0 {
+		t.Errorf("keep-alive clients: %s", ka)
+	}
+	if fresh.failed.Load() != 0 || fresh.ok.Load() == 0 {
+		t.Errorf("new-connection clients: %s", fr)
+	}
+	t.Logf("keep-alive: %s; new connections: %s", ka, fr)
+	if s := in.status(); s.Reloads != uint64(len(counts)) {
+		t.Errorf("status counts %d reloads, want %d", s.Reloads, len(counts))
+	}
+}
+
+func TestBrokenReloadKeepsTheOldGenerationServing(t *testing.T) {
+	up := startUpstream(t, "still here")
+	in := newInstance(t, "")
+	in.start("--workers", "2")
+	in.putRoute("1", "/x", up.addr)
+	before := in.status()
+
+	good, _ := os.ReadFile(filepath.Join(in.prefix, "conf", "config.yaml"))
+	in.writeConfig(string(good) + "worker_processes: many\nbogus_key: 1\n")
+	out, err := in.gwctl("reload")
+	if err == nil || !strings.Contains(out, "worker_processes") || !strings.Contains(out, "bogus_key") {
+		t.Fatalf("reload of a broken config: err=%v out=%q", err, out)
+	}
+	// A change a reload cannot make is refused the same way.
+	in.writeConfig(string(good) + "shm:\n  limit_count: 20m\n")
+	if out, err := in.gwctl("reload"); err == nil || !strings.Contains(out, "shm") {
+		t.Fatalf("reload changing shm sizes: err=%v out=%q", err, out)
+	}
+	after := in.status()
+	if after.Generation != before.Generation || fmt.Sprint(after.pids("ready")) != fmt.Sprint(before.pids("ready")) {
+		t.Fatalf("workers changed: before %+v after %+v", before, after)
+	}
+	r, body := in.get("/x")
+	if r.StatusCode != 200 || body != "still here" {
+		t.Fatalf("after failed reloads: %d %q", r.StatusCode, body)
+	}
+}
+
+// Connections queued on a dead worker's socket are served by its replacement: the master
+// holds the socket, so the accept queue survives the worker.
+func TestKilledWorkerIsReplacedAndItsQueueServed(t *testing.T) {
+	up := startUpstream(t, "ok")
+	in := newInstance(t, "")
+	in.start("--workers", "2")
+	in.putRoute("1", "/q", up.addr)
+	master := in.masterPID()
+	victim := in.status().Workers[0].PID
+
+	// Stopped, the worker accepts nothing: new connections hashed to its socket wait in
+	// the kernel's accept queue.
+	if err := syscall.Kill(victim, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	const requests = 40
+	results := make(chan string, requests)
+	for i := 0; i < requests; i++ {
+		go func() {
+			resp, err := (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 15 * time.Second}).Get("http://" + in.data + "/q")
+			if err != nil {
+				results <- err.Error()
+				return
+			}
+			resp.Body.Close()
+			results <- fmt.Sprint(resp.StatusCode)
+		}()
+	}
+	time.Sleep(300 * time.Millisecond)
+	killed := time.Now()
+	if err := syscall.Kill(victim, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	replaced := waitFor(5*time.Second, func() bool {
+		kids := children(master)
+		return len(kids) == 2 && kids[0] != victim && kids[1] != victim
+	})
+	if !replaced {
+		t.Fatalf("worker %d not replaced: children %v", victim, children(master))
+	}
+	if d := time.Since(killed); d > time.Second {
+		t.Errorf("replacement took %v, want under a second", d)
+	}
+	for i := 0; i < requests; i++ {
+		if got := <-results; got != "200" {
+			t.Errorf("request %d: %s", i, got)
+		}
+	}
+}
+
+// kill -9 of a worker under load: only requests that worker had in flight may fail, and
+// no new connection is refused.
+func TestKillWorkerUnderLoad(t *testing.T) {
+	up := startUpstream(t, "ok")
+	in := newInstance(t, "")
+	in.start("--workers", "2")
+	in.putRoute("1", "/k", up.addr)
+	const clients = 8
+	load := startLoad(in.data, "/k", clients, false)
+	time.Sleep(300 * time.Millisecond)
+	victim := in.status().Workers[1].PID
+	_ = syscall.Kill(victim, syscall.SIGKILL)
+	time.Sleep(700 * time.Millisecond)
+	summary := load.finish()
+	if load.dialFailed.Load() != 0 || load.failed.Load() > clients {
+		t.Fatalf("at most %d in-flight requests may fail and no dial: %s", clients, summary)
+	}
+	if ready := in.status().pids("ready"); len(ready) != 2 {
+		t.Fatalf("ready workers after kill: %v", ready)
+	}
+	t.Log(summary)
+}
+
+func TestQuitFinishesASlowRequest(t *testing.T) {
+	slow := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(1500 * time.Millisecond)
+		w.Write([]byte("slow but sure"))
+	})}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go slow.Serve(ln)
+	defer slow.Close()
+	in := newInstance(t, "")
+	in.start("--workers", "1")
+	in.putRoute("1", "/slow", ln.Addr().String())
+	master := in.masterPID()
+
+	done := make(chan string, 1)
+	go func() {
+		resp, err := http.Get("http://" + in.data + "/slow")
+		if err != nil {
+			done <- err.Error()
+			return
+		}
+		defer resp.Body.Close()
+		b := make([]byte, 64)
+		n, _ := resp.Body.Read(b)
+		done <- fmt.Sprintf("%d %s", resp.StatusCode, b[:n])
+	}()
+	time.Sleep(300 * time.Millisecond)
+	out, err := in.gwctl("quit")
+	if err != nil {
+		t.Fatalf("gwctl quit: %v %s", err, out)
+	}
+	if got := <-done; got != "200 slow but sure" {
+		t.Fatalf("in-flight request across quit: %q", got)
+	}
+	if alive(master) {
+		t.Fatalf("master %d alive after gwctl quit returned", master)
+	}
+}
+
+func TestStatusMatchesTheProcesses(t *testing.T) {
+	in := newInstance(t, "")
+	in.start("--workers", "3")
+	s := in.status()
+	kids := children(in.masterPID())
+	sort.Ints(kids)
+	if s.PID != in.masterPID() || fmt.Sprint(s.pids("ready")) != fmt.Sprint(kids) {
+		t.Fatalf("status says master %d workers %v; processes say %d %v", s.PID, s.pids("ready"), in.masterPID(), kids)
+	}
+	slots := map[int]bool{}
+	for _, w := range s.Workers {
+		slots[w.Slot] = true
+	}
+	if len(slots) != 3 {
+		t.Fatalf("slots %v", slots)
+	}
+	out, err := in.gwctl("status")
+	if err != nil || !strings.Contains(out, "SLOT") || !strings.Contains(out, fmt.Sprint(kids[0])) {
+		t.Fatalf("plain status: %v %q", err, out)
+	}
+}
+
+func TestReopenFollowsLogrotate(t *testing.T) {
+	in := newInstance(t, "error_log_level: info\n")
+	in.start("--workers", "1")
+	logPath := filepath.Join(in.prefix, "logs", "error.log")
+	if err := os.Rename(logPath, logPath+".1"); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := in.gwctl("reopen"); err != nil {
+		t.Fatalf("gwctl reopen: %v %s", err, out)
+	}
+	in.reload()
+	if !waitFor(5*time.Second, func() bool {
+		b, _ := os.ReadFile(logPath)
+		return strings.Contains(string(b), "reloaded")
+	}) {
+		t.Fatalf("new error.log lacks the reload line; old has: %s", lastLines(readFile(logPath+".1"), 5))
+	}
+}
+
+func readFile(path string) string {
+	b, _ := os.ReadFile(path)
+	return string(b)
+}
+
+func TestStaleOrMissingPidFileIsReportedNotSignalled(t *testing.T) {
+	in := newInstance(t, "")
+	os.MkdirAll(filepath.Join(in.prefix, "logs"), 0o700)
+	// pid 1 exists but is not our master: it must never be signalled.
+	os.WriteFile(filepath.Join(in.prefix, "logs", "gwctl.pid"), []byte("1\n"), 0o644)
+	for _, verb := range []string{"stop", "quit", "reload", "status"} {
+		out, err := in.gwctl(verb)
+		if err == nil || !strings.Contains(out, "stale pid file") {
+			t.Errorf("gwctl %s with a stale pid file: err=%v out=%q", verb, err, out)
+		}
+	}
+}

@@ -1,0 +1,65 @@
+package worker
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// The tracker's count must return to zero once clients are gone, or a draining worker
+// waits for worker_shutdown_timeout for nothing.
+func TestConnTrackerCountsBackToZero(t *testing.T) {
+	tracker := newConnTracker()
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) { ctx.WriteString("ok") }, ConnState: tracker.hook}
+	go srv.Serve(countingListener{Listener: inner, t: tracker})
+	defer srv.Shutdown()
+	for _, keepAlive := range []bool{true, false} {
+		client := &http.Client{Transport: &http.Transport{DisableKeepAlives: !keepAlive}}
+		for i := 0; i < 5; i++ {
+			resp, err := client.Get("http://" + inner.Addr().String() + "/")
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		client.CloseIdleConnections()
+	}
+	if !waitUntil(2*time.Second, func() bool { return tracker.closeIdle(time.Hour) == 0 }) {
+		t.Fatalf("open %d after every client left", tracker.open.Load())
+	}
+	// An idle keep-alive connection is closed once it has been idle for the grace period.
+	c, err := net.Dial("tcp", inner.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
+	buf := make([]byte, 512)
+	c.Read(buf)
+	if n := tracker.closeIdle(time.Hour); n != 1 {
+		t.Fatalf("open %d with one idle client", n)
+	}
+	if !waitUntil(2*time.Second, func() bool { return tracker.closeIdle(10*time.Millisecond) == 0 }) {
+		t.Fatalf("idle connection not closed: open %d", tracker.open.Load())
+	}
+}
+
+func waitUntil(d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return true
+}
