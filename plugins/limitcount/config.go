@@ -29,6 +29,8 @@ func init() {
 			_, err := Parse(raw)
 			return err
 		},
+		Build:   build,
+		Segment: segmentSpec,
 	})
 }
 

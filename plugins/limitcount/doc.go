@@ -1,8 +1,12 @@
 // Package limitcount is APISIX's limit-count plugin (priority 1002): at most count requests
-// per key in each time_window seconds, the rest answered with rejected_code. For now it
-// holds the schema only: Parse decodes a route's configuration strictly, applies APISIX's
-// defaults and validates it, and the package registers that check with the plugin registry
-// so the Admin API refuses bad configurations. Enforcement (the counters in shared memory,
-// the X-RateLimit-* headers) lands with its own issue. Only the local policy will be
-// supported at first; the redis policies are refused by name.
+// per key in each time_window seconds, the rest answered with rejected_code. Parse decodes
+// a route's configuration strictly with APISIX's defaults; the registry's Validate uses it
+// so the Admin API refuses bad configurations. Build turns a configuration into a route's
+// limiter once per snapshot: the key's variables are resolved to lookups, the counter key's
+// prefix (route and configuration, or group) is hashed, headers and bodies are formatted.
+// The counters live in one shared-memory window table (shm.WindowTable) that the master
+// creates at start and every worker maps, so a count is exact across workers and survives
+// worker crashes, reloads and binary upgrades; a request costs one hash and one
+// compare-and-swap and allocates nothing. Only the local policy is supported; the redis
+// policies are refused by name.
 package limitcount

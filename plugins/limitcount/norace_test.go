@@ -1,0 +1,5 @@
+//go:build !race
+
+package limitcount
+
+const raceEnabled = false
