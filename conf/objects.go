@@ -159,6 +159,27 @@ func presentMap(m map[string]json.RawMessage) *map[string]json.RawMessage {
 	return &m
 }
 
+// Consumer is APISIX's consumer object: a named client whose auth plugins hold its
+// credentials (key-auth's key, basic-auth's username and password). Its id is its
+// username. Plugin configurations are kept raw, for the plugins to read.
+type Consumer struct {
+	Username   string                     `json:"username"`
+	Desc       string                     `json:"desc,omitempty"`
+	Labels     map[string]string          `json:"labels,omitempty"`
+	Plugins    map[string]json.RawMessage `json:"plugins,omitempty"`
+	CreateTime int64                      `json:"create_time,omitempty"`
+	UpdateTime int64                      `json:"update_time,omitempty"`
+}
+
+// MarshalJSON keeps an empty "plugins": {}, as Route's does.
+func (c Consumer) MarshalJSON() ([]byte, error) {
+	type plain Consumer
+	return json.Marshal(struct {
+		plain
+		Plugins *map[string]json.RawMessage `json:"plugins,omitempty"`
+	}{plain(c), presentMap(c.Plugins)})
+}
+
 // Snapshot is everything a worker serves from: the whole object set at one version.
 // The master builds one per accepted write and sends it whole; workers never see a
 // partial update.
@@ -167,4 +188,5 @@ type Snapshot struct {
 	Routes    []Route    `json:"routes"`
 	Upstreams []Upstream `json:"upstreams"`
 	Services  []Service  `json:"services"`
+	Consumers []Consumer `json:"consumers"`
 }

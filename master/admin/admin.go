@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -120,6 +121,10 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, checkPeer bool) 
 	res, ok := resources[name]
 	if !ok {
 		reply(w, http.StatusNotFound, errorBody{ErrorMsg: "Unsupported resource type: " + name})
+		return
+	}
+	if slices.Contains(res.unsupported, r.Method) {
+		reply(w, http.StatusMethodNotAllowed, errorBody{ErrorMsg: "not supported `" + r.Method + "` method for " + res.singular})
 		return
 	}
 	req := request{res: res, id: id, subPath: strings.Trim(subPath, "/"), query: r.URL.Query(), ctx: r.Context()}

@@ -1,5 +1,7 @@
-// Package admin serves the APISIX-compatible Admin API (v3) for routes, upstreams and
-// services on top of master/store.
+// Package admin serves the APISIX-compatible Admin API (v3) for routes, upstreams,
+// services and consumers on top of master/store. A consumer's id is its username, taken
+// from the path or the body (which must agree); POST and PATCH are refused for it as in
+// APISIX, and no two consumers may share a key-auth key or a basic-auth username.
 //
 // The model: a request passes the peer allow-list (TCP listener only; Internal skips it
 // for the master's private socket), then the key check, then reaches one resource from a

@@ -191,6 +191,9 @@ func (h *Handler) put(req request) (int, any) {
 		return bad.status, bad.body
 	}
 	id := req.id
+	if req.res.idField != "" {
+		return h.putByField(req, obj)
+	}
 	bodyID, hasBodyID := obj["id"]
 	switch {
 	case id == "" && !hasBodyID:
@@ -208,6 +211,43 @@ func (h *Handler) put(req request) (int, any) {
 	defer h.writeMu.Unlock()
 	now := json.Number(strconv.FormatInt(h.now().Unix(), 10))
 	obj["id"] = id
+	obj["create_time"] = now
+	if prev, ok := h.opts.Store.Get(req.res.kind, id); ok {
+		if created := storedField(prev, "create_time"); created != nil {
+			obj["create_time"] = created
+		}
+	}
+	obj["update_time"] = now
+	return h.write(req, id, obj, func(created bool) int {
+		if created {
+			return http.StatusCreated
+		}
+		return http.StatusOK
+	})
+}
+
+// putByField is PUT for a kind whose id is a body field (a consumer's username): the id
+// comes from the path or that field, which must agree, and no "id" is added.
+func (h *Handler) putByField(req request, obj map[string]any) (int, any) {
+	field := req.res.idField
+	id := req.id
+	bodyID, hasBodyID := obj[field].(string)
+	switch {
+	case id != "" && hasBodyID && bodyID != id:
+		return badRequest("wrong " + field)
+	case id == "" && !hasBodyID:
+		// The validator says what is wrong with the field (missing, not a string).
+		if status, body := h.check(req.res, obj); status != 0 {
+			return status, body
+		}
+		return badRequest("missing " + req.res.singular + " " + field)
+	case id == "":
+		id = bodyID
+	}
+
+	h.writeMu.Lock()
+	defer h.writeMu.Unlock()
+	now := json.Number(strconv.FormatInt(h.now().Unix(), 10))
 	obj["create_time"] = now
 	if prev, ok := h.opts.Store.Get(req.res.kind, id); ok {
 		if created := storedField(prev, "create_time"); created != nil {
@@ -355,8 +395,14 @@ func (h *Handler) write(req request, id string, obj map[string]any, status func(
 // check validates obj with the resource's validator, then the objects it references.
 // It returns status 0 when obj may be stored.
 func (h *Handler) check(res *resource, obj map[string]any) (int, any) {
-	if err := res.validate(encodeJSON(obj)); err != nil {
+	value := encodeJSON(obj)
+	if err := res.validate(value); err != nil {
 		return badRequest(err.Error())
+	}
+	if res.conflicts != nil {
+		if err := res.conflicts(h.opts.Store, value); err != nil {
+			return badRequest(err.Error())
+		}
 	}
 	for _, ref := range res.refs {
 		id := idString(obj[ref.field])

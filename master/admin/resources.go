@@ -2,14 +2,19 @@ package admin
 
 import (
 	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
 
 	"gw/conf"
 	"gw/master/store"
 	"gw/plugins"
+	"gw/plugins/basicauth"
+	"gw/plugins/keyauth"
 )
 
-// resource is one Admin API collection. Adding a kind (consumers, ssls, ...) is one more
-// entry in resources plus its kind in master/store.
+// resource is one Admin API collection. Adding a kind (ssls, ...) is one more entry in
+// resources plus its kind in master/store.
 type resource struct {
 	kind store.Kind
 	// singular is APISIX's word in messages: "missing route id".
@@ -21,6 +26,14 @@ type resource struct {
 	// inUse starts the message refusing to delete an object still referenced; APISIX
 	// words it differently per kind.
 	inUse string
+	// idField, when set, names the body field that is the object's id (a consumer's
+	// "username"); the server then adds no "id" to the object.
+	idField string
+	// unsupported lists the methods APISIX refuses with 405 for this kind.
+	unsupported []string
+	// conflicts, when set, checks a valid object against the others stored (no two
+	// consumers with one key).
+	conflicts func(s *store.Store, value []byte) error
 }
 
 type reference struct {
@@ -63,6 +76,94 @@ var resources = map[string]*resource{
 		refs:  []reference{{"upstream_id", store.Upstreams}},
 		inUse: "can not delete this service directly",
 	},
+	"consumers": {
+		kind:        store.Consumers,
+		singular:    "consumer",
+		idField:     "username",
+		unsupported: []string{"POST", "PATCH"},
+		validate: func(value []byte) error {
+			c, err := conf.DecodeConsumer(value)
+			if err != nil {
+				return err
+			}
+			return validateConsumerPlugins(c.Plugins)
+		},
+		conflicts: credentialTaken,
+	},
+}
+
+// consumerValidators check the auth plugins' configurations as a consumer holds them
+// (their credentials), which differ from the configurations a route holds.
+var consumerValidators = map[string]func(json.RawMessage) error{
+	keyauth.Name:   keyauth.ValidateConsumer,
+	basicauth.Name: basicauth.ValidateConsumer,
+}
+
+// credentialFields names, per auth plugin, the credential no two consumers may share
+// (APISIX's plugin_unique_key_attrs).
+var credentialFields = map[string]string{
+	keyauth.Name:   "key",
+	basicauth.Name: "username",
+}
+
+// validateConsumerPlugins checks a consumer's plugins in APISIX's words. Only the auth
+// plugins are accepted: a consumer's other plugins would have to merge into the chain of
+// every route the consumer calls, which workers do not do yet, and storing a limit that
+// silently never applies would be worse than refusing it.
+func validateConsumerPlugins(set map[string]json.RawMessage) error {
+	for _, name := range slices.Sorted(maps.Keys(set)) {
+		validate, auth := consumerValidators[name]
+		if !auth {
+			if _, known := plugins.Lookup(name); !known {
+				return fmt.Errorf("invalid plugins configuration: unknown plugin [%s]", name)
+			}
+			return fmt.Errorf("invalid plugins configuration: plugin %s on a consumer is not supported yet; "+
+				"configure it on the route or service (limit-count's key \"consumer_name\" counts per consumer)", name)
+		}
+		if err := validate(set[name]); err != nil {
+			return fmt.Errorf("invalid plugins configuration: failed to check the configuration of plugin %s err: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// credentialTaken refuses a consumer whose key-auth key or basic-auth username another
+// consumer already has: a request must name exactly one consumer.
+func credentialTaken(s *store.Store, value []byte) error {
+	c, err := conf.DecodeConsumer(value)
+	if err != nil {
+		return err
+	}
+	for _, plugin := range slices.Sorted(maps.Keys(credentialFields)) {
+		field := credentialFields[plugin]
+		mine := credentialOf(c.Plugins[plugin], field)
+		if mine == "" {
+			continue
+		}
+		for _, obj := range s.List(store.Consumers) {
+			other, err := conf.DecodeConsumer(obj.Value)
+			if err != nil || other.Username == c.Username {
+				continue
+			}
+			if credentialOf(other.Plugins[plugin], field) == mine {
+				return fmt.Errorf("duplicate %s of plugin %s found with consumer: %s", field, plugin, other.Username)
+			}
+		}
+	}
+	return nil
+}
+
+// credentialOf reads one string field of a plugin configuration, "" when absent.
+func credentialOf(raw json.RawMessage, field string) string {
+	var fields map[string]json.RawMessage
+	if raw == nil || json.Unmarshal(raw, &fields) != nil {
+		return ""
+	}
+	var value string
+	if json.Unmarshal(fields[field], &value) != nil {
+		return ""
+	}
+	return value
 }
 
 // referrerOrder is the order in which referrers are searched before a delete, as in

@@ -1,5 +1,5 @@
-// Package store holds the master's Admin API objects (routes, upstreams, services) and makes
-// every change durable before it is acknowledged.
+// Package store holds the master's Admin API objects (routes, upstreams, services,
+// consumers) and makes every change durable before it is acknowledged.
 //
 // The model: one revision counter orders every change, as etcd's does for APISIX. Each Put
 // or Delete takes the next revision; an object remembers the revision that created it

@@ -20,6 +20,7 @@ const (
 	Routes    Kind = "routes"
 	Upstreams Kind = "upstreams"
 	Services  Kind = "services"
+	Consumers Kind = "consumers"
 )
 
 // Object is one stored object. Value is the JSON object as the Admin API stored it (with
@@ -65,6 +66,13 @@ var kindSpecs = []kindSpec{
 		s, err := conf.DecodeService(value)
 		if err == nil {
 			snap.Services = append(snap.Services, *s)
+		}
+		return err
+	}},
+	{Consumers, func(snap *conf.Snapshot, value []byte) error {
+		c, err := conf.DecodeConsumer(value)
+		if err == nil {
+			snap.Consumers = append(snap.Consumers, *c)
 		}
 		return err
 	}},
@@ -362,6 +370,7 @@ func (s *Store) Snapshot() (*conf.Snapshot, error) {
 		Routes:    []conf.Route{},
 		Upstreams: []conf.Upstream{},
 		Services:  []conf.Service{},
+		Consumers: []conf.Consumer{},
 	}
 	for _, spec := range kindSpecs {
 		for _, obj := range list(txn, spec.kind) {

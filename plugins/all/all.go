@@ -2,6 +2,9 @@
 package all
 
 import (
+	_ "gw/plugins/basicauth"
+	_ "gw/plugins/keyauth"
 	_ "gw/plugins/limitcount"
 	_ "gw/plugins/prometheus"
+	_ "gw/plugins/proxyrewrite"
 )

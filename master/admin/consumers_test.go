@@ -1,0 +1,106 @@
+package admin
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	_ "gw/plugins/all"
+)
+
+const jack = `{"username":"jack","plugins":{"key-auth":{"key":"auth-one"}}}`
+
+const jackValue = `{"username":"jack","plugins":{"key-auth":{"key":"auth-one"}},` +
+	`"create_time":1700000000,"update_time":1700000000}`
+
+func TestConsumerPut(t *testing.T) {
+	f := newFixture(t)
+	expect(t, f.call("PUT", "/apisix/admin/consumers", jack), 201,
+		`{"key":"/apisix/consumers/jack","value":`+jackValue+`}`)
+
+	f.clock = f.clock.Add(time.Minute)
+	expect(t, f.call("PUT", "/apisix/admin/consumers/jack", `{"username":"jack","desc":"d"}`), 200,
+		`{"key":"/apisix/consumers/jack","value":{"username":"jack","desc":"d","create_time":1700000000,"update_time":1700000060}}`)
+	expect(t, f.call("GET", "/apisix/admin/consumers/jack", ""), 200,
+		`{"key":"/apisix/consumers/jack","value":{"username":"jack","desc":"d","create_time":1700000000,"update_time":1700000060},"createdIndex":1,"modifiedIndex":2}`)
+	expect(t, f.call("GET", "/apisix/admin/consumers", ""), 200, "")
+	if snap := f.pub.last(); snap == nil || len(snap.Consumers) != 1 || snap.Consumers[0].Desc != "d" {
+		t.Fatalf("published snapshot = %+v", snap)
+	}
+
+	expect(t, f.call("DELETE", "/apisix/admin/consumers/jack", ""), 200, `{"deleted":"1","key":"/apisix/consumers/jack"}`)
+	expect(t, f.call("GET", "/apisix/admin/consumers/jack", ""), 404, `{"message":"Key not found"}`)
+	expect(t, f.call("DELETE", "/apisix/admin/consumers/jack", ""), 404, `{"message":"Key not found"}`)
+	if snap := f.pub.last(); len(snap.Consumers) != 0 {
+		t.Errorf("after delete, published consumers = %+v", snap.Consumers)
+	}
+}
+
+func TestConsumerPutRejects(t *testing.T) {
+	cases := []struct {
+		name, target, body string
+		want               string // a part of error_msg
+	}{
+		{"path and body disagree", "/apisix/admin/consumers/jill", jack, "wrong username"},
+		{"no username anywhere", "/apisix/admin/consumers", `{"desc":"x"}`, `property "username" validation failed: is required`},
+		{"no username in body", "/apisix/admin/consumers/jack", `{"desc":"x"}`, `property "username" validation failed: is required`},
+		{"numeric username", "/apisix/admin/consumers", `{"username":7}`, `"username" validation failed`},
+		{"bad username", "/apisix/admin/consumers", `{"username":"a.b"}`, `"username" validation failed`},
+		{"username too long for an id", "/apisix/admin/consumers", `{"username":"` + strings.Repeat("u", 65) + `"}`, "1 to 64 characters"},
+		{"unknown field", "/apisix/admin/consumers", `{"username":"a","uri":"/"}`, `property "uri" validation failed: unknown field`},
+		{"unknown plugin", "/apisix/admin/consumers", `{"username":"a","plugins":{"nope":{}}}`,
+			"invalid plugins configuration: unknown plugin [nope]"},
+		{"key-auth without key", "/apisix/admin/consumers", `{"username":"a","plugins":{"key-auth":{}}}`,
+			"invalid plugins configuration: failed to check the configuration of plugin key-auth err: key: is required"},
+		{"key-auth route config", "/apisix/admin/consumers", `{"username":"a","plugins":{"key-auth":{"key":"k","header":"x"}}}`,
+			"header: unknown field"},
+		{"basic-auth without password", "/apisix/admin/consumers", `{"username":"a","plugins":{"basic-auth":{"username":"u"}}}`,
+			"plugin basic-auth err: password: is required"},
+		{"limit-count on a consumer", "/apisix/admin/consumers", `{"username":"a","plugins":{"limit-count":{"count":1,"time_window":60}}}`,
+			"plugin limit-count on a consumer is not supported yet"},
+		{"create_time given", "/apisix/admin/consumers", `{"username":"a","create_time":1}`, "the property is forbidden: create_time"},
+		{"array body", "/apisix/admin/consumers", `[]`, "the body must be a JSON object"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			w := f.call("PUT", tc.target, tc.body)
+			var body errorBody
+			_ = json.Unmarshal(w.Body.Bytes(), &body)
+			if w.Code != 400 || !strings.Contains(body.ErrorMsg, tc.want) {
+				t.Fatalf("PUT %s %s: %d %s; want 400 with %q", tc.target, tc.body, w.Code, w.Body, tc.want)
+			}
+			if f.store.Revision() != 0 || f.pub.count() != 0 {
+				t.Error("a rejected write changed the store or published")
+			}
+		})
+	}
+}
+
+func TestConsumerMethodsNotSupported(t *testing.T) {
+	f := newFixture(t)
+	f.call("PUT", "/apisix/admin/consumers", jack)
+	for _, method := range []string{"POST", "PATCH"} {
+		for _, target := range []string{"/apisix/admin/consumers", "/apisix/admin/consumers/jack"} {
+			expect(t, f.call(method, target, `{"username":"jack"}`), 405,
+				`{"error_msg":"not supported `+"`"+method+"`"+` method for consumer"}`)
+		}
+	}
+}
+
+func TestConsumerCredentialsUnique(t *testing.T) {
+	f := newFixture(t)
+	expect(t, f.call("PUT", "/apisix/admin/consumers", jack), 201, "")
+	expect(t, f.call("PUT", "/apisix/admin/consumers", `{"username":"jill","plugins":{"key-auth":{"key":"auth-one"}}}`), 400,
+		`{"error_msg":"duplicate key of plugin key-auth found with consumer: jack"}`)
+	// A consumer may keep its own key when it is replaced.
+	expect(t, f.call("PUT", "/apisix/admin/consumers/jack", jack), 200, "")
+	expect(t, f.call("PUT", "/apisix/admin/consumers", `{"username":"jill","plugins":{"key-auth":{"key":"auth-two"}}}`), 201, "")
+
+	expect(t, f.call("PUT", "/apisix/admin/consumers", `{"username":"a","plugins":{"basic-auth":{"username":"foo","password":"bar"}}}`), 201, "")
+	expect(t, f.call("PUT", "/apisix/admin/consumers", `{"username":"b","plugins":{"basic-auth":{"username":"foo","password":"other"}}}`), 400,
+		`{"error_msg":"duplicate username of plugin basic-auth found with consumer: a"}`)
+	// Same value, different plugins: no conflict.
+	expect(t, f.call("PUT", "/apisix/admin/consumers", `{"username":"c","plugins":{"key-auth":{"key":"foo"}}}`), 201, "")
+}

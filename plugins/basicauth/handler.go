@@ -1,0 +1,202 @@
+package basicauth
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/json"
+	"sync"
+
+	"github.com/valyala/fasthttp"
+
+	"gw/conf"
+	"gw/plugins"
+)
+
+// APISIX's 401 bodies (apisix/plugins/basic-auth.lua), as core.response.exit writes them.
+var (
+	missingBody     = []byte(`{"message":"Missing authorization in request"}` + "\n")
+	malformedBody   = []byte(`{"message":"Invalid authorization in request"}` + "\n")
+	invalidUserBody = []byte(`{"message":"Invalid user authorization"}` + "\n")
+	contentTypeJSON = []byte("application/json")
+	wwwAuthenticate = []byte(fasthttp.HeaderWWWAuthenticate)
+	authorization   = []byte(fasthttp.HeaderAuthorization)
+)
+
+// credentials is one consumer's basic-auth entry.
+type credentials struct {
+	consumer string
+	// digest is SHA-256 of the password: comparing digests takes the same time whatever
+	// the password's length and however much of it a guess gets right.
+	digest [sha256.Size]byte
+}
+
+// index is one snapshot's consumers as basic-auth sees them, built once per snapshot and
+// shared by every route's instance; it never changes after.
+type index struct {
+	snap       *conf.Snapshot
+	byUsername map[string]*credentials
+	consumers  map[string]bool
+}
+
+// lastIndex caches the index of the snapshot being built (see keyauth: one snapshot's
+// routes are built before the next snapshot's).
+var lastIndex struct {
+	sync.Mutex
+	idx *index
+}
+
+func indexFor(snap *conf.Snapshot) *index {
+	lastIndex.Lock()
+	defer lastIndex.Unlock()
+	if lastIndex.idx != nil && lastIndex.idx.snap == snap && snap != nil {
+		return lastIndex.idx
+	}
+	idx := &index{snap: snap, byUsername: map[string]*credentials{}, consumers: map[string]bool{}}
+	if snap != nil {
+		for i := range snap.Consumers {
+			c := &snap.Consumers[i]
+			idx.consumers[c.Username] = true
+			raw, ok := c.Plugins[Name]
+			if !ok {
+				continue
+			}
+			cc, err := ParseConsumer(raw)
+			if err != nil {
+				continue // the Admin API refused it; a hand-edited store may still hold one
+			}
+			if _, taken := idx.byUsername[cc.Username]; !taken { // the older consumer keeps it
+				idx.byUsername[cc.Username] = &credentials{consumer: c.Username, digest: sha256.Sum256([]byte(cc.Password))}
+			}
+		}
+	}
+	lastIndex.idx = idx
+	return idx
+}
+
+// basicAuth is one route's basic-auth. It is immutable and safe for concurrent use.
+type basicAuth struct {
+	hide        bool
+	challenge   []byte
+	byUsername  map[string]*credentials
+	anonymous   string
+	anonymousOK bool
+}
+
+func build(raw json.RawMessage, env *plugins.Env) (any, error) {
+	cfg, err := Parse(raw)
+	if err != nil {
+		return nil, err
+	}
+	var snap *conf.Snapshot
+	if env != nil {
+		snap = env.Snapshot
+	}
+	idx := indexFor(snap)
+	return &basicAuth{
+		hide:        cfg.HideCredentials,
+		challenge:   []byte(`Basic realm="` + cfg.Realm + `"`),
+		byUsername:  idx.byUsername,
+		anonymous:   cfg.AnonymousConsumer,
+		anonymousOK: cfg.AnonymousConsumer != "" && idx.consumers[cfg.AnonymousConsumer],
+	}, nil
+}
+
+// maxDecoded bounds the credentials decoded on the stack; longer ones are refused as
+// malformed (nginx's default header buffer would refuse most of them anyway).
+const maxDecoded = 512
+
+func (b *basicAuth) Access(c *plugins.Ctx) bool {
+	header := c.Request.Request.Header.PeekBytes(authorization)
+	if len(header) == 0 {
+		return b.fail(c, missingBody)
+	}
+	var buf [maxDecoded]byte
+	username, password, ok := parseBasic(header, buf[:])
+	if !ok {
+		return b.fail(c, malformedBody)
+	}
+	cred := b.byUsername[string(username)]
+	digest := sha256.Sum256(password)
+	if cred == nil || subtle.ConstantTimeCompare(digest[:], cred.digest[:]) != 1 {
+		return b.fail(c, invalidUserBody)
+	}
+	if b.hide {
+		c.Request.Request.Header.DelBytes(authorization)
+	}
+	c.Consumer = cred.consumer
+	return false
+}
+
+// parseBasic reads "Basic <base64(user:password)>" into buf. Like APISIX it takes the
+// first "basic" (any case) followed by white space, and removes white space from both
+// parts; unlike APISIX (which splits at every ':' and keeps two pieces) the password is
+// everything after the first ':', as RFC 7617 says.
+func parseBasic(header, buf []byte) (username, password []byte, ok bool) {
+	encoded, found := credentialsAfterScheme(header)
+	if !found {
+		return nil, nil, false
+	}
+	encoded = bytes.TrimRight(encoded, "=")
+	if base64.RawStdEncoding.DecodedLen(len(encoded)) > len(buf) {
+		return nil, nil, false
+	}
+	n, err := base64.RawStdEncoding.Decode(buf, encoded)
+	if err != nil {
+		return nil, nil, false
+	}
+	decoded := buf[:n]
+	colon := bytes.IndexByte(decoded, ':')
+	if colon < 0 {
+		return nil, nil, false
+	}
+	return removeSpace(decoded[:colon]), removeSpace(decoded[colon+1:]), true
+}
+
+// credentialsAfterScheme finds APISIX's (?i:basic)\s(.+) in header.
+func credentialsAfterScheme(header []byte) ([]byte, bool) {
+	const scheme = "basic"
+	for i := 0; i+len(scheme)+1 < len(header); i++ {
+		if bytes.EqualFold(header[i:i+len(scheme)], []byte(scheme)) && isSpace(header[i+len(scheme)]) {
+			return header[i+len(scheme)+1:], true
+		}
+	}
+	return nil, false
+}
+
+// removeSpace deletes white space from b in place.
+func removeSpace(b []byte) []byte {
+	out := b[:0]
+	for _, ch := range b {
+		if !isSpace(ch) {
+			out = append(out, ch)
+		}
+	}
+	return out
+}
+
+// isSpace is PCRE's \s.
+func isSpace(ch byte) bool {
+	return ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r' || ch == '\f' || ch == '\v'
+}
+
+// fail answers 401 with body, or lets the request through as the anonymous consumer.
+func (b *basicAuth) fail(c *plugins.Ctx, body []byte) bool {
+	if b.anonymous != "" {
+		if b.anonymousOK {
+			if b.hide {
+				c.Request.Request.Header.DelBytes(authorization)
+			}
+			c.Consumer = b.anonymous
+			return false
+		}
+		body = invalidUserBody
+	}
+	resp := &c.Request.Response
+	resp.SetStatusCode(fasthttp.StatusUnauthorized)
+	resp.Header.SetContentTypeBytes(contentTypeJSON)
+	resp.Header.SetBytesKV(wwwAuthenticate, b.challenge)
+	resp.SetBodyRaw(body)
+	return true
+}

@@ -1,0 +1,5 @@
+//go:build race
+
+package basicauth
+
+const raceEnabled = true

@@ -1,0 +1,5 @@
+//go:build !race
+
+package keyauth
+
+const raceEnabled = false

@@ -1,0 +1,429 @@
+package proxyrewrite
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"gw/plugins"
+)
+
+// Name is the key under a route's "plugins" object.
+const Name = "proxy-rewrite"
+
+// Priority places proxy-rewrite in the chain as APISIX does (higher runs first): after
+// authentication and before limit-count.
+const Priority = 1008
+
+func init() {
+	plugins.Register(plugins.Plugin{
+		Name:     Name,
+		Priority: Priority,
+		Validate: func(raw json.RawMessage) error {
+			_, err := Parse(raw)
+			return err
+		},
+		Build: build,
+	})
+}
+
+// Config is one proxy-rewrite configuration, compiled. It is immutable once Parse returns
+// it and safe to share between goroutines.
+type Config struct {
+	// URI, when set, replaces the path; it may name variables and hold a '?' and query.
+	URI *template
+	// RegexURI are the [regex, replacement] pairs; the first regex that matches the
+	// decoded path is substituted (first match only), the rest are ignored.
+	RegexURI []regexRewrite
+	// Host, when set, is the Host header sent upstream; it wins over pass_host.
+	Host []byte
+	// Method, when set, is the method sent upstream.
+	Method []byte
+	// Headers are applied in APISIX's order: add, then set, then remove.
+	Add, Set []headerValue
+	Remove   [][]byte
+}
+
+type regexRewrite struct {
+	re          *regexp.Regexp
+	replacement template
+}
+
+// headerValue is one header name with its values (one, or several from an array).
+type headerValue struct {
+	name   []byte
+	values []template
+}
+
+// methods is APISIX's method enum for proxy-rewrite.
+var methods = []string{"GET", "POST", "PUT", "HEAD", "DELETE", "OPTIONS", "MKCOL", "COPY", "MOVE",
+	"PROPFIND", "LOCK", "UNLOCK", "PATCH", "TRACE"}
+
+// Parse decodes one proxy-rewrite configuration strictly and compiles its templates and
+// regexes. The error names the offending field.
+func Parse(raw json.RawMessage) (*Config, error) {
+	members, err := objectMembers(raw)
+	if err != nil {
+		return nil, err
+	}
+	c := &Config{}
+	settings := 0
+	for _, m := range members {
+		switch m.name {
+		case "uri":
+			var s string
+			if s, err = nonEmptyString(m); err == nil {
+				err = c.parseURI(s)
+			}
+		case "regex_uri":
+			c.RegexURI, err = parseRegexURI(m)
+		case "host":
+			c.Host, err = parseHost(m)
+		case "method":
+			var s string
+			if s, err = nonEmptyString(m); err == nil && !slices.Contains(methods, s) {
+				err = fmt.Errorf("method: must be one of %s, got %s", strings.Join(methods, ", "), show(m.value))
+			}
+			c.Method = []byte(s)
+		case "headers":
+			err = c.parseHeaders(m)
+		case "use_real_request_uri_unsafe":
+			var unsafe bool
+			if unsafe, err = boolean(m); err == nil && unsafe {
+				err = errors.New("use_real_request_uri_unsafe: true is not supported; the uri is rewritten from the normalised path")
+			}
+			settings-- // it sets nothing by itself
+		case "scheme":
+			err = errors.New("scheme: removed in APISIX 3.0; set the upstream's scheme instead")
+		case "_meta":
+			err = isObject(m)
+			settings--
+		default:
+			err = fmt.Errorf("%s: unknown field; known fields: uri, regex_uri, host, method, headers, use_real_request_uri_unsafe", m.name)
+		}
+		if err != nil {
+			return nil, err
+		}
+		settings++
+	}
+	if settings < 1 {
+		return nil, errors.New("configuration must set at least one of uri, regex_uri, host, method or headers")
+	}
+	return c, nil
+}
+
+func (c *Config) parseURI(s string) error {
+	if len(s) > 4096 || s[0] != '/' {
+		return fmt.Errorf("uri: must start with \"/\" and be at most 4096 characters, got %s", show([]byte(strconv.Quote(s))))
+	}
+	t, err := parseTemplate(s, false)
+	if err != nil {
+		return fmt.Errorf("uri: %w", err)
+	}
+	c.URI = &t
+	return nil
+}
+
+// parseRegexURI reads [regex, replacement, regex, replacement, ...].
+func parseRegexURI(m member) ([]regexRewrite, error) {
+	var items []json.RawMessage
+	if len(m.value) == 0 || m.value[0] != '[' || json.Unmarshal(m.value, &items) != nil {
+		return nil, fmt.Errorf("regex_uri: must be an array of strings [regex, replacement, ...], got %s", show(m.value))
+	}
+	if len(items) < 2 || len(items)%2 != 0 {
+		return nil, fmt.Errorf("regex_uri: must hold pairs of [regex, replacement], got %d item(s)", len(items))
+	}
+	strs := make([]string, len(items))
+	for i, item := range items {
+		if len(item) == 0 || item[0] != '"' || json.Unmarshal(item, &strs[i]) != nil {
+			return nil, fmt.Errorf("regex_uri: item %d must be a string, got %s", i+1, show(item))
+		}
+	}
+	var rewrites []regexRewrite
+	for i := 0; i < len(strs); i += 2 {
+		pattern, replacement := strs[i], strs[i+1]
+		re, err := regexp.Compile(pattern)
+		if err != nil {
+			return nil, fmt.Errorf("regex_uri: invalid regex_uri(%s, %s): %v (gw uses Go's RE2 syntax: no look-around or back-references)", pattern, replacement, err)
+		}
+		tpl, err := parseReplacement(replacement, re.NumSubexp())
+		if err != nil {
+			return nil, fmt.Errorf("regex_uri: invalid regex_uri(%s, %s): %v", pattern, replacement, err)
+		}
+		rewrites = append(rewrites, regexRewrite{re: re, replacement: tpl})
+	}
+	return rewrites, nil
+}
+
+// parseReplacement parses ngx.re.sub's template: $0..$N or ${N} for captures, $$ for a
+// dollar sign; any other '$' is an error, as in ngx.re.sub.
+func parseReplacement(s string, numSubexp int) (template, error) {
+	t := template{}
+	literal := []byte{}
+	for i := 0; i < len(s); i++ {
+		if s[i] != '$' {
+			literal = append(literal, s[i])
+			continue
+		}
+		if i+1 < len(s) && s[i+1] == '$' {
+			literal = append(literal, '$')
+			i++
+			continue
+		}
+		name, end, ok := referenceAt(s, i)
+		if !ok || !isDigits(name) {
+			return t, fmt.Errorf("invalid capturing variable name at %q (use $1 or ${1}, and $$ for a dollar sign)", s[i:])
+		}
+		n, err := strconv.Atoi(name)
+		if err != nil || n > numSubexp {
+			return t, fmt.Errorf("$%s: the regex has only %d capture(s)", name, numSubexp)
+		}
+		if len(literal) > 0 {
+			t.segments = append(t.segments, segment{literal: literal, capture: -1})
+			literal = []byte{}
+		}
+		t.segments = append(t.segments, segment{capture: n})
+		t.dynamic = true
+		i = end - 1
+	}
+	if len(literal) > 0 {
+		t.segments = append(t.segments, segment{literal: literal, capture: -1})
+	}
+	return t, nil
+}
+
+// parseHost is APISIX's ^[0-9a-zA-Z-.]+(:\d{1,5})?$.
+func parseHost(m member) ([]byte, error) {
+	s, err := nonEmptyString(m)
+	if err != nil {
+		return nil, err
+	}
+	name, port, hasPort := strings.Cut(s, ":")
+	ok := name != "" && (!hasPort || port != "" && len(port) <= 5 && isDigits(port))
+	for i := 0; ok && i < len(name); i++ {
+		ok = isWordChar(name[i]) && name[i] != '_' || name[i] == '-' || name[i] == '.'
+	}
+	if !ok {
+		return nil, fmt.Errorf("host: must be a host name of letters, digits, '-' and '.', optionally with :port, got %s", show(m.value))
+	}
+	return []byte(s), nil
+}
+
+// parseHeaders reads APISIX 3.x's {"add": {}, "set": {}, "remove": []} or the older flat
+// {"name": "value"} (which sets).
+func (c *Config) parseHeaders(m member) error {
+	members, err := objectMembers(m.value)
+	if err != nil {
+		return fmt.Errorf("headers: %w", err)
+	}
+	if len(members) == 0 {
+		return errors.New("headers: must not be empty")
+	}
+	structured := false
+	for _, h := range members {
+		switch h.name {
+		case "add", "set", "remove":
+			structured = structured || h.value[0] == '{' || h.value[0] == '['
+		}
+	}
+	if !structured {
+		c.Set, err = headerValues("headers", members, false)
+		return err
+	}
+	for _, h := range members {
+		path := "headers." + h.name
+		switch h.name {
+		case "add", "set":
+			var list []member
+			if list, err = objectMembers(h.value); err != nil {
+				return fmt.Errorf("%s: %w", path, err)
+			}
+			if len(list) == 0 {
+				return fmt.Errorf("%s: must not be empty", path)
+			}
+			values, err := headerValues(path, list, true)
+			if err != nil {
+				return err
+			}
+			if h.name == "add" {
+				c.Add = values
+			} else {
+				c.Set = values
+			}
+		case "remove":
+			var names []json.RawMessage
+			if h.value[0] != '[' || json.Unmarshal(h.value, &names) != nil || len(names) == 0 {
+				return fmt.Errorf("%s: must be a non-empty array of header names, got %s", path, show(h.value))
+			}
+			for i, raw := range names {
+				var name string
+				if raw[0] != '"' || json.Unmarshal(raw, &name) != nil {
+					return fmt.Errorf("%s: item %d must be a string, got %s", path, i+1, show(raw))
+				}
+				if err := checkHeaderName(name); err != nil {
+					return fmt.Errorf("%s: item %d: %w", path, i+1, err)
+				}
+				c.Remove = append(c.Remove, []byte(name))
+			}
+		default:
+			return fmt.Errorf("headers.%s: unknown field; with add, set or remove, headers holds only those", h.name)
+		}
+	}
+	return nil
+}
+
+// headerValues reads {name: value}: a string, a number, or (arrays true) a non-empty
+// array of them.
+func headerValues(path string, list []member, arrays bool) ([]headerValue, error) {
+	var out []headerValue
+	for _, h := range list {
+		fieldPath := path + "." + h.name
+		if err := checkHeaderName(h.name); err != nil {
+			return nil, fmt.Errorf("%s: %w", fieldPath, err)
+		}
+		var raws []json.RawMessage
+		if arrays && h.value[0] == '[' {
+			if json.Unmarshal(h.value, &raws) != nil || len(raws) == 0 {
+				return nil, fmt.Errorf("%s: must be a string, a number or a non-empty array of them, got %s", fieldPath, show(h.value))
+			}
+		} else {
+			raws = []json.RawMessage{h.value}
+		}
+		hv := headerValue{name: []byte(h.name)}
+		for _, raw := range raws {
+			text, err := headerText(raw)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", fieldPath, err)
+			}
+			tpl, err := parseTemplate(text, true)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", fieldPath, err)
+			}
+			hv.values = append(hv.values, tpl)
+		}
+		out = append(out, hv)
+	}
+	return out, nil
+}
+
+// headerText reads a header value given as a string or a number; control characters
+// are refused, as APISIX's validate_header_value does.
+func headerText(raw json.RawMessage) (string, error) {
+	var text string
+	switch {
+	case raw[0] == '"':
+		if err := json.Unmarshal(raw, &text); err != nil {
+			return "", err
+		}
+	case raw[0] == '-' || isDigit(raw[0]):
+		f, err := strconv.ParseFloat(string(raw), 64)
+		if err != nil {
+			return "", fmt.Errorf("invalid number %s", raw)
+		}
+		text = strconv.FormatFloat(f, 'f', -1, 64)
+	default:
+		return "", fmt.Errorf("must be a string or a number, got %s", show(raw))
+	}
+	for i := 0; i < len(text); i++ {
+		if text[i] < 0x20 || text[i] >= 0x7f {
+			return "", fmt.Errorf("invalid value character in header: %q", text)
+		}
+	}
+	return text, nil
+}
+
+// checkHeaderName is APISIX's validate_header_field: printable ASCII, no ':' or space.
+func checkHeaderName(name string) error {
+	if name == "" {
+		return errors.New("invalid field length in header")
+	}
+	for i := 0; i < len(name); i++ {
+		if name[i] <= 0x20 || name[i] >= 0x7f || name[i] == ':' {
+			return fmt.Errorf("invalid field character in header: %q", name)
+		}
+	}
+	return nil
+}
+
+// member is one name/value pair of a JSON object, in document order.
+type member struct {
+	name  string
+	value json.RawMessage
+}
+
+// objectMembers splits a JSON object into its members, refusing anything else and a
+// repeated name (encoding/json would silently keep the last).
+func objectMembers(raw json.RawMessage) ([]member, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, fmt.Errorf("configuration must be a JSON object, got %s", show(raw))
+	}
+	var members []member
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, fmt.Errorf("invalid JSON: %w", err)
+		}
+		name, _ := tok.(string)
+		var value json.RawMessage
+		if err := dec.Decode(&value); err != nil {
+			return nil, fmt.Errorf("invalid JSON: %w", err)
+		}
+		if seen[name] {
+			return nil, fmt.Errorf("%s: appears twice; keep one", name)
+		}
+		seen[name] = true
+		members = append(members, member{name, value})
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, fmt.Errorf("invalid JSON: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("invalid JSON: data after the object")
+	}
+	return members, nil
+}
+
+func nonEmptyString(m member) (string, error) {
+	var s string
+	if len(m.value) == 0 || m.value[0] != '"' || json.Unmarshal(m.value, &s) != nil {
+		return "", fmt.Errorf("%s: must be a string, got %s", m.name, show(m.value))
+	}
+	if s == "" {
+		return "", fmt.Errorf("%s: must not be empty", m.name)
+	}
+	return s, nil
+}
+
+func boolean(m member) (bool, error) {
+	switch string(m.value) {
+	case "true":
+		return true, nil
+	case "false":
+		return false, nil
+	}
+	return false, fmt.Errorf("%s: must be a boolean, got %s", m.name, show(m.value))
+}
+
+func isObject(m member) error {
+	if len(m.value) == 0 || m.value[0] != '{' {
+		return fmt.Errorf("%s: must be an object, got %s", m.name, show(m.value))
+	}
+	return nil
+}
+
+// show renders a JSON value for a message, cut short if long.
+func show(v json.RawMessage) string {
+	const maxShown = 40
+	if len(v) > maxShown {
+		return string(v[:maxShown]) + "..."
+	}
+	return string(v)
+}

@@ -1,0 +1,155 @@
+package proxyrewrite
+
+import (
+	"bytes"
+	"encoding/json"
+	"sync"
+
+	"github.com/valyala/fasthttp"
+
+	"gw/plugins"
+)
+
+func build(raw json.RawMessage, _ *plugins.Env) (any, error) {
+	return Parse(raw)
+}
+
+// state is one request's scratch space, pooled so that Access does not allocate.
+type state struct {
+	resolver
+	// out is a header value or the escaped path being written; the others are named
+	// after what they hold.
+	uri, out, query, args, subjectBuf []byte
+}
+
+var statePool = sync.Pool{New: func() any { return new(state) }}
+
+// Access rewrites the request in APISIX's order: host, uri, headers, method. It never
+// answers the request itself.
+func (c *Config) Access(pc *plugins.Ctx) bool {
+	ctx := pc.Request
+	req := &ctx.Request
+	st := statePool.Get().(*state)
+	st.resolver = resolver{ctx: ctx, value: st.resolver.value}
+
+	if c.Host != nil {
+		req.Header.SetHostBytes(c.Host)
+	}
+	switch {
+	case c.URI != nil:
+		st.escapeSeparator = true
+		st.uri = c.URI.resolve(st.uri[:0], &st.resolver)
+		c.setURI(ctx, st, true)
+	case c.RegexURI != nil:
+		// nginx's $uri: decoded and normalised. A copy: setting the path reuses the
+		// storage Path returns, and header values may still need the captures.
+		st.subjectBuf = append(st.subjectBuf[:0], ctx.Path()...)
+		st.subject = st.subjectBuf
+		for i := range c.RegexURI {
+			rw := &c.RegexURI[i]
+			match := rw.re.FindSubmatchIndex(st.subject)
+			if match == nil {
+				continue
+			}
+			st.captures = match
+			st.uri = append(st.uri[:0], st.subject[:match[0]]...)
+			st.uri = rw.replacement.resolve(st.uri, &st.resolver)
+			st.uri = append(st.uri, st.subject[match[1]:]...)
+			// A '?' in the decoded path was %3F: it stays in the path. Otherwise a '?' the
+			// replacement wrote starts a query.
+			c.setURI(ctx, st, bytes.IndexByte(st.subject, '?') < 0)
+			break
+		}
+	}
+	st.escapeSeparator = false
+	for i := range c.Add {
+		h := &c.Add[i]
+		for j := range h.values {
+			st.out = h.values[j].resolve(st.out[:0], &st.resolver)
+			req.Header.AddBytesKV(h.name, st.out)
+		}
+	}
+	for i := range c.Set {
+		h := &c.Set[i]
+		for j := range h.values {
+			st.out = h.values[j].resolve(st.out[:0], &st.resolver)
+			if j == 0 {
+				req.Header.SetBytesKV(h.name, st.out)
+			} else {
+				req.Header.AddBytesKV(h.name, st.out)
+			}
+		}
+	}
+	for _, name := range c.Remove {
+		req.Header.DelBytes(name)
+	}
+	if c.Method != nil {
+		req.Header.SetMethodBytes(c.Method)
+	}
+
+	st.resolver = resolver{value: st.resolver.value} // drop the request's references
+	statePool.Put(st)
+	return false
+}
+
+// setURI sends st.uri (decoded) as the request's path, percent-encoded as nginx's
+// ngx_escape_uri does. When splitQuery is set, a '?' in it starts a query that goes
+// before the client's own arguments, joined with '&'; otherwise the client's query
+// string is kept as it is.
+func (c *Config) setURI(ctx *fasthttp.RequestCtx, st *state, splitQuery bool) {
+	uri := ctx.Request.URI()
+	path, query, hasQuery := st.uri, []byte(nil), false
+	if splitQuery {
+		if q := bytes.IndexByte(st.uri, '?'); q >= 0 {
+			path, query, hasQuery = st.uri[:q], st.uri[q+1:], true
+		}
+	}
+	st.out = appendEscapedPath(st.out[:0], path)
+	if hasQuery {
+		// The client's arguments as they are now: an earlier plugin (key-auth hiding its
+		// key) may have changed them.
+		st.args = uri.QueryArgs().AppendBytes(st.args[:0])
+		st.query = appendControlEscaped(st.query[:0], query)
+		if len(st.args) > 0 {
+			st.query = append(st.query, '&')
+			st.query = append(st.query, st.args...)
+		}
+		uri.SetQueryStringBytes(st.query)
+	}
+	uri.SetPathBytes(st.out)
+}
+
+// unsafeInPath marks the bytes ngx_escape_uri(NGX_ESCAPE_URI) escapes: space, '#', '%',
+// '?', controls and every byte from 0x7f up.
+var unsafeInPath = func() (table [256]bool) {
+	for c := 0; c < 256; c++ {
+		table[c] = c <= 0x20 || c >= 0x7f || c == '#' || c == '%' || c == '?'
+	}
+	return table
+}()
+
+const upperHex = "0123456789ABCDEF"
+
+func appendEscapedPath(dst, path []byte) []byte {
+	for _, c := range path {
+		if unsafeInPath[c] {
+			dst = append(dst, '%', upperHex[c>>4], upperHex[c&15])
+		} else {
+			dst = append(dst, c)
+		}
+	}
+	return dst
+}
+
+// appendControlEscaped escapes only control characters, as APISIX does for the query part
+// it writes, so no CR or LF reaches the request line.
+func appendControlEscaped(dst, query []byte) []byte {
+	for _, c := range query {
+		if c < 0x20 || c == 0x7f {
+			dst = append(dst, '%', upperHex[c>>4], upperHex[c&15])
+		} else {
+			dst = append(dst, c)
+		}
+	}
+	return dst
+}

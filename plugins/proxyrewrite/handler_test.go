@@ -1,0 +1,201 @@
+package proxyrewrite
+
+import (
+	"bufio"
+	"bytes"
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/valyala/fasthttp"
+
+	"gw/plugins"
+)
+
+// serverRequest makes a RequestCtx as the worker has it: parsed from the wire, with the
+// router having read the (normalised) path.
+func serverRequest(t testing.TB, raw string) *fasthttp.RequestCtx {
+	t.Helper()
+	ctx := &fasthttp.RequestCtx{}
+	if err := ctx.Request.Read(bufio.NewReader(strings.NewReader(raw))); err != nil {
+		t.Fatal(err)
+	}
+	ctx.SetRemoteAddr(&net.TCPAddr{IP: net.IPv4(10, 0, 0, 7), Port: 4000})
+	_ = ctx.Path()
+	return ctx
+}
+
+// sent is the request as the proxy writes it upstream.
+func sent(t testing.TB, ctx *fasthttp.RequestCtx) string {
+	t.Helper()
+	ctx.Request.UseHostHeader = true
+	ctx.Request.URI().DisablePathNormalizing = true
+	var buf bytes.Buffer
+	w := bufio.NewWriter(&buf)
+	if err := ctx.Request.Write(w); err != nil {
+		t.Fatal(err)
+	}
+	w.Flush()
+	return buf.String()
+}
+
+func run(t testing.TB, cfg string, ctx *fasthttp.RequestCtx) {
+	t.Helper()
+	c, err := Parse([]byte(cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := plugins.AcquireCtx(ctx, &plugins.RouteInfo{}, 0)
+	defer plugins.ReleaseCtx(pc)
+	if c.Access(pc) {
+		t.Fatal("proxy-rewrite answered the request")
+	}
+}
+
+func TestAccess(t *testing.T) {
+	cases := []struct {
+		name, cfg, request string
+		// want are lines the upstream request must hold; notWant lines it must not.
+		want, notWant []string
+	}{
+		{"ocelot: uri", `{"uri":"/api/values"}`, "GET /api1/values HTTP/1.1\r\nHost: gw\r\n\r\n",
+			[]string{"GET /api/values HTTP/1.1"}, nil},
+		{"uri keeps the client's query", `{"uri":"/api/values"}`, "GET /api1/values?a=1&b=%2F HTTP/1.1\r\nHost: gw\r\n\r\n",
+			[]string{"GET /api/values?a=1&b=%2F HTTP/1.1"}, nil},
+		{"uri with its own query joins with &", `{"uri":"/v?x=1"}`, "GET /p?a=1 HTTP/1.1\r\nHost: gw\r\n\r\n",
+			[]string{"GET /v?x=1&a=1 HTTP/1.1"}, nil},
+		{"uri with its own query, none from the client", `{"uri":"/v?x=1"}`, "GET /p HTTP/1.1\r\nHost: gw\r\n\r\n",
+			[]string{"GET /v?x=1 HTTP/1.1"}, nil},
+		{"uri with variables", `{"uri":"/u/$arg_id/${http_x_user}$uri"}`, "GET /p/q?id=7 HTTP/1.1\r\nHost: gw\r\nX-User: ann\r\n\r\n",
+			[]string{"GET /u/7/ann/p/q?id=7 HTTP/1.1"}, nil},
+		{"a variable's '?' stays in the path", `{"uri":"/u/$http_x"}`, "GET /p HTTP/1.1\r\nHost: gw\r\nX: a?b c\r\n\r\n",
+			[]string{"GET /u/a%253Fb%20c HTTP/1.1"}, nil},
+		{"uri is percent-encoded", `{"uri":"/a b#c%"}`, "GET /p HTTP/1.1\r\nHost: gw\r\n\r\n",
+			[]string{"GET /a%20b%23c%25 HTTP/1.1"}, nil},
+		{"kong: regex_uri strips the prefix", `{"regex_uri":["^/hello/(.*)","/$1"]}`, "GET /hello/hello HTTP/1.1\r\nHost: gw\r\n\r\n",
+			[]string{"GET /hello HTTP/1.1"}, nil},
+		{"regex_uri keeps the query", `{"regex_uri":["^/hello/(.*)","/$1"]}`, "GET /hello/a/b?x=1 HTTP/1.1\r\nHost: gw\r\n\r\n",
+			[]string{"GET /a/b?x=1 HTTP/1.1"}, nil},
+		{"regex_uri first match only", `{"regex_uri":["a","X"]}`, "GET /banana HTTP/1.1\r\nHost: gw\r\n\r\n",
+			[]string{"GET /bXnana HTTP/1.1"}, nil},
+		{"regex_uri first matching pair wins", `{"regex_uri":["^/x/(.*)","/1/$1","^/(.*)","/2/$1","^/","/3/"]}`, "GET /y/z HTTP/1.1\r\nHost: gw\r\n\r\n",
+			[]string{"GET /2/y/z HTTP/1.1"}, nil},
+		{"regex_uri without a match leaves the uri", `{"regex_uri":["^/nope/(.*)","/$1"]}`, "GET /a//b%41?q HTTP/1.1\r\nHost: gw\r\n\r\n",
+			[]string{"GET /a//b%41?q HTTP/1.1"}, nil},
+		{"regex_uri works on the decoded, normalised path", `{"regex_uri":["^/a/(.*)","/b/$1"]}`, "GET /a/./x%20y HTTP/1.1\r\nHost: gw\r\n\r\n",
+			[]string{"GET /b/x%20y HTTP/1.1"}, nil},
+		{"regex_uri ${1}, $0 and $$", `{"regex_uri":["^/(\\w+)","/${1}_$$-$0"]}`, "GET /ab/c HTTP/1.1\r\nHost: gw\r\n\r\n",
+			[]string{"GET /ab_$-/ab/c HTTP/1.1"}, nil},
+		{"regex_uri replacement may start a query", `{"regex_uri":["^/item/(\\d+)","/item?id=$1"]}`, "GET /item/42?x=1 HTTP/1.1\r\nHost: gw\r\n\r\n",
+			[]string{"GET /item?id=42&x=1 HTTP/1.1"}, nil},
+		{"an encoded '?' in the path stays encoded", `{"regex_uri":["^/a(.*)","/b$1"]}`, "GET /a%3Fx HTTP/1.1\r\nHost: gw\r\n\r\n",
+			[]string{"GET /b%3Fx HTTP/1.1"}, nil},
+		{"host", `{"host":"backend.local:8080"}`, "GET /p HTTP/1.1\r\nHost: gw\r\n\r\n",
+			[]string{"Host: backend.local:8080"}, []string{"Host: gw"}},
+		{"method", `{"method":"POST"}`, "GET /p HTTP/1.1\r\nHost: gw\r\n\r\n",
+			[]string{"POST /p HTTP/1.1"}, nil},
+		{"flat headers set", `{"headers":{"X-Api-Version":"v2","X-Num":3}}`, "GET /p HTTP/1.1\r\nHost: gw\r\nX-Api-Version: v1\r\n\r\n",
+			[]string{"X-Api-Version: v2", "X-Num: 3"}, []string{"X-Api-Version: v1"}},
+		{"add, set, remove", `{"headers":{"add":{"X-Add":["a","b"]},"set":{"X-Set":["1","2"],"X-Old":"new"},"remove":["User-Agent","X-Gone"]}}`,
+			"GET /p HTTP/1.1\r\nHost: gw\r\nX-Add: orig\r\nX-Old: old\r\nUser-Agent: curl\r\nX-Gone: 1\r\n\r\n",
+			[]string{"X-Add: orig", "X-Add: a", "X-Add: b", "X-Set: 1", "X-Set: 2", "X-Old: new"},
+			[]string{"User-Agent", "X-Gone", "X-Old: old"}},
+		{"header values with captures and variables", `{"regex_uri":["^/u/(\\w+)","/user"],"headers":{"set":{"X-User":"$1@$remote_addr ${1}","X-Missing":"[$2]","X-Host":"$host"}}}`,
+			"GET /u/ann HTTP/1.1\r\nHost: GW.Example:9080\r\n\r\n",
+			[]string{"GET /user HTTP/1.1", "X-User: ann@10.0.0.7 ann", "X-Missing: []", "X-Host: gw.example"}, nil},
+		{"captures are empty without a match", `{"regex_uri":["^/u/(\\w+)","/user"],"headers":{"X-User":"<$1>"}}`,
+			"GET /other HTTP/1.1\r\nHost: gw\r\n\r\n", []string{"GET /other HTTP/1.1", "X-User: <>"}, nil},
+		{"everything at once", `{"uri":"/new","host":"h","method":"PUT","headers":{"X-A":"1"}}`,
+			"GET /old?k=v HTTP/1.1\r\nHost: gw\r\n\r\n", []string{"PUT /new?k=v HTTP/1.1", "Host: h", "X-A: 1"}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := serverRequest(t, tc.request)
+			run(t, tc.cfg, ctx)
+			out := sent(t, ctx)
+			lines := strings.Split(out, "\r\n")
+			for _, w := range tc.want {
+				if !containsLine(lines, w) {
+					t.Errorf("upstream request lacks %q:\n%s", w, out)
+				}
+			}
+			for _, nw := range tc.notWant {
+				if strings.Contains(out, nw) {
+					t.Errorf("upstream request still holds %q:\n%s", nw, out)
+				}
+			}
+		})
+	}
+}
+
+func containsLine(lines []string, want string) bool {
+	for _, l := range lines {
+		if l == want {
+			return true
+		}
+	}
+	return false
+}
+
+// key-auth (earlier in the chain) may have removed its argument; a uri with its own query
+// must join the arguments as they are now.
+func TestJoinsCurrentArguments(t *testing.T) {
+	ctx := serverRequest(t, "GET /p?apikey=secret&a=1 HTTP/1.1\r\nHost: gw\r\n\r\n")
+	ctx.Request.URI().QueryArgs().Del("apikey")
+	run(t, `{"uri":"/v?x=1"}`, ctx)
+	if out := sent(t, ctx); !strings.HasPrefix(out, "GET /v?x=1&a=1 HTTP/1.1") {
+		t.Errorf("upstream request:\n%s", out)
+	}
+}
+
+func TestAccessAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	cases := []struct {
+		cfg  string
+		want float64
+	}{
+		{`{"uri":"/api/values","host":"h","headers":{"set":{"X-A":"$arg_a"},"remove":["X-B"]}}`, 0},
+		{`{"uri":"/v?x=$http_x"}`, 0},
+		// Go's regexp returns a fresh slice of submatch indexes.
+		{`{"regex_uri":["^/api1/(.*)","/api/$1"],"headers":{"X-C":"$1"}}`, 1},
+	}
+	for _, tc := range cases {
+		c, err := Parse([]byte(tc.cfg))
+		if err != nil {
+			t.Fatal(err)
+		}
+		template := serverRequest(t, "GET /api1/values?a=1 HTTP/1.1\r\nHost: gw\r\nX: y\r\n\r\n")
+		ctx := &fasthttp.RequestCtx{}
+		pc := plugins.AcquireCtx(ctx, &plugins.RouteInfo{}, 0)
+		allocs := testing.AllocsPerRun(200, func() {
+			template.Request.CopyTo(&ctx.Request)
+			c.Access(pc)
+		})
+		if allocs > tc.want {
+			t.Errorf("%s: %.1f allocations per request, want %v", tc.cfg, allocs, tc.want)
+		}
+	}
+}
+
+func benchmark(b *testing.B, cfg string) {
+	c, err := Parse([]byte(cfg))
+	if err != nil {
+		b.Fatal(err)
+	}
+	template := serverRequest(b, "GET /api1/values?a=1 HTTP/1.1\r\nHost: gw\r\n\r\n")
+	ctx := &fasthttp.RequestCtx{}
+	pc := plugins.AcquireCtx(ctx, &plugins.RouteInfo{}, 0)
+	b.ReportAllocs()
+	for b.Loop() {
+		template.Request.CopyTo(&ctx.Request)
+		c.Access(pc)
+	}
+}
+
+func BenchmarkURI(b *testing.B)      { benchmark(b, `{"uri":"/api/values"}`) }
+func BenchmarkRegexURI(b *testing.B) { benchmark(b, `{"regex_uri":["^/api1/(.*)","/api/$1"]}`) }
+func BenchmarkHostAndHeaders(b *testing.B) {
+	benchmark(b, `{"host":"backend","headers":{"set":{"X-A":"1"},"add":{"X-B":"$arg_a"},"remove":["User-Agent"]}}`)
+}

@@ -1,0 +1,5 @@
+//go:build race
+
+package proxyrewrite
+
+const raceEnabled = true
