@@ -43,11 +43,12 @@ const adminKey = "edd1c9f034335f136f87ad84b625c8f1"
 
 // instance is one gateway under test.
 type instance struct {
-	t      *testing.T
-	prefix string
+	t       *testing.T
+	prefix  string
 	data    string // data-plane address, 127.0.0.1:port
 	admin   string // admin address
 	metrics string // prometheus export address
+	bin     string // the gwctl this instance runs; the shared build unless a test replaces it
 }
 
 // freePort asks the kernel for a port nobody listens on.
@@ -94,7 +95,13 @@ func (in *instance) writeConfig(text string) {
 
 // gwctl runs a verb against this instance and returns its combined output.
 func (in *instance) gwctl(args ...string) (string, error) {
-	cmd := exec.Command(gwctl, append(args, "--prefix", in.prefix)...)
+	// Only start runs the instance's own binary (which an upgrade test replaces, maybe
+	// with a broken one); the other verbs are the tester's trusted gwctl.
+	bin := gwctl
+	if in.bin != "" && len(args) > 0 && args[0] == "start" {
+		bin = in.bin
+	}
+	cmd := exec.Command(bin, append(args, "--prefix", in.prefix)...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }

@@ -46,7 +46,7 @@ func (m *Master) listenAdmin(cfg *conf.Config) error {
 		a.handler.Store(handler)
 		return nil
 	}
-	ln, err := net.Listen("tcp", cfg.Admin.Listen)
+	ln, err := m.listenTCP(handOverAdmin, cfg.Admin.Listen)
 	if err != nil {
 		return fmt.Errorf("admin.listen %s: %w", cfg.Admin.Listen, err)
 	}
@@ -56,18 +56,30 @@ func (m *Master) listenAdmin(cfg *conf.Config) error {
 	if old != nil {
 		closeGracefully(old)
 	}
-	if a.unix == nil {
-		_ = os.Remove(m.paths.AdminSocket)
-		unixLn, err := net.Listen("unix", m.paths.AdminSocket)
-		if err != nil {
-			return fmt.Errorf("admin socket %s: %w", m.paths.AdminSocket, err)
-		}
-		if err := os.Chmod(m.paths.AdminSocket, 0o600); err != nil {
-			unixLn.Close()
-			return err
-		}
-		a.unix = a.serve(unixLn, true, m)
+	return nil
+}
+
+// listenAdminSocket serves the Admin API on the private Unix socket workers forward
+// data-port admin calls to. It replaces the path, so a master started by an upgrade calls
+// it only once it is ready: until then the old master's socket keeps answering.
+func (m *Master) listenAdminSocket() error {
+	a := m.admin
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.unix != nil {
+		return nil
 	}
+	_ = os.Remove(m.paths.AdminSocket)
+	unixLn, err := net.Listen("unix", m.paths.AdminSocket)
+	if err != nil {
+		return fmt.Errorf("admin socket %s: %w", m.paths.AdminSocket, err)
+	}
+	if err := os.Chmod(m.paths.AdminSocket, 0o600); err != nil {
+		unixLn.Close()
+		return err
+	}
+	unixLn.(*net.UnixListener).SetUnlinkOnClose(false) // see listenControl
+	a.unix = a.serve(unixLn, true, m)
 	return nil
 }
 
@@ -75,6 +87,13 @@ func (a *adminServers) serve(ln net.Listener, internal bool, m *Master) *http.Se
 	srv := &http.Server{
 		ReadHeaderTimeout: 10 * time.Second,
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if m.readOnly.Load() && r.Method != http.MethodGet && r.Method != http.MethodHead {
+				w.Header().Set("Content-Type", "application/json")
+				w.Header().Set("Retry-After", "5")
+				w.WriteHeader(http.StatusServiceUnavailable)
+				fmt.Fprintf(w, "{\"error_msg\":%q}\n", errUpgradeInProgress.Error()+": writes resume on the new master in a few seconds")
+				return
+			}
 			h := a.handler.Load()
 			if internal {
 				h.Internal().ServeHTTP(w, r)

@@ -40,6 +40,9 @@ func (m *Master) listenControl() error {
 		ln.Close()
 		return err
 	}
+	// After an upgrade the path belongs to the new master's socket: closing ours must not
+	// remove it. teardown removes it when this master is the last.
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
 	m.control = ln
 	go func() {
 		for {
@@ -98,6 +101,15 @@ func (m *Master) execute(cmd command) bool {
 	case "reopen":
 		m.reopen()
 		cmd.reply <- ControlReply{OK: true, Message: "log files reopened"}
+	case "upgrade":
+		pid, err := m.upgrade()
+		if err != nil {
+			cmd.reply <- ControlReply{Message: err.Error()}
+			return false
+		}
+		cmd.reply <- ControlReply{OK: true, Message: fmt.Sprintf("upgraded: new master pid %d runs %s; the old workers drain", pid, m.binary)}
+		m.handOver()
+		return true
 	default:
 		cmd.reply <- ControlReply{Message: fmt.Sprintf("unknown control command %q", cmd.request.Command)}
 	}

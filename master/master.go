@@ -12,9 +12,11 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/cloudflare/tableflip"
 	"golang.org/x/sys/unix"
 
 	"gw/conf"
@@ -36,6 +38,11 @@ type Options struct {
 	Notify io.WriteCloser
 	// Stderr, when set, receives a copy of the error log (foreground mode).
 	Stderr io.Writer
+	// Binary is the path of gwctl on disk, which a binary upgrade starts again; empty means
+	// the path this process was started from.
+	Binary string
+	// UpgradeTimeout bounds how long a new master may take to become ready (default 1m).
+	UpgradeTimeout time.Duration
 }
 
 // readyTimeout bounds how long a new worker may take to report ready.
@@ -87,6 +94,15 @@ type Master struct {
 
 	exits    chan *workerProc
 	commands chan command
+
+	// Binary upgrades (upgrade.go).
+	upg               *tableflip.Upgrader
+	binary            string
+	parentPID         int                     // the old master, in a master started by an upgrade
+	readOnly          atomic.Bool             // Admin API writes refused while handing over
+	handedOver        bool                    // the new master owns the files now
+	owner             bool                    // this master may remove the pid file and sockets
+	handOverListeners map[string]net.Listener // admin and metrics listeners, by hand-over name
 }
 
 // Run starts a master and blocks until it has stopped. Errors before the workers are ready
@@ -95,7 +111,8 @@ func Run(opts Options) (err error) {
 	m := &Master{
 		opts: opts, exits: make(chan *workerProc, 256), commands: make(chan command),
 		crashes: map[int][]time.Time{}, sockets: map[string]*slotSockets{},
-		pid: os.Getpid(), started: time.Now(),
+		handOverListeners: map[string]net.Listener{},
+		pid:               os.Getpid(), started: time.Now(),
 	}
 	defer func() {
 		if err != nil && opts.Notify != nil {
@@ -119,9 +136,28 @@ func (m *Master) start() error {
 	if err := os.MkdirAll(paths.Logs, 0o700); err != nil {
 		return fmt.Errorf("creating %s: %w", paths.Logs, err)
 	}
-	m.lock, err = paths.lockInstance()
-	if err != nil {
+	if err := m.initUpgrader(); err != nil {
 		return err
+	}
+	m.binary = m.opts.Binary
+	if m.binary == "" {
+		if m.binary, err = os.Executable(); err != nil {
+			return fmt.Errorf("finding this binary's path: %w", err)
+		}
+	}
+	if m.isUpgradeChild() {
+		m.parentPID = os.Getppid()
+	}
+	// The lock's open file description passes through an upgrade, so both masters hold it
+	// during the hand-over and it is never free while either serves.
+	if m.lock, err = m.inherited(handOverLock); err != nil {
+		return err
+	}
+	if m.lock == nil {
+		if m.lock, err = paths.lockInstance(); err != nil {
+			return err
+		}
+		m.owner = true
 	}
 	m.logFile, err = errlog.OpenFile(paths.ErrorLog)
 	if err != nil {
@@ -164,9 +200,6 @@ func (m *Master) start() error {
 	if err := m.listenAdmin(cfg); err != nil {
 		return err
 	}
-	if err := m.listenControl(); err != nil {
-		return err
-	}
 	if err := m.serveMetrics(); err != nil {
 		return err
 	}
@@ -177,11 +210,28 @@ func (m *Master) start() error {
 	m.mu.Lock()
 	m.slots = slots
 	m.mu.Unlock()
+	// The paths below are shared with an old master during an upgrade: take them over
+	// only now that every worker serves. A new master that fails before this point leaves
+	// the old one reachable and its files in place.
+	if err := m.listenControl(); err != nil {
+		return err
+	}
+	if err := m.listenAdminSocket(); err != nil {
+		return err
+	}
 	if err := writeFileAtomic(paths.PIDFile, []byte(fmt.Sprintf("%d\n", os.Getpid())), 0o644); err != nil {
 		return fmt.Errorf("writing pid file: %w", err)
 	}
-	m.log.Infof("gw %s started: %d workers, listening on %s, admin on %s",
-		m.opts.Version, gen.workers, strings.Join(cfg.NodeListen, ", "), cfg.Admin.Listen)
+	m.owner = true
+	if err := m.upg.Ready(); err != nil {
+		return fmt.Errorf("telling the old master we are ready: %w", err)
+	}
+	how := "started"
+	if m.parentPID != 0 {
+		how = fmt.Sprintf("took over from master %d", m.parentPID)
+	}
+	m.log.Infof("gw %s %s: %d workers, listening on %s, admin on %s",
+		m.opts.Version, how, gen.workers, strings.Join(cfg.NodeListen, ", "), cfg.Admin.Listen)
 	if m.opts.Notify != nil {
 		fmt.Fprintf(m.opts.Notify, "ready pid=%d workers=%d listen=%s admin=%s\n", os.Getpid(), gen.workers,
 			strings.Join(cfg.NodeListen, ","), cfg.Admin.Listen)
@@ -214,6 +264,18 @@ func (m *Master) ensureSockets(gen *generation) error {
 	for _, address := range gen.cfg.NodeListen {
 		set, ok := m.sockets[address]
 		if !ok {
+			inherited, err := m.inheritedSockets(address)
+			if err != nil {
+				return err
+			}
+			if inherited != nil {
+				if err := inherited.grow(gen.workers); err != nil {
+					return err
+				}
+				m.sockets[address] = inherited
+				opened = append(opened, inherited)
+				continue
+			}
 			fresh, err := openSlotSockets(address, gen.workers)
 			if err != nil {
 				for _, s := range opened {
@@ -400,6 +462,15 @@ func (m *Master) loop() error {
 			case syscall.SIGUSR1:
 				m.log.Infof("signal %v: reopening log files", sig)
 				m.reopen()
+			case syscall.SIGUSR2:
+				m.log.Infof("signal %v: upgrading the binary from %s", sig, m.binary)
+				if pid, err := m.upgrade(); err != nil {
+					m.log.Errorf("upgrade failed: %v", err)
+				} else {
+					m.log.Infof("upgraded: new master pid %d", pid)
+					m.handOver()
+					return nil
+				}
 			default:
 				m.log.Warnf("signal %v ignored: not supported yet", sig)
 			}
@@ -659,14 +730,17 @@ func (m *Master) shutdown(graceful bool) {
 	m.log.Infof("gw stopped")
 }
 
-// teardown releases what start acquired, in reverse order. Safe on a partial start.
+// teardown releases what start acquired, in reverse order. Safe on a partial start. After
+// a hand-over it only closes this process's copies: the new master owns the rest.
 func (m *Master) teardown() {
 	m.mu.Lock()
 	m.stopping = true
+	handedOver := m.handedOver
+	owner := m.owner && !handedOver
 	workers := append(m.allWorkersLocked(), m.starting...)
 	m.mu.Unlock()
 	for _, w := range workers {
-		if !w.hasExited() {
+		if !handedOver && !w.hasExited() {
 			_ = w.cmd.Process.Kill()
 			<-w.exited
 		}
@@ -684,13 +758,15 @@ func (m *Master) teardown() {
 	if m.store != nil {
 		_ = m.store.Close()
 	}
+	if m.control != nil {
+		_ = m.control.Close()
+	}
 	if m.lock != nil {
-		if m.control != nil {
-			_ = m.control.Close()
+		if owner {
+			_ = os.Remove(m.paths.PIDFile)
+			_ = os.Remove(m.paths.AdminSocket)
+			_ = os.Remove(m.paths.ControlSocket)
 		}
-		_ = os.Remove(m.paths.PIDFile)
-		_ = os.Remove(m.paths.AdminSocket)
-		_ = os.Remove(m.paths.ControlSocket)
 		_ = m.lock.Close()
 	}
 	if m.logFile != nil {
@@ -698,11 +774,25 @@ func (m *Master) teardown() {
 	}
 }
 
-// createSegments makes every plugin's shared-memory segment. They live as long as the
-// master, so counters survive worker crashes and reloads.
+// createSegments makes every plugin's shared-memory segment, or maps the old master's
+// after an upgrade. They live as long as the master, so counters survive worker crashes,
+// reloads and upgrades; a segment whose header names another layout is refused.
 func (m *Master) createSegments(cfg *conf.Config) error {
 	m.segments = map[string]*shm.Segment{}
 	for name, spec := range plugins.Segments() {
+		f, err := m.inherited(handOverSegment(name))
+		if err != nil {
+			return err
+		}
+		if f != nil {
+			seg, err := shm.Open(f, spec.Layout)
+			f.Close()
+			if err != nil {
+				return fmt.Errorf("shared memory for %s handed over by the old master: %w; upgrade refused", name, err)
+			}
+			m.segments[name] = seg
+			continue
+		}
 		seg, err := shm.Create(spec.Layout, spec.Size(cfg))
 		if err != nil {
 			return fmt.Errorf("shared memory for %s: %w", name, err)

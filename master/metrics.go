@@ -3,7 +3,6 @@ package master
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"syscall"
@@ -45,7 +44,7 @@ func (m *Master) serveMetrics() error {
 	}
 	exporter := prometheus.NewExporter(table, opts)
 
-	ln, err := net.Listen("tcp", cfg.ExportAddr)
+	ln, err := m.listenTCP(handOverMetrics, cfg.ExportAddr)
 	if err != nil {
 		return fmt.Errorf("prometheus.export_addr %s: %w", cfg.ExportAddr, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"sync/atomic"
 	"unsafe"
 
@@ -23,6 +24,16 @@ var magic = [8]byte{'g', 'w', 's', 'h', 'm', 0, 0, 1}
 type Layout struct {
 	Name    string // at most 16 bytes, e.g. "limit-count"
 	Version uint32
+}
+
+// layoutEpoch is added to every layout version. It is "0" in every real build; the upgrade
+// tests build a binary with -ldflags "-X gw/shm.layoutEpoch=1" to stand for a release whose
+// segment layouts changed, and check that the old master's segments are refused.
+var layoutEpoch = "0"
+
+func (l Layout) effectiveVersion() uint32 {
+	epoch, _ := strconv.ParseUint(layoutEpoch, 10, 16)
+	return l.Version + uint32(epoch)<<16
 }
 
 // Header offsets.
@@ -70,7 +81,7 @@ func Create(layout Layout, dataSize int) (*Segment, error) {
 	}
 	copy(mem[offMagic:], magic[:])
 	copy(mem[offName:offName+16], layout.Name)
-	binary.LittleEndian.PutUint32(mem[offVersion:], layout.Version)
+	binary.LittleEndian.PutUint32(mem[offVersion:], layout.effectiveVersion())
 	binary.LittleEndian.PutUint64(mem[offSize:], uint64(dataSize))
 	return &Segment{file: file, mem: mem, layout: layout}, nil
 }
@@ -114,8 +125,8 @@ func (s *Segment) check(want Layout) error {
 	}
 	name := string(trimZeros(s.mem[offName : offName+16]))
 	version := binary.LittleEndian.Uint32(s.mem[offVersion:])
-	if name != want.Name || version != want.Version {
-		return fmt.Errorf("%w: segment holds %s v%d, this binary expects %s v%d", ErrLayout, name, version, want.Name, want.Version)
+	if name != want.Name || version != want.effectiveVersion() {
+		return fmt.Errorf("%w: segment holds %s layout v%d, this binary expects %s layout v%d", ErrLayout, name, version, want.Name, want.effectiveVersion())
 	}
 	size := binary.LittleEndian.Uint64(s.mem[offSize:])
 	if size != uint64(len(s.mem)-HeaderSize) {

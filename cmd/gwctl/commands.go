@@ -51,6 +51,9 @@ func startCommand() *cli.Command {
 			&cli.IntFlag{Name: "workers", Aliases: []string{"w"}, Usage: "worker processes (overrides worker_processes for this master's life)"},
 			&cli.BoolFlag{Name: "foreground", Usage: "keep the master attached (systemd, containers)"},
 			&cli.IntFlag{Name: "notify-fd", Hidden: true, Usage: "pipe to the daemonizing parent"},
+			&cli.StringFlag{Name: "binary", Hidden: true, Usage: "path of gwctl on disk, started again by an upgrade"},
+			&cli.BoolFlag{Name: "no-stderr", Hidden: true, Usage: "do not copy the error log to stderr"},
+			&cli.DurationFlag{Name: "upgrade-timeout", Value: time.Minute, Usage: "how long a new binary may take to become ready in `gwctl upgrade`"},
 		},
 		Action: func(c *cli.Context) error {
 			paths, err := instancePaths(c)
@@ -61,10 +64,13 @@ func startCommand() *cli.Command {
 				return fmt.Errorf("--workers: must be a positive number, got %d", c.Int("workers"))
 			}
 			if c.Bool("foreground") {
-				opts := master.Options{Prefix: paths.Prefix, Workers: c.Int("workers"), Version: version}
+				opts := master.Options{
+					Prefix: paths.Prefix, Workers: c.Int("workers"), Version: version,
+					Binary: c.String("binary"), UpgradeTimeout: c.Duration("upgrade-timeout"),
+				}
 				if fd := c.Int("notify-fd"); fd > 0 {
 					opts.Notify = os.NewFile(uintptr(fd), "notify")
-				} else {
+				} else if !c.Bool("no-stderr") {
 					opts.Stderr = os.Stderr
 				}
 				return master.Run(opts)
@@ -96,7 +102,12 @@ func daemonize(c *cli.Context, paths master.Paths) error {
 		return err
 	}
 	defer verdict.Close()
-	args := []string{"start", "--foreground", "--prefix", paths.Prefix, "--notify-fd", "3"}
+	binary, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("finding this binary's path: %w", err)
+	}
+	args := []string{"start", "--foreground", "--prefix", paths.Prefix, "--notify-fd", "3", "--binary", binary,
+		"--upgrade-timeout", c.Duration("upgrade-timeout").String()}
 	if n := c.Int("workers"); n > 0 {
 		args = append(args, "--workers", strconv.Itoa(n))
 	}

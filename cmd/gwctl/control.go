@@ -37,6 +37,26 @@ func reloadCommand() *cli.Command {
 	}
 }
 
+func upgradeCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "upgrade",
+		Usage: "replace the running binary with the one now on disk (USR2), under load, losing nothing",
+		Flags: []cli.Flag{prefixFlag()},
+		Action: func(c *cli.Context) error {
+			paths, err := runningInstance(c)
+			if err != nil {
+				return err
+			}
+			reply, err := master.Control(paths, "upgrade", reloadTimeout)
+			if err != nil {
+				return fmt.Errorf("upgrade failed: %w", err)
+			}
+			fmt.Println(reply.Message)
+			return nil
+		},
+	}
+}
+
 func reopenCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "reopen",

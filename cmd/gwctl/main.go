@@ -28,6 +28,7 @@ func main() {
 			stopCommand(),
 			quitCommand(),
 			reloadCommand(),
+			upgradeCommand(),
 			reopenCommand(),
 			statusCommand(),
 			testCommand(),
