@@ -174,17 +174,15 @@ func TestLimitCountGroup(t *testing.T) {
 		t.Fatalf("fourth request in the group: %d, want 503", status)
 	}
 
-	// A route that joins the group with another configuration: every route of the group
-	// answers 500 until they agree again.
-	in.putLimitedRoute("3", "/c", up.addr, `{"count": 30, "time_window": 60, "group": "shared"}`)
-	for _, path := range []string{"/a", "/c"} {
-		resp, body := in.get(path)
-		if resp.StatusCode != 500 || !strings.Contains(body, "group conf mismatched") {
-			t.Fatalf("%s with a mismatched group: %d %q", path, resp.StatusCode, body)
-		}
+	// A route that would join the group with another configuration is refused with 400
+	// (APISIX's "group conf mismatched"), and nothing changes.
+	status, body := in.adminCall("PUT", "/apisix/admin/routes/3", fmt.Sprintf(
+		`{"uri":"/c","plugins":{"limit-count":{"count": 30, "time_window": 60, "group": "shared"}},"upstream":{"nodes":{%q:1}}}`, up.addr))
+	if status != 400 || !strings.Contains(body, "group conf mismatched") {
+		t.Fatalf("PUT of a mismatched group member: %d %s", status, body)
 	}
-	if !strings.Contains(in.errorLog(), "group conf mismatched") {
-		t.Errorf("the mismatch is not in the error log:\n%s", lastLines(in.errorLog(), 10))
+	if status, _ := in.adminCall("GET", "/apisix/admin/routes/3", ""); status != 404 {
+		t.Fatalf("the refused route was stored: GET %d", status)
 	}
 	in.putLimitedRoute("3", "/c", up.addr, group)
 	if status, _ := in.remaining("/c"); status != 503 {

@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"gw/plugins/limitcount"
 	"gw/plugins/prometheus"
 )
 
@@ -37,8 +38,22 @@ func (m *Master) serveMetrics() error {
 	}
 	for _, name := range m.segmentNames() {
 		info := prometheus.SegmentInfo{Name: name, CapacityBytes: m.segments[name].Size()}
-		if name == prometheus.Name {
+		switch name {
+		case prometheus.Name:
 			info.FreeBytes = table.FreeBytes
+		case limitcount.Name:
+			seg := m.segments[name]
+			info.FreeBytes = func() int {
+				capacity, used, _ := limitcount.Stats(seg)
+				if capacity == 0 {
+					return 0
+				}
+				return int(uint64(seg.Size()) * (capacity - used) / capacity)
+			}
+			opts.Evictions = func() (uint64, bool) {
+				_, _, evictions := limitcount.Stats(seg)
+				return evictions, true
+			}
 		}
 		opts.Segments = append(opts.Segments, info)
 	}

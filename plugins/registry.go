@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+
+	"gw/conf"
 )
 
 // Plugin is the registration record of one plugin. Each plugin package registers itself in
@@ -25,6 +27,10 @@ type Plugin struct {
 	// Segment, when set, asks the master for a shared-memory segment that lives as long
 	// as the master and is mapped by every worker (Env.Segments[Name]).
 	Segment *SegmentSpec
+	// CheckSnapshot, when set, checks a rule that spans objects (limit-count's group: all
+	// routes of a group must agree). The Admin API runs it on the snapshot a write would
+	// produce, when the written object configures this plugin, and refuses the write.
+	CheckSnapshot func(snap *conf.Snapshot) error
 }
 
 var (
@@ -80,6 +86,23 @@ func ValidateAll(set map[string]json.RawMessage) error {
 		}
 		if err := p.Validate(set[name]); err != nil {
 			return fmt.Errorf("failed to check the configuration of plugin %s err: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// CheckSnapshot runs the cross-object checks of the plugins named in set against snap.
+func CheckSnapshot(set map[string]json.RawMessage, snap *conf.Snapshot) error {
+	names := make([]string, 0, len(set))
+	for n := range set {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if p, ok := Lookup(name); ok && p.CheckSnapshot != nil {
+			if err := p.CheckSnapshot(snap); err != nil {
+				return fmt.Errorf("failed to check the configuration of plugin %s err: %w", name, err)
+			}
 		}
 	}
 	return nil

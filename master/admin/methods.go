@@ -11,7 +11,9 @@ import (
 	"net/url"
 	"strconv"
 
+	"gw/conf"
 	"gw/master/store"
+	"gw/plugins"
 )
 
 // request is one Admin API call after routing: /apisix/admin/<res>/<id>/<subPath>.
@@ -379,6 +381,9 @@ func (h *Handler) write(req request, id string, obj map[string]any, status func(
 	if code, body := h.check(req.res, obj); code != 0 {
 		return code, body
 	}
+	if err := h.checkAcrossObjects(req.res.kind, id, encodeJSON(obj)); err != nil {
+		return badRequest(err.Error())
+	}
 	stored, created, err := h.opts.Store.Put(req.res.kind, id, encodeJSON(obj))
 	if errors.Is(err, store.ErrInvalidID) {
 		return badRequest("invalid configuration: property \"id\" validation failed: " + err.Error())
@@ -454,4 +459,59 @@ func storedField(obj store.Object, field string) any {
 
 func notServed(err error) (int, any) {
 	return http.StatusServiceUnavailable, errorBody{ErrorMsg: "stored, but not yet served by every worker: " + err.Error()}
+}
+
+// checkAcrossObjects runs the plugins' cross-object rules (limit-count's group) on the
+// snapshot this write would produce. It costs a whole snapshot, so it runs only when the
+// written route or service configures a plugin that has such a rule.
+func (h *Handler) checkAcrossObjects(kind store.Kind, id string, value []byte) error {
+	var set map[string]json.RawMessage
+	var route *conf.Route
+	var service *conf.Service
+	switch kind {
+	case store.Routes:
+		r, err := conf.DecodeRoute(value)
+		if err != nil {
+			return err
+		}
+		r.ID, route, set = conf.ID(id), r, r.Plugins
+	case store.Services:
+		s, err := conf.DecodeService(value)
+		if err != nil {
+			return err
+		}
+		s.ID, service, set = conf.ID(id), s, s.Plugins
+	default:
+		return nil
+	}
+	needed := false
+	for name := range set {
+		if p, ok := plugins.Lookup(name); ok && p.CheckSnapshot != nil {
+			needed = true
+		}
+	}
+	if !needed {
+		return nil
+	}
+	snap, err := h.opts.Store.Snapshot()
+	if err != nil {
+		return err
+	}
+	if route != nil {
+		snap.Routes = replaceByID(snap.Routes, *route, func(r conf.Route) conf.ID { return r.ID })
+	}
+	if service != nil {
+		snap.Services = replaceByID(snap.Services, *service, func(s conf.Service) conf.ID { return s.ID })
+	}
+	return plugins.CheckSnapshot(set, snap)
+}
+
+func replaceByID[T any](list []T, v T, id func(T) conf.ID) []T {
+	for i := range list {
+		if id(list[i]) == id(v) {
+			list[i] = v
+			return list
+		}
+	}
+	return append(list, v)
 }

@@ -29,8 +29,9 @@ func init() {
 			_, err := Parse(raw)
 			return err
 		},
-		Build:   build,
-		Segment: segmentSpec,
+		Build:         build,
+		Segment:       segmentSpec,
+		CheckSnapshot: CheckGroups,
 	})
 }
 
