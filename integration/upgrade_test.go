@@ -133,6 +133,23 @@ func TestUpgradesUnderLoadFailNothingAndKeepCounters(t *testing.T) {
 	if got := in.statusSum("/up"); got != want {
 		t.Fatalf("apisix_http_status sum after upgrades = %d, want %d (before %d)", got, want, before)
 	}
+	// A limit-count window carries on across an upgrade: no reset.
+	status, body = in.adminCall("PUT", "/apisix/admin/routes/limited", fmt.Sprintf(
+		`{"uri":"/limited","plugins":{"limit-count":{"count":1000000,"time_window":3600}},"upstream":{"nodes":{%q:1}}}`, up.addr))
+	if status != 201 {
+		t.Fatalf("PUT limited: %d %s", status, body)
+	}
+	for i := 0; i < 10; i++ {
+		in.get("/limited")
+	}
+	in.installBinary(v2)
+	if out, err := in.gwctl("upgrade"); err != nil {
+		t.Fatalf("upgrade: %v %s", err, out)
+	}
+	if r, _ := in.get("/limited"); r.Header.Get("X-RateLimit-Remaining") != "999989" {
+		t.Fatalf("X-RateLimit-Remaining after the upgrade = %q, want 999989 (the window must carry on)", r.Header.Get("X-RateLimit-Remaining"))
+	}
+
 	// A route written right before an upgrade is served right after it.
 	in.putRoute("2", "/fresh", up.addr)
 	in.installBinary(gwctl)
