@@ -6,22 +6,20 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/json"
-	"sync"
 
 	"github.com/valyala/fasthttp"
 
 	"gw/conf"
 	"gw/plugins"
+	"gw/plugins/authn"
 )
 
-// APISIX's 401 bodies (apisix/plugins/basic-auth.lua), as core.response.exit writes them.
+// APISIX's 401 bodies (apisix/plugins/basic-auth.lua), as core.response.exit writes them;
+// the third is authn.InvalidUserBody.
 var (
-	missingBody     = []byte(`{"message":"Missing authorization in request"}` + "\n")
-	malformedBody   = []byte(`{"message":"Invalid authorization in request"}` + "\n")
-	invalidUserBody = []byte(`{"message":"Invalid user authorization"}` + "\n")
-	contentTypeJSON = []byte("application/json")
-	wwwAuthenticate = []byte(fasthttp.HeaderWWWAuthenticate)
-	authorization   = []byte(fasthttp.HeaderAuthorization)
+	missingBody   = []byte(`{"message":"Missing authorization in request"}` + "\n")
+	malformedBody = []byte(`{"message":"Invalid authorization in request"}` + "\n")
+	authorization = []byte(fasthttp.HeaderAuthorization)
 )
 
 // credentials is one consumer's basic-auth entry.
@@ -35,53 +33,33 @@ type credentials struct {
 // index is one snapshot's consumers as basic-auth sees them, built once per snapshot and
 // shared by every route's instance; it never changes after.
 type index struct {
-	snap       *conf.Snapshot
 	byUsername map[string]*credentials
 	consumers  map[string]bool
 }
 
-// lastIndex caches the index of the snapshot being built (see keyauth: one snapshot's
-// routes are built before the next snapshot's).
-var lastIndex struct {
-	sync.Mutex
-	idx *index
-}
+var indexes authn.Cache[*index]
 
-func indexFor(snap *conf.Snapshot) *index {
-	lastIndex.Lock()
-	defer lastIndex.Unlock()
-	if lastIndex.idx != nil && lastIndex.idx.snap == snap && snap != nil {
-		return lastIndex.idx
-	}
-	idx := &index{snap: snap, byUsername: map[string]*credentials{}, consumers: map[string]bool{}}
-	if snap != nil {
-		for i := range snap.Consumers {
-			c := &snap.Consumers[i]
-			idx.consumers[c.Username] = true
-			raw, ok := c.Plugins[Name]
-			if !ok {
-				continue
-			}
-			cc, err := ParseConsumer(raw)
-			if err != nil {
-				continue // the Admin API refused it; a hand-edited store may still hold one
-			}
-			if _, taken := idx.byUsername[cc.Username]; !taken { // the older consumer keeps it
-				idx.byUsername[cc.Username] = &credentials{consumer: c.Username, digest: sha256.Sum256([]byte(cc.Password))}
-			}
+func indexFor(snap *conf.Snapshot) *index { return indexes.For(snap, newIndex) }
+
+func newIndex(snap *conf.Snapshot) *index {
+	idx := &index{byUsername: map[string]*credentials{}, consumers: authn.Usernames(snap)}
+	for consumer, raw := range authn.Credentials(snap, Name) {
+		cc, err := ParseConsumer(raw)
+		if err != nil {
+			continue // the Admin API refused it; a hand-edited store may still hold one
+		}
+		if _, taken := idx.byUsername[cc.Username]; !taken { // the older consumer keeps it
+			idx.byUsername[cc.Username] = &credentials{consumer: consumer, digest: sha256.Sum256([]byte(cc.Password))}
 		}
 	}
-	lastIndex.idx = idx
 	return idx
 }
 
 // basicAuth is one route's basic-auth. It is immutable and safe for concurrent use.
 type basicAuth struct {
-	hide        bool
-	challenge   []byte
-	byUsername  map[string]*credentials
-	anonymous   string
-	anonymousOK bool
+	hide       bool
+	byUsername map[string]*credentials
+	reject     authn.Rejection
 }
 
 func build(raw json.RawMessage, env *plugins.Env) (any, error) {
@@ -95,11 +73,9 @@ func build(raw json.RawMessage, env *plugins.Env) (any, error) {
 	}
 	idx := indexFor(snap)
 	return &basicAuth{
-		hide:        cfg.HideCredentials,
-		challenge:   []byte(`Basic realm="` + cfg.Realm + `"`),
-		byUsername:  idx.byUsername,
-		anonymous:   cfg.AnonymousConsumer,
-		anonymousOK: cfg.AnonymousConsumer != "" && idx.consumers[cfg.AnonymousConsumer],
+		hide:       cfg.HideCredentials,
+		byUsername: idx.byUsername,
+		reject:     authn.NewRejection(`Basic realm="`+cfg.Realm+`"`, cfg.AnonymousConsumer, idx.consumers),
 	}, nil
 }
 
@@ -120,7 +96,7 @@ func (b *basicAuth) Access(c *plugins.Ctx) bool {
 	cred := b.byUsername[string(username)]
 	digest := sha256.Sum256(password)
 	if cred == nil || subtle.ConstantTimeCompare(digest[:], cred.digest[:]) != 1 {
-		return b.fail(c, invalidUserBody)
+		return b.fail(c, authn.InvalidUserBody)
 	}
 	if b.hide {
 		c.Request.Request.Header.DelBytes(authorization)
@@ -183,20 +159,11 @@ func isSpace(ch byte) bool {
 
 // fail answers 401 with body, or lets the request through as the anonymous consumer.
 func (b *basicAuth) fail(c *plugins.Ctx, body []byte) bool {
-	if b.anonymous != "" {
-		if b.anonymousOK {
-			if b.hide {
-				c.Request.Request.Header.DelBytes(authorization)
-			}
-			c.Consumer = b.anonymous
-			return false
-		}
-		body = invalidUserBody
+	if b.reject.Reject(c, body) {
+		return true
 	}
-	resp := &c.Request.Response
-	resp.SetStatusCode(fasthttp.StatusUnauthorized)
-	resp.Header.SetContentTypeBytes(contentTypeJSON)
-	resp.Header.SetBytesKV(wwwAuthenticate, b.challenge)
-	resp.SetBodyRaw(body)
-	return true
+	if b.hide {
+		c.Request.Request.Header.DelBytes(authorization)
+	}
+	return false
 }

@@ -2,70 +2,46 @@ package keyauth
 
 import (
 	"encoding/json"
-	"sync"
 
 	"github.com/valyala/fasthttp"
 
 	"gw/conf"
 	"gw/plugins"
+	"gw/plugins/authn"
 )
 
 // APISIX's 401 bodies (apisix/plugins/key-auth.lua), as core.response.exit writes them.
 var (
-	missingKeyBody   = []byte(`{"message":"Missing API key in request"}` + "\n")
-	invalidKeyBody   = []byte(`{"message":"Invalid API key in request"}` + "\n")
-	noAnonymousBody  = []byte(`{"message":"Invalid user authorization"}` + "\n")
-	contentTypeJSON  = []byte("application/json")
-	wwwAuthenticate  = []byte(fasthttp.HeaderWWWAuthenticate)
-	challengePrefix  = "apikey realm=\""
-	challengeClosing = "\""
+	missingKeyBody = []byte(`{"message":"Missing API key in request"}` + "\n")
+	invalidKeyBody = []byte(`{"message":"Invalid API key in request"}` + "\n")
 )
 
 // index is one snapshot's consumers as key-auth sees them. It is built once per snapshot
 // and shared by every route's instance; it never changes after.
 type index struct {
-	snap *conf.Snapshot
 	// byKey maps a key to its consumer's username.
 	byKey map[string]string
 	// consumers holds every consumer's username, for anonymous_consumer.
 	consumers map[string]bool
 }
 
-// lastIndex caches the index of the snapshot being built: a worker builds every route of
-// one snapshot before the next, so one entry serves them all. Holding the snapshot keeps
-// its address from being reused by another.
-var lastIndex struct {
-	sync.Mutex
-	idx *index
-}
+var indexes authn.Cache[*index]
 
-func indexFor(snap *conf.Snapshot) *index {
-	lastIndex.Lock()
-	defer lastIndex.Unlock()
-	if lastIndex.idx != nil && lastIndex.idx.snap == snap && snap != nil {
-		return lastIndex.idx
-	}
-	idx := &index{snap: snap, byKey: map[string]string{}, consumers: map[string]bool{}}
-	if snap != nil {
-		for i := range snap.Consumers {
-			c := &snap.Consumers[i]
-			idx.consumers[c.Username] = true
-			raw, ok := c.Plugins[Name]
-			if !ok {
-				continue
-			}
-			cc, err := ParseConsumer(raw)
-			if err != nil {
-				continue // the Admin API refused it; a hand-edited store may still hold one
-			}
-			// The Admin API refuses a key already taken; should a store hold two anyway,
-			// the older consumer keeps it.
-			if _, taken := idx.byKey[cc.Key]; !taken {
-				idx.byKey[cc.Key] = c.Username
-			}
+func indexFor(snap *conf.Snapshot) *index { return indexes.For(snap, newIndex) }
+
+func newIndex(snap *conf.Snapshot) *index {
+	idx := &index{byKey: map[string]string{}, consumers: authn.Usernames(snap)}
+	for username, raw := range authn.Credentials(snap, Name) {
+		cc, err := ParseConsumer(raw)
+		if err != nil {
+			continue // the Admin API refused it; a hand-edited store may still hold one
+		}
+		// The Admin API refuses a key already taken; should a store hold two anyway,
+		// the older consumer keeps it.
+		if _, taken := idx.byKey[cc.Key]; !taken {
+			idx.byKey[cc.Key] = username
 		}
 	}
-	lastIndex.idx = idx
 	return idx
 }
 
@@ -73,12 +49,8 @@ func indexFor(snap *conf.Snapshot) *index {
 type keyAuth struct {
 	header, query []byte
 	hide          bool
-	challenge     []byte // the WWW-Authenticate value
 	byKey         map[string]string
-	// anonymous is the consumer to run as without a valid key; anonymousOK says whether
-	// it exists in this snapshot.
-	anonymous   string
-	anonymousOK bool
+	reject        authn.Rejection
 }
 
 func build(raw json.RawMessage, env *plugins.Env) (any, error) {
@@ -92,13 +64,11 @@ func build(raw json.RawMessage, env *plugins.Env) (any, error) {
 	}
 	idx := indexFor(snap)
 	return &keyAuth{
-		header:      []byte(cfg.Header),
-		query:       []byte(cfg.Query),
-		hide:        cfg.HideCredentials,
-		challenge:   []byte(challengePrefix + cfg.Realm + challengeClosing),
-		byKey:       idx.byKey,
-		anonymous:   cfg.AnonymousConsumer,
-		anonymousOK: cfg.AnonymousConsumer != "" && idx.consumers[cfg.AnonymousConsumer],
+		header: []byte(cfg.Header),
+		query:  []byte(cfg.Query),
+		hide:   cfg.HideCredentials,
+		byKey:  idx.byKey,
+		reject: authn.NewRejection(`apikey realm="`+cfg.Realm+`"`, cfg.AnonymousConsumer, idx.consumers),
 	}, nil
 }
 
@@ -139,24 +109,15 @@ func (k *keyAuth) Access(c *plugins.Ctx) bool {
 
 // fail answers 401 with body, or lets the request through as the anonymous consumer.
 func (k *keyAuth) fail(c *plugins.Ctx, body []byte) bool {
-	if k.anonymous != "" {
-		if k.anonymousOK {
-			if k.hide {
-				req := &c.Request.Request
-				req.Header.DelBytes(k.header)
-				if len(req.URI().QueryString()) > 0 {
-					req.URI().QueryArgs().DelBytes(k.query)
-				}
-			}
-			c.Consumer = k.anonymous
-			return false
-		}
-		body = noAnonymousBody
+	if k.reject.Reject(c, body) {
+		return true
 	}
-	resp := &c.Request.Response
-	resp.SetStatusCode(fasthttp.StatusUnauthorized)
-	resp.Header.SetContentTypeBytes(contentTypeJSON)
-	resp.Header.SetBytesKV(wwwAuthenticate, k.challenge)
-	resp.SetBodyRaw(body)
-	return true
+	if k.hide {
+		req := &c.Request.Request
+		req.Header.DelBytes(k.header)
+		if len(req.URI().QueryString()) > 0 {
+			req.URI().QueryArgs().DelBytes(k.query)
+		}
+	}
+	return false
 }

@@ -1,18 +1,15 @@
 package limitcount
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
-	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"gw/plugins"
+	"gw/plugins/pluginconf"
 )
 
 // Name is the key under a route's "plugins" object.
@@ -23,12 +20,9 @@ const Priority = 1002
 
 func init() {
 	plugins.Register(plugins.Plugin{
-		Name:     Name,
-		Priority: Priority,
-		Validate: func(raw json.RawMessage) error {
-			_, err := Parse(raw)
-			return err
-		},
+		Name:          Name,
+		Priority:      Priority,
+		Validate:      pluginconf.ValidateWith(Parse),
 		Build:         build,
 		Segment:       segmentSpec,
 		CheckSnapshot: CheckGroups,
@@ -73,7 +67,7 @@ func (c *Config) Window() time.Duration { return time.Duration(c.TimeWindow) * t
 // Parse decodes one limit-count configuration strictly, applies the defaults and
 // validates it. The error names the offending field and, where there is one, its value.
 func Parse(raw json.RawMessage) (*Config, error) {
-	members, err := objectMembers(raw)
+	members, err := pluginconf.Compact.Members(raw)
 	if err != nil {
 		return nil, err
 	}
@@ -87,51 +81,50 @@ func Parse(raw json.RawMessage) (*Config, error) {
 	}
 	var hasCount, hasTimeWindow bool
 	for _, m := range members {
-		v := m.value
-		switch m.name {
+		switch m.Name {
 		case "count":
-			c.Count, err = positiveInt(m.name, v, math.MaxInt64)
+			c.Count, err = m.PositiveInt(math.MaxInt64)
 			hasCount = true
 		case "time_window":
-			c.TimeWindow, err = positiveInt(m.name, v, maxTimeWindow)
+			c.TimeWindow, err = m.PositiveInt(maxTimeWindow)
 			hasTimeWindow = true
 		case "key_type":
-			c.KeyType, err = oneOf(m.name, v, "var", "var_combination", "constant")
+			c.KeyType, err = m.OneOf("var", "var_combination", "constant")
 		case "key":
-			c.Key, err = str(m.name, v, 0)
+			c.Key, err = m.AnyString()
 		case "rejected_code":
 			var code int64
-			code, err = intIn(m.name, v, 200, 599)
+			code, err = m.IntIn(200, 599)
 			c.RejectedCode = int(code)
 		case "rejected_msg":
-			c.RejectedMsg, err = str(m.name, v, 1)
+			c.RejectedMsg, err = m.NonEmptyString()
 		case "policy":
-			c.Policy, err = oneOf(m.name, v, "local", "redis", "redis-cluster", "redis-sentinel")
+			c.Policy, err = m.OneOf("local", "redis", "redis-cluster", "redis-sentinel")
 			if err == nil && c.Policy != "local" {
 				err = fmt.Errorf("policy %q is not supported yet; use \"local\" (counters shared by every worker of this gateway)", c.Policy)
 			}
 		case "allow_degradation":
-			c.AllowDegradation, err = boolean(m.name, v)
+			c.AllowDegradation, err = m.Bool()
 		case "show_limit_quota_header":
-			c.ShowLimitQuotaHeader, err = boolean(m.name, v)
+			c.ShowLimitQuotaHeader, err = m.Bool()
 		case "group":
-			c.Group, err = str(m.name, v, 1)
+			c.Group, err = m.NonEmptyString()
 		case "window_type":
-			c.WindowType, err = oneOf(m.name, v, "fixed", "sliding")
+			c.WindowType, err = m.OneOf("fixed", "sliding")
 			if err == nil && c.WindowType != "fixed" {
 				err = fmt.Errorf("window_type %q is not supported yet; use \"fixed\"", c.WindowType)
 			}
 		case "rules":
 			err = errors.New("rules: not supported yet; use count and time_window")
 		case "disable":
-			c.Disable, err = boolean(m.name, v)
+			c.Disable, err = m.Bool()
 		case "_meta":
-			err = object(m.name, v)
+			err = m.Object()
 		default:
 			// The redis policies' settings are accepted without a look, so that a redis
 			// configuration is refused for its policy rather than for its first setting.
-			if !isRedisField(m.name) {
-				err = fmt.Errorf("%s: unknown field", m.name)
+			if !isRedisField(m.Name) {
+				err = fmt.Errorf("%s: unknown field", m.Name)
 			}
 		}
 		if err != nil {
@@ -153,149 +146,4 @@ func isRedisField(name string) bool {
 		return true
 	}
 	return strings.HasPrefix(name, "redis_")
-}
-
-// member is one name/value pair of a JSON object, in document order.
-type member struct {
-	name  string
-	value json.RawMessage
-}
-
-// objectMembers splits a JSON object into its members, refusing anything else, a
-// repeated name (encoding/json would silently keep the last) and trailing data.
-func objectMembers(raw json.RawMessage) ([]member, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return nil, fmt.Errorf("configuration must be a JSON object, got %s", show(raw))
-	}
-	var members []member
-	seen := map[string]bool{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, fmt.Errorf("invalid JSON: %w", err)
-		}
-		name, _ := tok.(string)
-		var value json.RawMessage
-		if err := dec.Decode(&value); err != nil {
-			return nil, fmt.Errorf("invalid JSON: %w", err)
-		}
-		if seen[name] {
-			return nil, fmt.Errorf("%s: appears twice; keep one", name)
-		}
-		seen[name] = true
-		members = append(members, member{name, value})
-	}
-	if _, err := dec.Token(); err != nil {
-		return nil, fmt.Errorf("invalid JSON: %w", err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("invalid JSON: data after the object")
-	}
-	return members, nil
-}
-
-func positiveInt(name string, v json.RawMessage, max int64) (int64, error) {
-	n, ok := integer(v)
-	if !ok || n < 1 {
-		return 0, fmt.Errorf("%s: must be an integer > 0, got %s", name, show(v))
-	}
-	if n > max {
-		return 0, fmt.Errorf("%s: must be at most %d, got %s", name, max, show(v))
-	}
-	return n, nil
-}
-
-func intIn(name string, v json.RawMessage, min, max int64) (int64, error) {
-	n, ok := integer(v)
-	if !ok || n < min || n > max {
-		return 0, fmt.Errorf("%s: must be an integer from %d to %d, got %s", name, min, max, show(v))
-	}
-	return n, nil
-}
-
-// integer reads a JSON number with an integral value; like JSON Schema, 60.0 and 6e1
-// count as the integer 60.
-func integer(v json.RawMessage) (int64, bool) {
-	s := string(v)
-	if s == "" || (s[0] != '-' && (s[0] < '0' || s[0] > '9')) {
-		return 0, false
-	}
-	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
-		return n, true
-	}
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil || f != math.Trunc(f) || f < math.MinInt64 || f >= math.MaxInt64 {
-		return 0, false
-	}
-	return int64(f), true
-}
-
-func str(name string, v json.RawMessage, minLen int) (string, error) {
-	var s string
-	if len(v) == 0 || v[0] != '"' || json.Unmarshal(v, &s) != nil {
-		return "", fmt.Errorf("%s: must be a string, got %s", name, show(v))
-	}
-	if len(s) < minLen {
-		return "", fmt.Errorf("%s: must not be empty", name)
-	}
-	return s, nil
-}
-
-func oneOf(name string, v json.RawMessage, allowed ...string) (string, error) {
-	var s string
-	if len(v) > 0 && v[0] == '"' && json.Unmarshal(v, &s) == nil {
-		for _, a := range allowed {
-			if s == a {
-				return a, nil
-			}
-		}
-	}
-	return "", fmt.Errorf("%s: must be one of %s, got %s", name, quoteAll(allowed), show(v))
-}
-
-func boolean(name string, v json.RawMessage) (bool, error) {
-	switch string(v) {
-	case "true":
-		return true, nil
-	case "false":
-		return false, nil
-	}
-	return false, fmt.Errorf("%s: must be true or false, got %s", name, show(v))
-}
-
-func object(name string, v json.RawMessage) error {
-	if len(v) == 0 || v[0] != '{' {
-		return fmt.Errorf("%s: must be an object, got %s", name, show(v))
-	}
-	return nil
-}
-
-// show renders a raw value for "got ..." in messages, cut short so an error stays one line.
-func show(v json.RawMessage) string {
-	const max = 40
-	var compact bytes.Buffer
-	s := strings.TrimSpace(string(v))
-	if json.Compact(&compact, v) == nil {
-		s = compact.String()
-	}
-	if s == "" {
-		return "nothing"
-	}
-	if len(s) > max {
-		cut := max
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		return s[:cut] + "..."
-	}
-	return s
-}
-
-func quoteAll(ss []string) string {
-	q := make([]string, len(ss))
-	for i, s := range ss {
-		q[i] = strconv.Quote(s)
-	}
-	return strings.Join(q, ", ")
 }

@@ -1,17 +1,16 @@
 package proxyrewrite
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 
 	"gw/plugins"
+	"gw/plugins/pluginconf"
 )
 
 // Name is the key under a route's "plugins" object.
@@ -25,11 +24,8 @@ func init() {
 	plugins.Register(plugins.Plugin{
 		Name:     Name,
 		Priority: Priority,
-		Validate: func(raw json.RawMessage) error {
-			_, err := Parse(raw)
-			return err
-		},
-		Build: build,
+		Validate: pluginconf.ValidateWith(Parse),
+		Build:    build,
 	})
 }
 
@@ -68,17 +64,17 @@ var methods = []string{"GET", "POST", "PUT", "HEAD", "DELETE", "OPTIONS", "MKCOL
 // Parse decodes one proxy-rewrite configuration strictly and compiles its templates and
 // regexes. The error names the offending field.
 func Parse(raw json.RawMessage) (*Config, error) {
-	members, err := objectMembers(raw)
+	members, err := pluginconf.Verbatim.Members(raw)
 	if err != nil {
 		return nil, err
 	}
 	c := &Config{}
 	settings := 0
 	for _, m := range members {
-		switch m.name {
+		switch m.Name {
 		case "uri":
 			var s string
-			if s, err = nonEmptyString(m); err == nil {
+			if s, err = m.NonEmptyString(); err == nil {
 				err = c.parseURI(s)
 			}
 		case "regex_uri":
@@ -87,25 +83,25 @@ func Parse(raw json.RawMessage) (*Config, error) {
 			c.Host, err = parseHost(m)
 		case "method":
 			var s string
-			if s, err = nonEmptyString(m); err == nil && !slices.Contains(methods, s) {
-				err = fmt.Errorf("method: must be one of %s, got %s", strings.Join(methods, ", "), show(m.value))
+			if s, err = m.NonEmptyString(); err == nil && !slices.Contains(methods, s) {
+				err = fmt.Errorf("method: must be one of %s, got %s", strings.Join(methods, ", "), m.Show())
 			}
 			c.Method = []byte(s)
 		case "headers":
 			err = c.parseHeaders(m)
 		case "use_real_request_uri_unsafe":
 			var unsafe bool
-			if unsafe, err = boolean(m); err == nil && unsafe {
+			if unsafe, err = m.Bool(); err == nil && unsafe {
 				err = errors.New("use_real_request_uri_unsafe: true is not supported; the uri is rewritten from the normalised path")
 			}
 			settings-- // it sets nothing by itself
 		case "scheme":
 			err = errors.New("scheme: removed in APISIX 3.0; set the upstream's scheme instead")
 		case "_meta":
-			err = isObject(m)
+			err = m.Object()
 			settings--
 		default:
-			err = fmt.Errorf("%s: unknown field; known fields: uri, regex_uri, host, method, headers, use_real_request_uri_unsafe", m.name)
+			err = fmt.Errorf("%s: unknown field; known fields: uri, regex_uri, host, method, headers, use_real_request_uri_unsafe", m.Name)
 		}
 		if err != nil {
 			return nil, err
@@ -120,7 +116,7 @@ func Parse(raw json.RawMessage) (*Config, error) {
 
 func (c *Config) parseURI(s string) error {
 	if len(s) > 4096 || s[0] != '/' {
-		return fmt.Errorf("uri: must start with \"/\" and be at most 4096 characters, got %s", show([]byte(strconv.Quote(s))))
+		return fmt.Errorf("uri: must start with \"/\" and be at most 4096 characters, got %s", pluginconf.Verbatim.Show([]byte(strconv.Quote(s))))
 	}
 	t, err := parseTemplate(s, false)
 	if err != nil {
@@ -131,10 +127,10 @@ func (c *Config) parseURI(s string) error {
 }
 
 // parseRegexURI reads [regex, replacement, regex, replacement, ...].
-func parseRegexURI(m member) ([]regexRewrite, error) {
+func parseRegexURI(m pluginconf.Member) ([]regexRewrite, error) {
 	var items []json.RawMessage
-	if len(m.value) == 0 || m.value[0] != '[' || json.Unmarshal(m.value, &items) != nil {
-		return nil, fmt.Errorf("regex_uri: must be an array of strings [regex, replacement, ...], got %s", show(m.value))
+	if len(m.Value) == 0 || m.Value[0] != '[' || json.Unmarshal(m.Value, &items) != nil {
+		return nil, fmt.Errorf("regex_uri: must be an array of strings [regex, replacement, ...], got %s", m.Show())
 	}
 	if len(items) < 2 || len(items)%2 != 0 {
 		return nil, fmt.Errorf("regex_uri: must hold pairs of [regex, replacement], got %d item(s)", len(items))
@@ -142,7 +138,7 @@ func parseRegexURI(m member) ([]regexRewrite, error) {
 	strs := make([]string, len(items))
 	for i, item := range items {
 		if len(item) == 0 || item[0] != '"' || json.Unmarshal(item, &strs[i]) != nil {
-			return nil, fmt.Errorf("regex_uri: item %d must be a string, got %s", i+1, show(item))
+			return nil, fmt.Errorf("regex_uri: item %d must be a string, got %s", i+1, pluginconf.Verbatim.Show(item))
 		}
 	}
 	var rewrites []regexRewrite
@@ -199,8 +195,8 @@ func parseReplacement(s string, numSubexp int) (template, error) {
 }
 
 // parseHost is APISIX's ^[0-9a-zA-Z-.]+(:\d{1,5})?$.
-func parseHost(m member) ([]byte, error) {
-	s, err := nonEmptyString(m)
+func parseHost(m pluginconf.Member) ([]byte, error) {
+	s, err := m.NonEmptyString()
 	if err != nil {
 		return nil, err
 	}
@@ -210,15 +206,15 @@ func parseHost(m member) ([]byte, error) {
 		ok = isWordChar(name[i]) && name[i] != '_' || name[i] == '-' || name[i] == '.'
 	}
 	if !ok {
-		return nil, fmt.Errorf("host: must be a host name of letters, digits, '-' and '.', optionally with :port, got %s", show(m.value))
+		return nil, fmt.Errorf("host: must be a host name of letters, digits, '-' and '.', optionally with :port, got %s", m.Show())
 	}
 	return []byte(s), nil
 }
 
 // parseHeaders reads APISIX 3.x's {"add": {}, "set": {}, "remove": []} or the older flat
 // {"name": "value"} (which sets).
-func (c *Config) parseHeaders(m member) error {
-	members, err := objectMembers(m.value)
+func (c *Config) parseHeaders(m pluginconf.Member) error {
+	members, err := pluginconf.Verbatim.Members(m.Value)
 	if err != nil {
 		return fmt.Errorf("headers: %w", err)
 	}
@@ -227,9 +223,9 @@ func (c *Config) parseHeaders(m member) error {
 	}
 	structured := false
 	for _, h := range members {
-		switch h.name {
+		switch h.Name {
 		case "add", "set", "remove":
-			structured = structured || h.value[0] == '{' || h.value[0] == '['
+			structured = structured || h.Value[0] == '{' || h.Value[0] == '['
 		}
 	}
 	if !structured {
@@ -237,11 +233,11 @@ func (c *Config) parseHeaders(m member) error {
 		return err
 	}
 	for _, h := range members {
-		path := "headers." + h.name
-		switch h.name {
+		path := "headers." + h.Name
+		switch h.Name {
 		case "add", "set":
-			var list []member
-			if list, err = objectMembers(h.value); err != nil {
+			var list []pluginconf.Member
+			if list, err = pluginconf.Verbatim.Members(h.Value); err != nil {
 				return fmt.Errorf("%s: %w", path, err)
 			}
 			if len(list) == 0 {
@@ -251,20 +247,20 @@ func (c *Config) parseHeaders(m member) error {
 			if err != nil {
 				return err
 			}
-			if h.name == "add" {
+			if h.Name == "add" {
 				c.Add = values
 			} else {
 				c.Set = values
 			}
 		case "remove":
 			var names []json.RawMessage
-			if h.value[0] != '[' || json.Unmarshal(h.value, &names) != nil || len(names) == 0 {
-				return fmt.Errorf("%s: must be a non-empty array of header names, got %s", path, show(h.value))
+			if h.Value[0] != '[' || json.Unmarshal(h.Value, &names) != nil || len(names) == 0 {
+				return fmt.Errorf("%s: must be a non-empty array of header names, got %s", path, h.Show())
 			}
 			for i, raw := range names {
 				var name string
 				if raw[0] != '"' || json.Unmarshal(raw, &name) != nil {
-					return fmt.Errorf("%s: item %d must be a string, got %s", path, i+1, show(raw))
+					return fmt.Errorf("%s: item %d must be a string, got %s", path, i+1, pluginconf.Verbatim.Show(raw))
 				}
 				if err := checkHeaderName(name); err != nil {
 					return fmt.Errorf("%s: item %d: %w", path, i+1, err)
@@ -272,7 +268,7 @@ func (c *Config) parseHeaders(m member) error {
 				c.Remove = append(c.Remove, []byte(name))
 			}
 		default:
-			return fmt.Errorf("headers.%s: unknown field; with add, set or remove, headers holds only those", h.name)
+			return fmt.Errorf("headers.%s: unknown field; with add, set or remove, headers holds only those", h.Name)
 		}
 	}
 	return nil
@@ -280,22 +276,22 @@ func (c *Config) parseHeaders(m member) error {
 
 // headerValues reads {name: value}: a string, a number, or (arrays true) a non-empty
 // array of them.
-func headerValues(path string, list []member, arrays bool) ([]headerValue, error) {
+func headerValues(path string, list []pluginconf.Member, arrays bool) ([]headerValue, error) {
 	var out []headerValue
 	for _, h := range list {
-		fieldPath := path + "." + h.name
-		if err := checkHeaderName(h.name); err != nil {
+		fieldPath := path + "." + h.Name
+		if err := checkHeaderName(h.Name); err != nil {
 			return nil, fmt.Errorf("%s: %w", fieldPath, err)
 		}
 		var raws []json.RawMessage
-		if arrays && h.value[0] == '[' {
-			if json.Unmarshal(h.value, &raws) != nil || len(raws) == 0 {
-				return nil, fmt.Errorf("%s: must be a string, a number or a non-empty array of them, got %s", fieldPath, show(h.value))
+		if arrays && h.Value[0] == '[' {
+			if json.Unmarshal(h.Value, &raws) != nil || len(raws) == 0 {
+				return nil, fmt.Errorf("%s: must be a string, a number or a non-empty array of them, got %s", fieldPath, h.Show())
 			}
 		} else {
-			raws = []json.RawMessage{h.value}
+			raws = []json.RawMessage{h.Value}
 		}
-		hv := headerValue{name: []byte(h.name)}
+		hv := headerValue{name: []byte(h.Name)}
 		for _, raw := range raws {
 			text, err := headerText(raw)
 			if err != nil {
@@ -328,7 +324,7 @@ func headerText(raw json.RawMessage) (string, error) {
 		}
 		text = strconv.FormatFloat(f, 'f', -1, 64)
 	default:
-		return "", fmt.Errorf("must be a string or a number, got %s", show(raw))
+		return "", fmt.Errorf("must be a string or a number, got %s", pluginconf.Verbatim.Show(raw))
 	}
 	for i := 0; i < len(text); i++ {
 		if text[i] < 0x20 || text[i] >= 0x7f {
@@ -349,81 +345,4 @@ func checkHeaderName(name string) error {
 		}
 	}
 	return nil
-}
-
-// member is one name/value pair of a JSON object, in document order.
-type member struct {
-	name  string
-	value json.RawMessage
-}
-
-// objectMembers splits a JSON object into its members, refusing anything else and a
-// repeated name (encoding/json would silently keep the last).
-func objectMembers(raw json.RawMessage) ([]member, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return nil, fmt.Errorf("configuration must be a JSON object, got %s", show(raw))
-	}
-	var members []member
-	seen := map[string]bool{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, fmt.Errorf("invalid JSON: %w", err)
-		}
-		name, _ := tok.(string)
-		var value json.RawMessage
-		if err := dec.Decode(&value); err != nil {
-			return nil, fmt.Errorf("invalid JSON: %w", err)
-		}
-		if seen[name] {
-			return nil, fmt.Errorf("%s: appears twice; keep one", name)
-		}
-		seen[name] = true
-		members = append(members, member{name, value})
-	}
-	if _, err := dec.Token(); err != nil {
-		return nil, fmt.Errorf("invalid JSON: %w", err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("invalid JSON: data after the object")
-	}
-	return members, nil
-}
-
-func nonEmptyString(m member) (string, error) {
-	var s string
-	if len(m.value) == 0 || m.value[0] != '"' || json.Unmarshal(m.value, &s) != nil {
-		return "", fmt.Errorf("%s: must be a string, got %s", m.name, show(m.value))
-	}
-	if s == "" {
-		return "", fmt.Errorf("%s: must not be empty", m.name)
-	}
-	return s, nil
-}
-
-func boolean(m member) (bool, error) {
-	switch string(m.value) {
-	case "true":
-		return true, nil
-	case "false":
-		return false, nil
-	}
-	return false, fmt.Errorf("%s: must be a boolean, got %s", m.name, show(m.value))
-}
-
-func isObject(m member) error {
-	if len(m.value) == 0 || m.value[0] != '{' {
-		return fmt.Errorf("%s: must be an object, got %s", m.name, show(m.value))
-	}
-	return nil
-}
-
-// show renders a JSON value for a message, cut short if long.
-func show(v json.RawMessage) string {
-	const maxShown = 40
-	if len(v) > maxShown {
-		return string(v[:maxShown]) + "..."
-	}
-	return string(v)
 }
