@@ -24,9 +24,16 @@ unit:
 integration:
 	$(GO) test -count=1 -timeout 10m ./integration/...
 
-# Micro-benchmarks beside the code, with allocations.
+# Micro-benchmarks beside the code, with allocations: router lookup among 10,000 routes,
+# one request through the worker handler with limit-count + prometheus, the shm counter,
+# metric recording, and the rest.
 microbench:
-	$(GO) test -run '^$$' -bench . -benchmem ./worker/... ./ipc/... ./conf/... ./master/...
+	$(GO) test -run '^$$' -bench . -benchmem ./worker/... ./shm/... ./plugins/... ./ipc/... ./conf/... ./master/...
+
+# gw against nginx with wrk, pinned to CPUs; see benchmark/README.md. Pass options with
+# BENCH_ARGS, e.g. make bench BENCH_ARGS="--workers 1 --duration 5s".
+bench:
+	benchmark/run.sh $(BENCH_ARGS)
 
 clean:
 	rm -rf bin logs data

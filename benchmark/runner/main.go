@@ -1,0 +1,295 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	o, render, err := parseFlags(os.Args[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "runner:", err)
+		os.Exit(2)
+	}
+	if render != "" {
+		err = rerender(render)
+	} else {
+		err = benchmark(o)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "runner:", err)
+		os.Exit(1)
+	}
+}
+
+func parseFlags(args []string) (*options, string, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("runner", flag.ContinueOnError)
+	workers := fs.String("workers", "1,2,4", "comma-separated worker counts")
+	fs.DurationVar(&o.duration, "duration", 10*time.Second, "length of each measured wrk run")
+	fs.DurationVar(&o.warmup, "warmup", 3*time.Second, "length of each scenario's warm-up run")
+	fs.IntVar(&o.rounds, "rounds", 3, "measured rounds per scenario (medians are taken over them)")
+	fs.IntVar(&o.connections, "connections", 16, "wrk connections (APISIX's benchmark uses 16)")
+	body := fs.String("body", "10", "upstream body size: bytes, or with a k suffix (APISIX's script: 10, its docs: 1k)")
+	fs.Float64Var(&o.maxForeign, "max-foreign", 0.2, "CPUs other processes may use during a run before it is taken again")
+	fs.IntVar(&o.retries, "retries", 2, "how many times a disturbed run is taken again before its figures are kept anyway")
+	fs.BoolVar(&o.accessLog, "access-log", true, "access log on in both gw and nginx (buffered 64k, flushed every 1s)")
+	fs.BoolVar(&o.ocelot, "ocelot", false, "run seed 001's ab -n 20000 -c 1000 comparison instead of the sweep")
+	fs.StringVar(&o.gwctl, "gwctl", "bin/gwctl", "gwctl binary")
+	fs.StringVar(&o.upstream, "upstream", "benchmark/results/tmp/bin/upstream", "benchmark upstream binary")
+	fs.StringVar(&o.profgw, "profgw", "benchmark/results/tmp/bin/profgw", "profiling build of gw, used when GW_BENCH_PROFILE=1")
+	fs.StringVar(&o.nginx, "nginx", "nginx", "nginx binary")
+	fs.StringVar(&o.wrk, "wrk", "wrk", "wrk binary")
+	fs.StringVar(&o.ab, "ab", "ab", "ApacheBench binary")
+	fs.StringVar(&o.templates, "templates", "benchmark/nginx", "directory of the nginx config templates")
+	fs.StringVar(&o.out, "out", "benchmark/results", "results directory")
+	fs.StringVar(&o.work, "work", "benchmark/results/tmp", "scratch directory (prefixes, logs, profiles)")
+	render := fs.String("render", "", "only redraw the Markdown and charts of this JSON report")
+	if err := fs.Parse(args); err != nil {
+		return nil, "", err
+	}
+	var err error
+	if o.workers, err = parseWorkers(*workers); err != nil {
+		return nil, "", fmt.Errorf("-workers: %w", err)
+	}
+	if o.bodyBytes, err = parseSize(*body); err != nil {
+		return nil, "", fmt.Errorf("-body: %w", err)
+	}
+	if o.rounds < 1 || o.connections < 1 || o.duration < time.Second || o.warmup < 0 {
+		return nil, "", fmt.Errorf("-rounds and -connections must be ≥ 1 and -duration ≥ 1s")
+	}
+	// A hidden switch for benchmark work, not a user feature: the profile adds a run.
+	o.profile = os.Getenv("GW_BENCH_PROFILE") == "1"
+	return o, *render, nil
+}
+
+// parseWorkers reads "1,2,4".
+func parseWorkers(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > 1024 {
+			return nil, fmt.Errorf("%q is not a worker count between 1 and 1024", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// parseSize reads 10, 1k or 16K as bytes.
+func parseSize(s string) (int, error) {
+	mult, digits := 1, s
+	if strings.HasSuffix(s, "k") || strings.HasSuffix(s, "K") {
+		mult, digits = 1024, s[:len(s)-1]
+	}
+	n, err := strconv.Atoi(digits)
+	if err != nil || n < 0 || n*mult > 16<<20 {
+		return 0, fmt.Errorf("%q is not a size between 0 and 16384k", s)
+	}
+	return n * mult, nil
+}
+
+func describeMachine() Machine {
+	m := Machine{Date: time.Now(), Cores: runtime.NumCPU(), GoVersion: runtime.Version()}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.Model = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	var u syscall.Utsname
+	if syscall.Uname(&u) == nil {
+		var sb strings.Builder
+		for _, c := range u.Release {
+			if c == 0 {
+				break
+			}
+			sb.WriteByte(byte(c))
+		}
+		m.Kernel = sb.String()
+	}
+	if out, err := exec.Command("git", "describe", "--always", "--dirty").Output(); err == nil {
+		m.Commit = strings.TrimSpace(string(out))
+	} else {
+		m.Commit = "unknown"
+	}
+	if out, err := exec.Command("go", "version").Output(); err == nil {
+		m.GoVersion = strings.TrimPrefix(strings.TrimSpace(string(out)), "go version ")
+	}
+	return m
+}
+
+// toolVersion is the first line a tool prints about itself.
+func toolVersion(argv ...string) string {
+	out, _ := exec.Command(argv[0], argv[1:]...).CombinedOutput()
+	line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+	return strings.TrimSpace(line)
+}
+
+func benchmark(o *options) error {
+	report := &Report{
+		Machine: describeMachine(),
+		Settings: Settings{
+			Workers: o.workers, Duration: o.duration.String(), Warmup: o.warmup.String(), Rounds: o.rounds,
+			Connections: o.connections, BodyBytes: o.bodyBytes, AccessLog: o.accessLog,
+		},
+	}
+	m := &report.Machine
+	m.Nginx = strings.TrimPrefix(toolVersion(o.nginx, "-v"), "nginx version: ")
+	m.Wrk, _, _ = strings.Cut(toolVersion(o.wrk, "-v"), " Copyright")
+	report.LoadAverage.Start = loadAverage()
+	report.LoadAverage.Max = report.LoadAverage.Start
+	fmt.Printf("machine: %d CPUs, %s, Linux %s, %s, gw %s; load average %.2f\n",
+		m.Cores, m.Model, m.Kernel, m.GoVersion, m.Commit, report.LoadAverage.Start)
+	if report.LoadAverage.Start > 0.5*float64(m.Cores) {
+		fmt.Printf("WARNING: the machine is busy (load average %.2f on %d CPUs); figures will be noisy\n", report.LoadAverage.Start, m.Cores)
+	}
+
+	stamp := m.Date.Format("20060102-150405")
+	work, err := filepath.Abs(filepath.Join(o.work, stamp))
+	if err != nil {
+		return err
+	}
+	if o.templates, err = filepath.Abs(o.templates); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		return err
+	}
+
+	// Ctrl-C stops whatever is running before the runner exits.
+	var current *sweep
+	interrupted := make(chan os.Signal, 1)
+	signal.Notify(interrupted, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-interrupted
+		fmt.Println("\ninterrupted: stopping the servers")
+		if current != nil {
+			current.cleanup()
+		}
+		os.Exit(130)
+	}()
+
+	var runnable []int
+	for _, n := range o.workers {
+		if _, _, _, ok := pinning(n, m.Cores); ok {
+			runnable = append(runnable, n)
+		}
+	}
+	perSweep := time.Duration(len(scenarioOrder))*o.warmup + time.Duration(o.rounds*len(scenarioOrder))*o.duration
+	if o.profile {
+		perSweep += o.warmup + o.duration
+	}
+	prog := &progress{left: time.Duration(len(runnable)) * perSweep}
+
+	if o.ocelot {
+		n := 1
+		if len(runnable) > 0 {
+			n = runnable[0]
+		}
+		gwCPUs, loadCPUs, loadCores, ok := pinning(n, m.Cores)
+		if !ok {
+			return fmt.Errorf("seed 001 needs at least 2 CPUs: one for the server, one for ab")
+		}
+		s := &sweep{opts: o, cores: m.Cores, workers: n, gwCPUs: gwCPUs, loadCPUs: loadCPUs, loadCores: loadCores,
+			dir: filepath.Join(work, "ocelot"), progress: &progress{}, report: report}
+		if err := os.MkdirAll(s.dir, 0o755); err != nil {
+			return err
+		}
+		current = s
+		res, err := s.runOcelot()
+		s.cleanup()
+		if err != nil {
+			return err
+		}
+		report.Ocelot = res
+		return finish(report, o.out, "ocelot-"+stamp, "ocelot-latest")
+	}
+
+	for _, n := range o.workers {
+		gwCPUs, loadCPUs, loadCores, ok := pinning(n, m.Cores)
+		if !ok {
+			reason := fmt.Sprintf("too few CPUs: %d worker(s) need %d CPUs (%d for the server, at least 1 for wrk and the upstream); this machine has %d.",
+				n, n+1, n, m.Cores)
+			fmt.Printf("%d worker(s): %s\n", n, reason)
+			report.Rows = append(report.Rows, Row{Workers: n, Skipped: reason})
+			continue
+		}
+		s := &sweep{opts: o, cores: m.Cores, workers: n, gwCPUs: gwCPUs, loadCPUs: loadCPUs, loadCores: loadCores,
+			dir: filepath.Join(work, fmt.Sprintf("w%d", n)), progress: prog, report: report}
+		if err := os.MkdirAll(s.dir, 0o755); err != nil {
+			return err
+		}
+		current = s
+		fmt.Printf("%d worker(s): servers on CPU %s, wrk and upstream on CPU %s\n", n, gwCPUs, loadCPUs)
+		err := s.start()
+		var row Row
+		if err == nil {
+			row, err = s.run()
+		}
+		if err == nil && o.profile {
+			// The profile is an extra: its failure must not cost the measured row.
+			paths, perr := s.profileWorker()
+			if perr != nil {
+				fmt.Fprintf(os.Stderr, "profiling failed: %v\n", perr)
+			}
+			for _, p := range paths {
+				fmt.Printf("    CPU profile: go tool pprof -top %s %s\n", o.profgw, p)
+			}
+		}
+		s.cleanup()
+		if err != nil {
+			return fmt.Errorf("%d worker(s): %w (logs under %s)", n, err, s.dir)
+		}
+		report.Rows = append(report.Rows, row)
+	}
+	if report.LoadAverage.Max > 0.5*float64(m.Cores) {
+		report.Notes = append(report.Notes, fmt.Sprintf("The load average reached %.2f on %d CPUs during the run: other work shared the machine, so re-run before trusting small differences.",
+			report.LoadAverage.Max, m.Cores))
+	}
+	return finish(report, o.out, stamp, "latest")
+}
+
+func finish(report *Report, dir, base, latest string) error {
+	written, err := writeOutputs(report, dir, base, latest)
+	if err != nil {
+		return err
+	}
+	fmt.Println()
+	fmt.Print(markdown(report, nil))
+	fmt.Println()
+	for _, p := range written {
+		fmt.Println("wrote", p)
+	}
+	return nil
+}
+
+// rerender redraws the Markdown and charts of a saved report beside it.
+func rerender(path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var r Report
+	if err := json.Unmarshal(b, &r); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	base := strings.TrimSuffix(filepath.Base(path), ".json")
+	written, err := writeOutputs(&r, filepath.Dir(path), base, base)
+	for _, p := range written {
+		fmt.Println("wrote", p)
+	}
+	return err
+}

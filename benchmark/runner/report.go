@@ -1,0 +1,219 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// goal is one of issue 7's targets for one worker on this machine's class of hardware.
+type goal struct {
+	scenario string
+	what     string
+	ok       func(sc *Scenario) (measured string, met bool)
+}
+
+var goals = []goal{
+	{gwPlain, "CPU µs per request ≤ nginx proxy's", ratioAtMost(func(r *Ratios) float64 { return r.CPUPerRequest }, 1.0)},
+	{gwPlain, "requests/s ≥ 1.0× nginx proxy's", ratioAtLeast(func(r *Ratios) float64 { return r.RPS }, 1.0)},
+	{gwPlain, "p99 ≤ nginx proxy's", ratioAtMost(func(r *Ratios) float64 { return r.P99 }, 1.0)},
+	{gwPlugins, "CPU µs per request ≤ 1.05× nginx proxy's", ratioAtMost(func(r *Ratios) float64 { return r.CPUPerRequest }, 1.05)},
+	{gwPlugins, "requests/s ≥ 0.95× nginx proxy's", ratioAtLeast(func(r *Ratios) float64 { return r.RPS }, 0.95)},
+	{gwPlugins, "p99 ≤ nginx proxy's", ratioAtMost(func(r *Ratios) float64 { return r.P99 }, 1.0)},
+	{gwPlugins, "worker RSS < 30 MiB", memBelow(func(s *Summary) int64 { return s.WorkerRSSKiB }, 30<<10)},
+	{gwPlugins, "master RSS < 50 MiB", memBelow(func(s *Summary) int64 { return s.MasterRSSKiB }, 50<<10)},
+}
+
+func ratioAtMost(f func(*Ratios) float64, limit float64) func(*Scenario) (string, bool) {
+	return func(sc *Scenario) (string, bool) {
+		if sc.VsNginx == nil {
+			return "no ratio", false
+		}
+		v := f(sc.VsNginx)
+		return fmt.Sprintf("%.2f×", v), v <= limit
+	}
+}
+
+func ratioAtLeast(f func(*Ratios) float64, limit float64) func(*Scenario) (string, bool) {
+	return func(sc *Scenario) (string, bool) {
+		if sc.VsNginx == nil {
+			return "no ratio", false
+		}
+		v := f(sc.VsNginx)
+		return fmt.Sprintf("%.2f×", v), v >= limit
+	}
+}
+
+func memBelow(f func(*Summary) int64, kib int64) func(*Scenario) (string, bool) {
+	return func(sc *Scenario) (string, bool) {
+		v := f(&sc.Median)
+		return mib(v), v < kib
+	}
+}
+
+func mib(kib int64) string { return fmt.Sprintf("%.1f MiB", float64(kib)/1024) }
+
+func ratioCell(r *Ratios, f func(*Ratios) float64) string {
+	if r == nil {
+		return ""
+	}
+	return fmt.Sprintf("%.2f×", f(r))
+}
+
+// markdown renders the report; chart names the PNG files, relative to the Markdown file.
+func markdown(r *Report, charts []string) string {
+	var b strings.Builder
+	m := r.Machine
+	fmt.Fprintf(&b, "# gw against nginx, %s\n\n", m.Date.Format("2006-01-02 15:04 MST"))
+	fmt.Fprintf(&b, "- Machine: %d CPUs, %s, Linux %s; load average %.2f at the start, %.2f at most before a run.\n",
+		m.Cores, m.Model, m.Kernel, r.LoadAverage.Start, r.LoadAverage.Max)
+	fmt.Fprintf(&b, "- Software: gw %s built with %s; %s; %s.\n", m.Commit, m.GoVersion, m.Nginx, m.Wrk)
+	st := r.Settings
+	accessLog := "off in gw and nginx"
+	if st.AccessLog {
+		accessLog = "on in gw and nginx (combined format, 64k buffer, 1s flush)"
+	}
+	if r.Ocelot == nil {
+		fmt.Fprintf(&b, "- Load: wrk -c %d, one thread per load CPU, %s warm-up then %d rounds of %s, scenarios alternating; body %d bytes; access log %s.\n",
+			st.Connections, st.Warmup, st.Rounds, st.Duration, st.BodyBytes, accessLog)
+	} else {
+		fmt.Fprintf(&b, "- Load: seed 001's ab -n %d -c %d (new connection per request), one warm-up run each, then one measured; body %d bytes; access log %s.\n",
+			r.Ocelot.Requests, r.Ocelot.Clients, st.BodyBytes, accessLog)
+	}
+	b.WriteString("\nFigures are medians over rounds. A ratio (×) is gw's figure over nginx proxy's in the same round, " +
+		"median over rounds: compare ratios, not absolute figures, which belong to this machine and its load. " +
+		"CPU µs/req is the server's own CPU time (master and workers) per request, the sharpest figure when the load generator shares the machine.\n")
+	for i := range r.Rows {
+		writeRow(&b, &r.Rows[i])
+	}
+	if len(charts) > 0 {
+		b.WriteString("\n")
+		for _, c := range charts {
+			fmt.Fprintf(&b, "![%s](%s)\n", strings.TrimSuffix(filepath.Base(c), ".png"), c)
+		}
+	}
+	if r.Ocelot != nil {
+		writeOcelot(&b, r.Ocelot)
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(&b, "\n> %s\n", n)
+	}
+	return b.String()
+}
+
+func writeRow(b *strings.Builder, row *Row) {
+	plural := "s"
+	if row.Workers == 1 {
+		plural = ""
+	}
+	fmt.Fprintf(b, "\n## %d worker%s\n\n", row.Workers, plural)
+	if row.Skipped != "" {
+		fmt.Fprintf(b, "Not measured: %s\n", row.Skipped)
+		return
+	}
+	fmt.Fprintf(b, "Servers on CPU %s, wrk and the upstream on CPU %s.\n\n", row.GatewayCPUs, row.LoadCPUs)
+	b.WriteString("| scenario | CPU µs/req | × | req/s | × | p50 µs | p99 µs | × | server CPU busy | load CPU busy | worker RSS | master RSS | errors |\n")
+	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	for i := range row.Scenarios {
+		sc := &row.Scenarios[i]
+		s := sc.Median
+		fmt.Fprintf(b, "| %s | %.1f | %s | %.0f | %s | %.0f | %.0f | %s | %.0f%% | %.0f%% | %s | %s | %d |\n",
+			sc.Name, s.CPUPerRequestUS, ratioCell(sc.VsNginx, func(r *Ratios) float64 { return r.CPUPerRequest }),
+			s.RPS, ratioCell(sc.VsNginx, func(r *Ratios) float64 { return r.RPS }),
+			s.P50US, s.P99US, ratioCell(sc.VsNginx, func(r *Ratios) float64 { return r.P99 }),
+			100*s.GatewayBusy, 100*s.LoadBusy, mib(s.WorkerRSSKiB), mib(s.MasterRSSKiB), s.Errors)
+	}
+	for i := range row.Scenarios {
+		sc := &row.Scenarios[i]
+		if sc.Median.LoadBusy >= 0.95 && sc.Median.GatewayBusy < 0.9 {
+			fmt.Fprintf(b, "\n%s: the load CPU was saturated (%.0f%%) while the server's was %.0f%% busy, so its req/s is wrk's limit, not the server's; CPU µs/req still holds.\n",
+				sc.Name, 100*sc.Median.LoadBusy, 100*sc.Median.GatewayBusy)
+		}
+		if sc.Repeated > 0 {
+			fmt.Fprintf(b, "\n%s: %d run(s) were disturbed by other processes and taken again.\n", sc.Name, sc.Repeated)
+		}
+		if sc.Median.ForeignCores > 0.1 {
+			fmt.Fprintf(b, "\n%s: other processes used %.2f CPUs during its runs; re-run on a quiet machine.\n", sc.Name, sc.Median.ForeignCores)
+		}
+	}
+	if row.Workers == 1 {
+		b.WriteString("\nIssue 7's goals for one worker:\n\n")
+		for _, g := range goals {
+			sc := row.scenario(g.scenario)
+			if sc == nil {
+				continue
+			}
+			measured, met := g.ok(sc)
+			mark := "missed"
+			if met {
+				mark = "met"
+			}
+			fmt.Fprintf(b, "- %s: %s — %s (%s)\n", g.scenario, g.what, measured, mark)
+		}
+	}
+}
+
+func writeOcelot(b *strings.Builder, o *Ocelot) {
+	fmt.Fprintf(b, "\n## Seed 001: ab -n %d -c %d, %d worker(s)\n\n", o.Requests, o.Clients, o.Workers)
+	if o.Note != "" {
+		fmt.Fprintf(b, "Note: %s.\n\n", o.Note)
+	} else if o.Rewritten {
+		b.WriteString("gw rewrites /api1/values to /api/values with proxy-rewrite, as nginx does with proxy_pass.\n\n")
+	}
+	b.WriteString("| server | req/s | failed | non-2xx | write errors | p50 ms | p99 ms | CPU µs/req |\n|---|--:|--:|--:|--:|--:|--:|--:|\n")
+	for _, r := range []struct {
+		name string
+		run  OcelotRun
+	}{{"gw", o.GW}, {"nginx proxy", o.Nginx}} {
+		fmt.Fprintf(b, "| %s | %.0f | %d | %d | %d | %.0f | %.0f | %.1f |\n",
+			r.name, r.run.RPS, r.run.Failed, r.run.Non2xx, r.run.WriteErrors, r.run.P50MS, r.run.P99MS, r.run.CPUPerRequestUS)
+	}
+	if o.Nginx.RPS > 0 {
+		fmt.Fprintf(b, "\ngw's req/s is %.2f× nginx's.\n", o.GW.RPS/o.Nginx.RPS)
+	}
+}
+
+// writeOutputs writes the dated Markdown and JSON, the charts, and the latest copies.
+func writeOutputs(r *Report, dir, base, latest string) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	var charts, written []string
+	names := []string{base, latest}
+	if base == latest {
+		names = names[:1]
+	}
+	if r.Ocelot == nil {
+		for _, c := range []chartSpec{rpsChart, p99Chart} {
+			for _, name := range names {
+				path := filepath.Join(dir, name+"-"+c.suffix+".png")
+				if err := drawChart(r, c, path); err != nil {
+					return written, fmt.Errorf("chart %s: %w", path, err)
+				}
+				written = append(written, path)
+			}
+		}
+	}
+	js, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return written, err
+	}
+	for _, name := range names {
+		charts = charts[:0]
+		if r.Ocelot == nil {
+			charts = append(charts, name+"-"+rpsChart.suffix+".png", name+"-"+p99Chart.suffix+".png")
+		}
+		md := filepath.Join(dir, name+".md")
+		if err := os.WriteFile(md, []byte(markdown(r, charts)), 0o644); err != nil {
+			return written, err
+		}
+		jf := filepath.Join(dir, name+".json")
+		if err := os.WriteFile(jf, append(js, '\n'), 0o644); err != nil {
+			return written, err
+		}
+		written = append(written, md, jf)
+	}
+	return written, nil
+}

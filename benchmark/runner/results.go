@@ -1,0 +1,233 @@
+package main
+
+import (
+	"slices"
+	"time"
+)
+
+// Report is everything one run of the benchmark measured; it is the JSON file's schema
+// and what the Markdown and charts are drawn from.
+type Report struct {
+	Machine  Machine  `json:"machine"`
+	Settings Settings `json:"settings"`
+	Rows     []Row    `json:"rows,omitempty"`
+	Ocelot   *Ocelot  `json:"ocelot,omitempty"`
+	// LoadAverage is the 1-minute load average before the first run and the highest seen
+	// before any run: other work on the machine skews every figure.
+	LoadAverage LoadAverage `json:"load_average"`
+	Notes       []string    `json:"notes,omitempty"`
+}
+
+// Machine identifies where and with what the figures were taken.
+type Machine struct {
+	Date      time.Time `json:"date"`
+	Cores     int       `json:"cores"`
+	Model     string    `json:"model"`
+	Kernel    string    `json:"kernel"`
+	GoVersion string    `json:"go_version"`
+	Commit    string    `json:"commit"`
+	Nginx     string    `json:"nginx"`
+	Wrk       string    `json:"wrk"`
+}
+
+// Settings are the run's parameters.
+type Settings struct {
+	Workers     []int  `json:"workers"`
+	Duration    string `json:"duration"`
+	Warmup      string `json:"warmup"`
+	Rounds      int    `json:"rounds"`
+	Connections int    `json:"connections"`
+	BodyBytes   int    `json:"body_bytes"`
+	AccessLog   bool   `json:"access_log"`
+}
+
+type LoadAverage struct {
+	Start float64 `json:"start"`
+	Max   float64 `json:"max"`
+}
+
+// Row is one worker count: its four scenarios, or why it was not measured.
+type Row struct {
+	Workers int `json:"workers"`
+	// Skipped says why the row has no figures (too few cores), empty when measured.
+	Skipped     string     `json:"skipped,omitempty"`
+	GatewayCPUs string     `json:"gateway_cpus,omitempty"`
+	LoadCPUs    string     `json:"load_cpus,omitempty"`
+	Scenarios   []Scenario `json:"scenarios,omitempty"`
+}
+
+// Scenario names, in the order the tables list them. The first two are gw; ratios are
+// to nginxProxy.
+const (
+	gwPlain     = "gw"
+	gwPlugins   = "gw limit-count+prometheus"
+	nginxProxy  = "nginx proxy"
+	nginxDirect = "nginx direct"
+)
+
+var scenarioOrder = []string{gwPlain, gwPlugins, nginxProxy, nginxDirect}
+
+// Scenario is one server setup measured over several rounds.
+type Scenario struct {
+	Name   string  `json:"name"`
+	Runs   []Run   `json:"runs"`
+	Median Summary `json:"median"`
+	// Repeated counts runs discarded and taken again because other processes used the
+	// CPUs meanwhile.
+	Repeated int `json:"repeated,omitempty"`
+	// VsNginx is the median over rounds of this scenario's figure divided by nginx
+	// proxy's in the same round; nil for the nginx scenarios.
+	VsNginx *Ratios `json:"vs_nginx_proxy,omitempty"`
+}
+
+// Run is one measured wrk run against one scenario.
+type Run struct {
+	Round    int     `json:"round"`
+	Requests int64   `json:"requests"`
+	Seconds  float64 `json:"seconds"`
+	RPS      float64 `json:"rps"`
+	P50US    float64 `json:"p50_us"`
+	P99US    float64 `json:"p99_us"`
+	Errors   int64   `json:"errors"`
+	// CPUSeconds is the server's own CPU time (master and workers, user and system)
+	// during the run; CPUPerRequestUS divides it by the requests served.
+	CPUSeconds      float64 `json:"cpu_seconds"`
+	CPUPerRequestUS float64 `json:"cpu_per_request_us"`
+	// GatewayBusy is CPUSeconds over wall time over the server's cores: 1 means its cores
+	// were all it had. LoadBusy is the same for wrk plus the upstream on theirs.
+	GatewayBusy float64 `json:"gateway_busy"`
+	LoadBusy    float64 `json:"load_busy"`
+	// CoreBusy is each CPU's busy fraction during the run, whoever used it.
+	CoreBusy []float64 `json:"core_busy"`
+	// ForeignCores is CPU time used by processes outside the benchmark, in cores.
+	ForeignCores float64 `json:"foreign_cores"`
+	WorkerRSSKiB int64   `json:"worker_rss_kib"` // the largest worker's
+	MasterRSSKiB int64   `json:"master_rss_kib"`
+	Affinity     string  `json:"affinity"` // the server master's CPU list, as checked
+	LoadAverage  float64 `json:"load_average"`
+}
+
+// Summary is the median of each figure over a scenario's rounds.
+type Summary struct {
+	RPS             float64 `json:"rps"`
+	P50US           float64 `json:"p50_us"`
+	P99US           float64 `json:"p99_us"`
+	CPUPerRequestUS float64 `json:"cpu_per_request_us"`
+	GatewayBusy     float64 `json:"gateway_busy"`
+	LoadBusy        float64 `json:"load_busy"`
+	ForeignCores    float64 `json:"foreign_cores"`
+	WorkerRSSKiB    int64   `json:"worker_rss_kib"`
+	MasterRSSKiB    int64   `json:"master_rss_kib"`
+	Errors          int64   `json:"errors"` // the sum over rounds, not a median
+}
+
+// Ratios are a gw scenario's figures over nginx proxy's.
+type Ratios struct {
+	RPS           float64 `json:"rps"`
+	P99           float64 `json:"p99"`
+	CPUPerRequest float64 `json:"cpu_per_request"`
+}
+
+// Ocelot is seed 001's comparison: ab -n 20000 -c 1000 through gw and nginx.
+type Ocelot struct {
+	Workers   int       `json:"workers"`
+	Requests  int       `json:"requests"`
+	Clients   int       `json:"concurrency"`
+	Rewritten bool      `json:"rewritten"` // whether gw rewrote /api1/ to /api/ as nginx does
+	Note      string    `json:"note,omitempty"`
+	GW        OcelotRun `json:"gw"`
+	Nginx     OcelotRun `json:"nginx"`
+}
+
+type OcelotRun struct {
+	abResult
+	CPUPerRequestUS float64 `json:"cpu_per_request_us"`
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// summarize takes the median of every figure over runs.
+func summarize(runs []Run) Summary {
+	pick := func(f func(Run) float64) float64 {
+		xs := make([]float64, len(runs))
+		for i, r := range runs {
+			xs[i] = f(r)
+		}
+		return median(xs)
+	}
+	s := Summary{
+		RPS:             pick(func(r Run) float64 { return r.RPS }),
+		P50US:           pick(func(r Run) float64 { return r.P50US }),
+		P99US:           pick(func(r Run) float64 { return r.P99US }),
+		CPUPerRequestUS: pick(func(r Run) float64 { return r.CPUPerRequestUS }),
+		GatewayBusy:     pick(func(r Run) float64 { return r.GatewayBusy }),
+		LoadBusy:        pick(func(r Run) float64 { return r.LoadBusy }),
+		ForeignCores:    pick(func(r Run) float64 { return r.ForeignCores }),
+		WorkerRSSKiB:    int64(pick(func(r Run) float64 { return float64(r.WorkerRSSKiB) })),
+		MasterRSSKiB:    int64(pick(func(r Run) float64 { return float64(r.MasterRSSKiB) })),
+	}
+	for _, r := range runs {
+		s.Errors += r.Errors
+	}
+	return s
+}
+
+// ratios pairs each of gw's runs with nginx proxy's run of the same round and takes the
+// median of the quotients, so that drift between rounds cancels out.
+func ratios(gw, nginx []Run) *Ratios {
+	byRound := map[int]Run{}
+	for _, r := range nginx {
+		byRound[r.Round] = r
+	}
+	var rps, p99, cpu []float64
+	for _, g := range gw {
+		n, ok := byRound[g.Round]
+		if !ok || n.RPS == 0 || n.P99US == 0 || n.CPUPerRequestUS == 0 {
+			continue
+		}
+		rps = append(rps, g.RPS/n.RPS)
+		p99 = append(p99, g.P99US/n.P99US)
+		cpu = append(cpu, g.CPUPerRequestUS/n.CPUPerRequestUS)
+	}
+	if len(rps) == 0 {
+		return nil
+	}
+	return &Ratios{RPS: median(rps), P99: median(p99), CPUPerRequest: median(cpu)}
+}
+
+// finish fills the medians and ratios of a measured row.
+func (row *Row) finish() {
+	var nginx []Run
+	for _, sc := range row.Scenarios {
+		if sc.Name == nginxProxy {
+			nginx = sc.Runs
+		}
+	}
+	for i := range row.Scenarios {
+		sc := &row.Scenarios[i]
+		sc.Median = summarize(sc.Runs)
+		if sc.Name == gwPlain || sc.Name == gwPlugins {
+			sc.VsNginx = ratios(sc.Runs, nginx)
+		}
+	}
+}
+
+// scenario returns the row's scenario called name, or nil.
+func (row *Row) scenario(name string) *Scenario {
+	for i := range row.Scenarios {
+		if row.Scenarios[i].Name == name {
+			return &row.Scenarios[i]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,231 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParseWorkers(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want []int
+		ok   bool
+	}{
+		{"1,2,4", []int{1, 2, 4}, true},
+		{" 1 , 8", []int{1, 8}, true},
+		{"3", []int{3}, true},
+		{"", nil, false},
+		{"0", nil, false},
+		{"1,,2", nil, false},
+		{"-1", nil, false},
+		{"two", nil, false},
+		{"2000", nil, false},
+	} {
+		got, err := parseWorkers(tc.in)
+		if (err == nil) != tc.ok || (tc.ok && !equalInts(got, tc.want)) {
+			t.Errorf("parseWorkers(%q) = %v, %v; want %v ok=%v", tc.in, got, err, tc.want, tc.ok)
+		}
+	}
+}
+
+func equalInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestParseSize(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int
+		ok   bool
+	}{
+		{"10", 10, true},
+		{"0", 0, true},
+		{"1k", 1024, true},
+		{"16K", 16384, true},
+		{"k", 0, false},
+		{"1m", 0, false},
+		{"-1", 0, false},
+		{"20000k", 0, false},
+	} {
+		got, err := parseSize(tc.in)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d ok=%v", tc.in, got, err, tc.want, tc.ok)
+		}
+	}
+}
+
+func TestPinning(t *testing.T) {
+	for _, tc := range []struct {
+		n, cores      int
+		gateway, load string
+		loadCores     int
+		ok            bool
+	}{
+		{1, 2, "0", "1", 1, true},
+		{2, 2, "", "", 0, false},
+		{4, 2, "", "", 0, false},
+		{2, 8, "0-1", "2-7", 6, true},
+		{4, 8, "0-3", "4-7", 4, true},
+		{7, 8, "0-6", "7", 1, true},
+		{0, 8, "", "", 0, false},
+	} {
+		g, l, lc, ok := pinning(tc.n, tc.cores)
+		if g != tc.gateway || l != tc.load || lc != tc.loadCores || ok != tc.ok {
+			t.Errorf("pinning(%d, %d) = %q %q %d %v; want %q %q %d %v", tc.n, tc.cores, g, l, lc, ok, tc.gateway, tc.load, tc.loadCores, tc.ok)
+		}
+	}
+}
+
+func TestParseWrk(t *testing.T) {
+	out := "Running 10s test @ http://127.0.0.1:9080/hello\n  1 threads and 16 connections\n" +
+		`GWBENCH {"requests":123456,"duration_us":10000000,"bytes":9,"connect_errors":1,"read_errors":2,"write_errors":3,"status_errors":4,"timeouts":5,"p50_us":640,"p90_us":800,"p99_us":1500,"max_us":9000}` + "\n"
+	r, err := parseWrk(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Requests != 123456 || r.P50US != 640 || r.P99US != 1500 || r.errors() != 15 || r.DurationUS != 1e7 {
+		t.Errorf("parsed %+v", r)
+	}
+	for _, bad := range []string{
+		"Running 10s test\n",
+		"GWBENCH {not json}\n",
+		`GWBENCH {"requests":1,"duration_us":0}` + "\n",
+	} {
+		if _, err := parseWrk(bad); err == nil {
+			t.Errorf("parseWrk(%q) accepted", bad)
+		}
+	}
+}
+
+const abOutput = `Server Software:        nginx/1.22.1
+Concurrency Level:      1000
+Time taken for tests:   3.339 seconds
+Complete requests:      20000
+Failed requests:        7
+Write errors:           0
+Non-2xx responses:      3
+Requests per second:    5989.33 [#/sec] (mean)
+Percentage of the requests served within a certain time (ms)
+  50%     30
+  66%     35
+  99%   1154
+ 100%   1200 (longest request)
+`
+
+func TestParseAB(t *testing.T) {
+	r, err := parseAB(abOutput)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := abResult{Complete: 20000, Failed: 7, Non2xx: 3, RPS: 5989.33, Seconds: 3.339, P50MS: 30, P99MS: 1154}
+	if r != want {
+		t.Errorf("parseAB = %+v, want %+v", r, want)
+	}
+	if _, err := parseAB("apr_socket_recv: Connection reset by peer (104)\n"); err == nil {
+		t.Error("parseAB accepted output without a summary")
+	}
+}
+
+func TestProcParsers(t *testing.T) {
+	stat := []byte("4242 (gw: worker (x)) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 70 0 0 20 0 3 0 100 0 0")
+	ticks, err := parseProcessTicks(stat)
+	if err != nil || ticks != 320 {
+		t.Errorf("parseProcessTicks = %d, %v; want 320", ticks, err)
+	}
+	if _, err := parseProcessTicks([]byte("4242 gw S 1")); err == nil {
+		t.Error("parseProcessTicks accepted a line without a command name")
+	}
+	kib, err := parseStatusKiB([]byte("Name:\tgw\nVmPeak:\t 900 kB\nVmRSS:\t   15468 kB\n"), "VmRSS:")
+	if err != nil || kib != 15468 {
+		t.Errorf("parseStatusKiB = %d, %v", kib, err)
+	}
+	if _, err := parseStatusKiB([]byte("Name:\tgw\n"), "VmRSS:"); err == nil {
+		t.Error("parseStatusKiB found a missing key")
+	}
+	before, err := parseCoreTimes([]byte("cpu  10 0 10 80 0 0 0 0 0 0\ncpu0 5 0 5 40 0 0 0 0 0 0\ncpu1 0 0 0 50 0 0 0 0 0 0\nintr 1\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := parseCoreTimes([]byte("cpu0 95 0 5 40 0 0 0 0 0 0\ncpu1 10 0 0 140 0 0 0 0 0 0\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy := busyFraction(before, after)
+	if len(busy) != 2 || busy[0] != 1 || busy[1] != 0.1 {
+		t.Errorf("busyFraction = %v, want [1 0.1]", busy)
+	}
+	if _, err := parseCoreTimes([]byte("cpu 1 2 3 4\n")); err == nil {
+		t.Error("parseCoreTimes accepted a stat without per-CPU lines")
+	}
+}
+
+func TestMedianAndRatios(t *testing.T) {
+	if m := median([]float64{3, 1, 2}); m != 2 {
+		t.Errorf("median odd = %v", m)
+	}
+	if m := median([]float64{4, 1, 3, 2}); m != 2.5 {
+		t.Errorf("median even = %v", m)
+	}
+	if m := median(nil); m != 0 {
+		t.Errorf("median empty = %v", m)
+	}
+	// Round 2 drifted for everyone; pairing by round keeps the ratio at 1.1 and 0.5.
+	nginx := []Run{{Round: 1, RPS: 100, P99US: 10, CPUPerRequestUS: 20}, {Round: 2, RPS: 50, P99US: 20, CPUPerRequestUS: 40}, {Round: 3, RPS: 100, P99US: 10, CPUPerRequestUS: 20}}
+	gw := []Run{{Round: 1, RPS: 110, P99US: 5, CPUPerRequestUS: 10}, {Round: 2, RPS: 55, P99US: 10, CPUPerRequestUS: 20}, {Round: 3, RPS: 110, P99US: 5, CPUPerRequestUS: 10}}
+	r := ratios(gw, nginx)
+	if r == nil || r.RPS < 1.0999 || r.RPS > 1.1001 || r.P99 != 0.5 || r.CPUPerRequest != 0.5 {
+		t.Errorf("ratios = %+v", r)
+	}
+	if ratios(gw, nil) != nil {
+		t.Error("ratios without nginx runs")
+	}
+}
+
+func TestMarkdownGoalsAndSkips(t *testing.T) {
+	run := func(round int, rps, cpu float64) Run {
+		return Run{Round: round, RPS: rps, P99US: 1000, CPUPerRequestUS: cpu, WorkerRSSKiB: 12 << 10, MasterRSSKiB: 60 << 10, GatewayBusy: 1, LoadBusy: 0.8}
+	}
+	row := Row{Workers: 1, GatewayCPUs: "0", LoadCPUs: "1", Scenarios: []Scenario{
+		{Name: gwPlain, Runs: []Run{run(1, 100, 40)}},
+		{Name: gwPlugins, Runs: []Run{run(1, 90, 44)}},
+		{Name: nginxProxy, Runs: []Run{run(1, 100, 40)}},
+		{Name: nginxDirect, Runs: []Run{run(1, 200, 20)}},
+	}}
+	row.finish()
+	md := markdown(&Report{Rows: []Row{row, {Workers: 2, Skipped: "too few CPUs"}}}, nil)
+	for _, want := range []string{
+		"gw: CPU µs per request ≤ nginx proxy's — 1.00× (met)",
+		"gw limit-count+prometheus: CPU µs per request ≤ 1.05× nginx proxy's — 1.10× (missed)",
+		"gw limit-count+prometheus: requests/s ≥ 0.95× nginx proxy's — 0.90× (missed)",
+		"worker RSS < 30 MiB — 12.0 MiB (met)",
+		"master RSS < 50 MiB — 60.0 MiB (missed)",
+		"## 2 workers\n\nNot measured: too few CPUs",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+}
+
+func TestRouteBodies(t *testing.T) {
+	if b := routeBody("/hello", "127.0.0.1:1980", true); !strings.Contains(b, `"count":2000000000000`) || !strings.Contains(b, `"prometheus":{}`) {
+		t.Errorf("plugin route %s", b)
+	}
+	if b := routeBody("/hello", "127.0.0.1:1980", false); !strings.Contains(b, `"plugins":{}`) {
+		t.Errorf("plain route %s", b)
+	}
+	if b := ocelotRoute("127.0.0.1:1980", true); !strings.Contains(b, `"regex_uri":["^/api1/(.*)","/api/$1"]`) {
+		t.Errorf("ocelot route %s", b)
+	}
+	if string(makeBody(23)) != "12345678901234567890123" {
+		t.Errorf("makeBody(23) = %q", makeBody(23))
+	}
+}
