@@ -24,6 +24,7 @@ type workerProc struct {
 	conn       *ipc.Conn
 	started    time.Time
 
+	setUp     chan struct{} // closed once the setup frame and first snapshot are sent
 	ready     chan struct{} // closed once the worker reported ready
 	readyOnce sync.Once
 	exited    chan struct{} // closed once the process was reaped
@@ -93,7 +94,7 @@ func (m *Master) spawn(slot int, gen *generation) (*workerProc, error) {
 	}
 	w := &workerProc{
 		slot: slot, generation: gen.id, pid: cmd.Process.Pid, cmd: cmd, conn: conn,
-		started: time.Now(), ready: make(chan struct{}), exited: make(chan struct{}),
+		started: time.Now(), setUp: make(chan struct{}), ready: make(chan struct{}), exited: make(chan struct{}),
 		ackWake: make(chan struct{}),
 	}
 	go func() {
@@ -142,7 +143,8 @@ func (m *Master) talk(w *workerProc, setup ipc.Setup) {
 	if err := w.conn.SendJSON(ipc.KindSetup, setup); err != nil {
 		return
 	}
-	w.sendConfig(m.currentSnapshot())
+	_ = w.conn.Send(ipc.KindConfig, m.currentSnapshot())
+	close(w.setUp)
 	for {
 		frame, err := w.conn.Receive()
 		if err != nil {
@@ -167,7 +169,15 @@ func (m *Master) talk(w *workerProc, setup ipc.Setup) {
 	}
 }
 
+// sendConfig sends a snapshot once the worker has its setup: a worker must see its setup
+// frame first, and one still starting gets whatever is current when its setup goes out,
+// then this one.
 func (w *workerProc) sendConfig(snapshot []byte) {
+	select {
+	case <-w.setUp:
+	case <-w.exited:
+		return
+	}
 	// A failed send means the worker is gone; its exit is handled where it is reaped.
 	_ = w.conn.Send(ipc.KindConfig, snapshot)
 }
