@@ -2,8 +2,9 @@ package conf
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 )
 
 // upstreamFields is APISIX's upstream schema (schema_def.lua upstream_schema):
@@ -15,8 +16,8 @@ var upstreamFields = fieldDecoders[Upstream]{
 	"labels":         intoAt(func(u *Upstream) *map[string]string { return &u.Labels }, decodeLabels),
 	"type":           into(func(u *Upstream) *string { return &u.Type }, readBalancerType),
 	"nodes":          intoAt(func(u *Upstream) *Nodes { return &u.Nodes }, parseNodes),
-	"hash_on":        onlyWithChash,
-	"key":            onlyWithChash,
+	"hash_on":        into(func(u *Upstream) *string { return &u.HashOn }, readHashOn),
+	"key":            into(func(u *Upstream) *string { return &u.Key }, asString),
 	"retries":        into(func(u *Upstream) **int { return &u.Retries }, optional(intAtLeast(0))),
 	"retry_timeout":  into(func(u *Upstream) **float64 { return &u.RetryTimeout }, optional(numberAtLeast(0))),
 	"timeout":        intoAt(func(u *Upstream) **Timeout { return &u.Timeout }, decodeTimeout),
@@ -56,24 +57,106 @@ func (u *Upstream) validate(path string) error {
 	case u.PassHost == "rewrite" && u.UpstreamHost == "":
 		return &ObjectError{Path: memberPath(path, "upstream_host"), Reason: `is required when pass_host is "rewrite"`}
 	}
+	return u.validateHashKey(path)
+}
+
+// DefaultHashOn is where a chash upstream takes its key from when hash_on is unset.
+const DefaultHashOn = "vars"
+
+// validateHashKey applies APISIX's check_upstream_conf rules for chash: key is required
+// unless hash_on is consumer, and its form depends on hash_on. Like APISIX, hash_on and key
+// are accepted and ignored with other balancer types.
+func (u *Upstream) validateHashKey(path string) error {
+	if u.Type != "chash" {
+		return nil
+	}
+	hashOn := u.HashOn
+	if hashOn == "" {
+		hashOn = DefaultHashOn
+	}
+	if hashOn == "consumer" {
+		return nil
+	}
+	if u.Key == "" {
+		return &ObjectError{Path: memberPath(path, "key"), Reason: `missing key: required when type is "chash" and hash_on is ` + strconv.Quote(hashOn)}
+	}
+	var ok bool
+	switch hashOn {
+	case "vars":
+		ok = IsHashVar(u.Key)
+	case "header", "cookie":
+		ok = isHashHeaderName(u.Key)
+	default: // vars_combinations: any text with $variables in it
+		return nil
+	}
+	if !ok {
+		return &ObjectError{Path: memberPath(path, "key"), Reason: fmt.Sprintf("%s with hash_on %q: got %q", hashKeyRules[hashOn], hashOn, u.Key)}
+	}
 	return nil
 }
 
-// onlyWithChash rejects hash_on and key: APISIX reads them only for type chash, which gw
-// does not support yet, so accepting them would silently ignore them.
-func onlyWithChash(*Upstream, string, json.RawMessage) error {
-	return errors.New(`is only used with type "chash", which is not supported yet`)
+var hashKeyRules = map[string]string{
+	"vars": "must be one of uri, server_name, server_addr, request_uri, remote_port, remote_addr, " +
+		"query_string, host, hostname, mqtt_client_id or arg_<name>",
+	"header": "must be a header name of letters, digits, '-' and '_'",
+	"cookie": "must be a cookie name of letters, digits, '-' and '_'",
+}
+
+// IsHashVar reports whether name is a variable chash can hash on with hash_on vars:
+// APISIX's upstream_hash_vars_schema, ^((uri|server_name|...)|arg_[0-9a-zA-z_-]+)$.
+// The class A-z (sic) also takes the six characters between Z and a, [\]^_ and `, as
+// APISIX's pattern does.
+func IsHashVar(name string) bool {
+	switch name {
+	case "uri", "server_name", "server_addr", "request_uri", "remote_port", "remote_addr",
+		"query_string", "host", "hostname", "mqtt_client_id":
+		return true
+	}
+	arg, ok := strings.CutPrefix(name, "arg_")
+	if !ok || arg == "" {
+		return false
+	}
+	for i := 0; i < len(arg); i++ {
+		c := arg[i]
+		if !(c >= '0' && c <= '9' || c >= 'A' && c <= 'z' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// isHashHeaderName is APISIX's upstream_hash_header_schema, ^[a-zA-Z0-9-_]+$, for header
+// and cookie names.
+func isHashHeaderName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 func readBalancerType(raw json.RawMessage) (string, error) {
 	return checkedString(raw, func(s string) error {
 		switch s {
-		case "roundrobin":
+		case "roundrobin", "chash", "ewma", "least_conn":
 			return nil
-		case "chash", "ewma", "least_conn":
-			return fmt.Errorf("%q is not supported yet", s)
 		}
-		return fmt.Errorf(`unknown balancer type %q; the supported type is "roundrobin"`, s)
+		return fmt.Errorf(`unknown balancer type %q; the supported types are "roundrobin", "chash", "ewma" and "least_conn"`, s)
+	})
+}
+
+func readHashOn(raw json.RawMessage) (string, error) {
+	return checkedString(raw, func(s string) error {
+		switch s {
+		case "vars", "header", "cookie", "consumer", "vars_combinations":
+			return nil
+		}
+		return fmt.Errorf("matches none of the enum values (vars, header, cookie, consumer, vars_combinations), got %q", s)
 	})
 }
 

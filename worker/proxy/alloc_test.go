@@ -16,6 +16,15 @@ import (
 // the worker's server would hand it over, and checks the response.
 func preparedForward(tb testing.TB, path string, wantLen int) func() {
 	tb.Helper()
+	return preparedForwardWith(tb, path, wantLen, func(port int) *conf.Upstream {
+		return &conf.Upstream{Nodes: conf.Nodes{{Host: "127.0.0.1", Port: port, Weight: 1}}}
+	})
+}
+
+// preparedForwardWith is preparedForward to the upstream that upstream makes for the stub's
+// port.
+func preparedForwardWith(tb testing.TB, path string, wantLen int, upstream func(port int) *conf.Upstream) func() {
+	tb.Helper()
 	big := bytes.Repeat([]byte("b"), 64<<10)
 	s := startStub(tb, func(ctx *fasthttp.RequestCtx) {
 		if string(ctx.Path()) == "/chunked" {
@@ -28,9 +37,7 @@ func preparedForward(tb testing.TB, path string, wantLen int) func() {
 	})
 	p := NewPools()
 	tb.Cleanup(p.Close)
-	up, err := p.Upstream(&conf.Upstream{Nodes: conf.Nodes{
-		{Host: "127.0.0.1", Port: s.port, Weight: 1},
-	}}, nil)
+	up, err := p.Upstream(upstream(s.port), nil)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -100,6 +107,38 @@ func TestForwardDoesNotAllocate(t *testing.T) {
 				t.Errorf("Forward of %s allocates %.1f times per request, want 0", tt.path, allocs)
 			}
 		})
+	}
+}
+
+func TestForwardWithEachBalancerDoesNotAllocate(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector makes sync.Pool drop items, so pooled objects are allocated again")
+	}
+	for _, tt := range []struct{ typ, hashOn, key string }{
+		{"chash", "header", "User-Agent"},
+		{"chash", "vars_combinations", "$remote_addr $arg_q"},
+		{"least_conn", "", ""},
+		{"ewma", "", ""},
+	} {
+		for _, path := range []string{"/small", "/chunked"} {
+			t.Run(tt.typ+tt.hashOn+path, func(t *testing.T) {
+				want := 5
+				if path == "/chunked" {
+					want = 64 << 10
+				}
+				run := preparedForwardWith(t, path, want, func(port int) *conf.Upstream {
+					return &conf.Upstream{Type: tt.typ, HashOn: tt.hashOn, Key: tt.key, Nodes: conf.Nodes{
+						{Host: "127.0.0.1", Port: port, Weight: 1}, {Host: "127.0.0.1", Port: port, Weight: 2},
+					}}
+				})
+				for range 20 {
+					run()
+				}
+				if allocs := testing.AllocsPerRun(200, run); allocs != 0 {
+					t.Errorf("Forward allocates %.1f times per request, want 0", allocs)
+				}
+			})
+		}
 	}
 }
 

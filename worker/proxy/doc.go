@@ -5,11 +5,16 @@
 // outlives config snapshots so that a config change keeps warm upstream connections. A
 // background goroutine re-resolves names every 30 s (keeping the last good answer) and
 // closes connections idle longer than their pool's idle_timeout. Upstream is the per-snapshot
-// part: the node list with weights, a smooth weighted round-robin balancer (nginx's
-// algorithm), timeouts, retries and the pass_host rule, all resolved when the snapshot is
-// built. Upstream.Forward rewrites the client's request in place (hop-by-hop headers out,
+// part: the node list with weights and priorities, a balancer (smooth weighted round robin,
+// nginx's algorithm; chash, a consistent-hash ring identical in every worker; least_conn;
+// ewma, peak-EWMA latency with two random choices), timeouts, retries and the pass_host
+// rule, all resolved when the snapshot is built. Balancer state (round-robin weights,
+// in-flight counts, latency averages) is per Upstream, so per snapshot and per worker
+// process; WithWebsocket copies share it. Upstream.Forward rewrites the client's request in place (hop-by-hop headers out,
 // X-Real-IP and X-Forwarded-* in), writes it to a node, reads the response header into the
 // client's response and streams the body through without holding it whole; a connection
 // failure moves on to the next untried node, anything after the request was sent does not.
+// On a route with enable_websocket an Upgrade request becomes a tunnel: a 101 from the
+// node hands the client connection over (fasthttp's Hijack) and bytes flow both ways.
 // Steady-state forwarding does not allocate: per-request state and body streams are pooled.
 package proxy

@@ -60,6 +60,14 @@ type exchange struct {
 	xff   []byte
 	ip    []byte
 	port  []byte
+	// key is scratch for reading chash variables; hash is the request's ring position.
+	key  []byte
+	hash uint64
+	// upgrade is the client's Upgrade header, kept for a websocket tunnel.
+	upgrade []byte
+	// handedOff is set by try when something that outlives it (a streamed body, a
+	// tunnel) took over releasing the node's least_conn count.
+	handedOff bool
 }
 
 var exchangePool = sync.Pool{New: func() any { return new(exchange) }}
@@ -83,6 +91,10 @@ type Info struct {
 	// UpstreamNanos runs from asking the first node's pool for a connection to the last
 	// node's response header (and body, when it is read whole); -1 when no node was tried.
 	UpstreamNanos int64
+
+	// Consumer is an input: the authenticated consumer's name ("" for none), which a chash
+	// upstream with hash_on consumer hashes on. ForwardInfo leaves it as it is.
+	Consumer string
 }
 
 // ForwardInfo is Forward that also fills info, which the caller owns (it may live on the
@@ -105,11 +117,27 @@ func (u *Upstream) forward(ctx *fasthttp.RequestCtx, info *Info) {
 	x.tried = x.tried[:words]
 	clear(x.tried)
 
+	if u.balancer == balanceChash {
+		// Before prepareRequest: the key reads the request as the client sent it.
+		consumer := ""
+		if info != nil {
+			consumer = info.Consumer
+		}
+		x.hash = u.hashKey.hash(ctx, consumer, x)
+	}
+	tunnel := u.websocket && wantsUpgrade(&ctx.Request.Header)
+	if tunnel {
+		x.upgrade = append(x.upgrade[:0], ctx.Request.Header.Peek(fasthttp.HeaderUpgrade)...)
+	}
 	u.prepareRequest(ctx, x)
+	if tunnel {
+		ctx.Request.Header.SetBytesV(fasthttp.HeaderUpgrade, x.upgrade)
+		ctx.Request.Header.SetBytesV(fasthttp.HeaderConnection, connectionUpgrade)
+	}
 	picked, timedOut := false, false
-	var start time.Time
+	var start, tryStart time.Time
 	for range u.retries + 1 {
-		i := u.pick(x.tried)
+		i := u.choose(x)
 		if i < 0 {
 			break
 		}
@@ -121,11 +149,16 @@ func (u *Upstream) forward(ctx *fasthttp.RequestCtx, info *Info) {
 			}
 			info.Node = n.addr
 		}
-		picked = true
-		result := u.try(ctx, x, n, false)
-		if result == staleConn {
-			result = u.try(ctx, x, n, true)
+		if u.balancer == balanceEWMA {
+			tryStart = time.Now()
 		}
+		picked = true
+		x.handedOff = false
+		result := u.try(ctx, x, i, tunnel, false)
+		if result == staleConn {
+			result = u.try(ctx, x, i, tunnel, true)
+		}
+		u.tryEnded(i, result, x, tryStart)
 		if result == done {
 			exchangePool.Put(x)
 			if info != nil {
@@ -146,6 +179,23 @@ func (u *Upstream) forward(ctx *fasthttp.RequestCtx, info *Info) {
 		writeError(ctx, fasthttp.StatusGatewayTimeout, u.msgConnectTimeout)
 	default:
 		writeError(ctx, fasthttp.StatusBadGateway, msgNoAnswer)
+	}
+}
+
+// tryEnded updates the balancer after one try of node i: least_conn's count is released
+// (unless a streamed body or a tunnel took that over), ewma takes the response time.
+func (u *Upstream) tryEnded(i int, result outcome, x *exchange, tryStart time.Time) {
+	switch u.balancer {
+	case balanceLeastConn:
+		if !x.handedOff {
+			u.state.inflight[i].Add(-1)
+		}
+	case balanceEWMA:
+		rtt := time.Since(tryStart)
+		if result != done {
+			rtt = u.connectTimeout
+		}
+		u.observeEWMA(i, rtt)
 	}
 }
 
@@ -223,9 +273,12 @@ func appendPeerIP(dst []byte, ctx *fasthttp.RequestCtx) []byte {
 	return append(dst, ctx.RemoteIP().String()...)
 }
 
-// try sends ctx's request to n and reads the response header into ctx.Response.
-func (u *Upstream) try(ctx *fasthttp.RequestCtx, x *exchange, n *node, fresh bool) outcome {
-	c, reused, err := n.pool.get(u.connectTimeout, fresh)
+// try sends ctx's request to node i and reads the response header into ctx.Response. With
+// tunnel set the request asks for a protocol upgrade: it goes on a connection of its own,
+// and a 101 answer turns the client connection into a tunnel to that node.
+func (u *Upstream) try(ctx *fasthttp.RequestCtx, x *exchange, i int, tunnel, fresh bool) outcome {
+	n := &u.nodes[i]
+	c, reused, err := n.pool.get(u.connectTimeout, fresh || tunnel)
 	if err != nil {
 		if isTimeout(err) {
 			return connectTimedOut
@@ -265,13 +318,19 @@ func (u *Upstream) try(ctx *fasthttp.RequestCtx, x *exchange, n *node, fresh boo
 	}
 	status := resp.Header.StatusCode()
 	if status == fasthttp.StatusSwitchingProtocols {
-		// Upgrade was not forwarded, so the node broke the protocol.
-		c.close()
-		writeError(ctx, fasthttp.StatusBadGateway, msgBadResponse)
+		if !tunnel {
+			// Upgrade was not forwarded, so the node broke the protocol.
+			c.close()
+			writeError(ctx, fasthttp.StatusBadGateway, msgBadResponse)
+			return done
+		}
+		u.startTunnel(ctx, c, u.inflightOf(i))
+		x.handedOff = true
 		return done
 	}
 	c.requests++
-	reusable := !resp.Header.ConnectionClose()
+	// A connection that carried an upgrade request is not reused, whatever the answer.
+	reusable := !resp.Header.ConnectionClose() && !tunnel
 	contentLength := resp.Header.ContentLength()
 	x.buf = stripResponseHeader(&resp.Header, x.buf)
 
@@ -288,6 +347,10 @@ func (u *Upstream) try(ctx *fasthttp.RequestCtx, x *exchange, n *node, fresh boo
 	default:
 		s := bodyStreamPool.Get().(*bodyStream)
 		s.start(c, contentLength, reusable)
+		// The request is in flight until the server has sent the body.
+		if s.inflight = u.inflightOf(i); s.inflight != nil {
+			x.handedOff = true
+		}
 		if contentLength < 0 {
 			contentLength = -1 // chunked to the client, whatever framing the node used
 		}

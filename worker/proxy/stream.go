@@ -3,6 +3,7 @@ package proxy
 import (
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"github.com/valyala/fasthttp"
 )
@@ -19,6 +20,8 @@ type bodyStream struct {
 	remaining int // bytes left of a known-length body, -1 if unknown
 	reusable  bool
 	complete  bool
+	// inflight is the node's least_conn count, released on Close; nil for other balancers.
+	inflight *atomic.Int64
 }
 
 var bodyStreamPool = sync.Pool{New: func() any { return new(bodyStream) }}
@@ -62,7 +65,10 @@ func (s *bodyStream) Close() error {
 	}
 	_ = s.framing.CloseBodyStream()
 	c.pool.put(c, s.reusable && s.complete)
-	s.conn, s.src, s.complete = nil, nil, false
+	if s.inflight != nil {
+		s.inflight.Add(-1)
+	}
+	s.conn, s.src, s.complete, s.inflight = nil, nil, false, nil
 	s.framing.Reset()
 	bodyStreamPool.Put(s)
 	return nil

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"gw/conf"
@@ -26,14 +27,18 @@ const (
 )
 
 // Upstream is one compiled upstream: its nodes, balancer and pools. The configuration is
-// immutable after Pools.Upstream returns; the balancer state is guarded by a mutex, so an
-// Upstream is safe for concurrent use.
+// immutable after Pools.Upstream returns; the balancer state lives behind state, guarded by
+// its mutex or held in atomics, so an Upstream is safe for concurrent use.
 type Upstream struct {
 	nodes       []node
 	prioritised bool // some nodes differ in priority, so pick must find the top group
 
-	mu      sync.Mutex
-	current []int // smooth weighted round robin: each node's current weight
+	balancer balancerKind
+	state    *balancerState // shared with the copies WithWebsocket makes
+	ring     *chashRing     // chash only
+	hashKey  hashKey        // chash only: where the key comes from
+	// websocket is the route's enable_websocket: an Upgrade request becomes a tunnel.
+	websocket bool
 
 	retries        int
 	connectTimeout time.Duration
@@ -47,6 +52,30 @@ type Upstream struct {
 	msgConnectTimeout []byte
 	msgSendTimeout    []byte
 	msgReadTimeout    []byte
+}
+
+type balancerKind uint8
+
+const (
+	balanceRoundRobin balancerKind = iota
+	balanceChash
+	balanceLeastConn
+	balanceEWMA
+)
+
+// balancerState is what the balancers change as requests come and go. It belongs to one
+// compiled upstream (so to one config snapshot and one worker process) and is shared by the
+// copies WithWebsocket makes, which must count the same requests.
+type balancerState struct {
+	mu sync.Mutex
+	// current is smooth weighted round robin's current weight per node.
+	current []int
+	// inflight counts least_conn's requests in flight per node; next rotates the node its
+	// scan starts from, so that nodes tied on score take turns.
+	inflight []atomic.Int64
+	next     int
+	// ewma is the latency estimate per node.
+	ewma []ewmaStat
 }
 
 type node struct {
@@ -87,8 +116,17 @@ func (p *Pools) Upstream(u *conf.Upstream, routeTimeout *conf.Timeout) (*Upstrea
 		return nil, fmt.Errorf("proxy: upstream is missing")
 	}
 	d := withDefaults(u)
-	if d.Type != "roundrobin" {
-		return nil, fmt.Errorf("proxy: type: balancer %q is not supported, use roundrobin", d.Type)
+	var balancer balancerKind
+	switch d.Type {
+	case "roundrobin":
+	case "chash":
+		balancer = balanceChash
+	case "least_conn":
+		balancer = balanceLeastConn
+	case "ewma":
+		balancer = balanceEWMA
+	default:
+		return nil, fmt.Errorf("proxy: type: balancer %q is not one of roundrobin, chash, least_conn, ewma", d.Type)
 	}
 	var secure bool
 	switch d.Scheme {
@@ -121,6 +159,7 @@ func (p *Pools) Upstream(u *conf.Upstream, routeTimeout *conf.Timeout) (*Upstrea
 	}
 
 	up := &Upstream{
+		balancer:          balancer,
 		connectTimeout:    connect,
 		sendTimeout:       send,
 		readTimeout:       read,
@@ -191,7 +230,20 @@ func (p *Pools) Upstream(u *conf.Upstream, routeTimeout *conf.Timeout) (*Upstrea
 	if len(up.nodes) == 1 && up.nodes[0].weight == 0 {
 		up.nodes[0].weight = 1
 	}
-	up.current = make([]int, len(up.nodes))
+	up.state = &balancerState{}
+	switch balancer {
+	case balanceRoundRobin:
+		up.state.current = make([]int, len(up.nodes))
+	case balanceChash:
+		if up.hashKey, err = compileHashKey(d.HashOn, d.Key); err != nil {
+			return nil, err
+		}
+		up.ring = buildRing(up.nodes)
+	case balanceLeastConn:
+		up.state.inflight = make([]atomic.Int64, len(up.nodes))
+	case balanceEWMA:
+		up.state.ewma = make([]ewmaStat, len(up.nodes))
+	}
 	up.retries = len(up.nodes) - 1
 	if d.Retries != nil {
 		if *d.Retries < 0 {
@@ -230,11 +282,31 @@ func formatSeconds(s float64) string {
 	return strconv.FormatFloat(s, 'f', -1, 64) + "s"
 }
 
-// pick chooses the next node by nginx's smooth weighted round robin among the nodes not
-// yet tried (tried is a bitset over node indexes) and of the highest priority left. It
-// returns -1 when no node is left.
-func (u *Upstream) pick(tried []uint64) int {
-	u.mu.Lock()
+// WithWebsocket returns a copy of u for a route with enable_websocket: an Upgrade request
+// is proxied as a tunnel. The copy shares u's nodes, pools and balancer state.
+func (u *Upstream) WithWebsocket() *Upstream {
+	c := *u
+	c.websocket = true
+	return &c
+}
+
+// choose picks the node for the next try of x's request among the nodes not tried yet, or
+// returns -1 when none is left. Every balancer keeps to the highest priority left.
+func (u *Upstream) choose(x *exchange) int {
+	switch u.balancer {
+	case balanceChash:
+		return u.pickChash(x.hash, x.tried)
+	case balanceLeastConn:
+		return u.pickLeastConn(x.tried)
+	case balanceEWMA:
+		return u.pickEWMA(x.tried)
+	}
+	return u.pick(x.tried)
+}
+
+// topPriority is the highest priority among the nodes that can still be tried (weight
+// above 0, not in tried); any value when u is not prioritised.
+func (u *Upstream) topPriority(tried []uint64) int {
 	top := 0
 	if u.prioritised {
 		found := false
@@ -245,22 +317,38 @@ func (u *Upstream) pick(tried []uint64) int {
 			}
 		}
 	}
+	return top
+}
+
+// eligible reports whether node i can take this try, given topPriority's top.
+func (u *Upstream) eligible(i int, tried []uint64, top int) bool {
+	n := &u.nodes[i]
+	return n.weight > 0 && !isSet(tried, i) && (!u.prioritised || n.priority == top)
+}
+
+// pick chooses the next node by nginx's smooth weighted round robin among the nodes not
+// yet tried (tried is a bitset over node indexes) and of the highest priority left. It
+// returns -1 when no node is left.
+func (u *Upstream) pick(tried []uint64) int {
+	s := u.state
+	s.mu.Lock()
+	top := u.topPriority(tried)
 	best, total := -1, 0
 	for i := range u.nodes {
-		n := &u.nodes[i]
-		if n.weight == 0 || isSet(tried, i) || (u.prioritised && n.priority != top) {
+		if !u.eligible(i, tried, top) {
 			continue
 		}
-		u.current[i] += n.weight
-		total += n.weight
-		if best < 0 || u.current[i] > u.current[best] {
+		w := u.nodes[i].weight
+		s.current[i] += w
+		total += w
+		if best < 0 || s.current[i] > s.current[best] {
 			best = i
 		}
 	}
 	if best >= 0 {
-		u.current[best] -= total
+		s.current[best] -= total
 	}
-	u.mu.Unlock()
+	s.mu.Unlock()
 	return best
 }
 

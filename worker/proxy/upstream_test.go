@@ -212,7 +212,25 @@ func TestUpstreamBuild(t *testing.T) {
 			}
 		}},
 		{name: "nil upstream", u: nil, wantErr: "upstream is missing"},
-		{name: "chash", u: ok(func(u *conf.Upstream) { u.Type = "chash" }), wantErr: `type: balancer "chash" is not supported`},
+		{name: "unknown balancer", u: ok(func(u *conf.Upstream) { u.Type = "random" }), wantErr: `type: balancer "random" is not one of`},
+		{name: "chash without key", u: ok(func(u *conf.Upstream) { u.Type = "chash" }), wantErr: `key: required when type is chash`},
+		{name: "chash bad var", u: ok(func(u *conf.Upstream) { u.Type, u.Key = "chash", "http_x" }), wantErr: `key: "http_x" is not a variable`},
+		{name: "chash bad hash_on", u: ok(func(u *conf.Upstream) { u.Type, u.HashOn, u.Key = "chash", "ip", "x" }), wantErr: `hash_on: "ip"`},
+		{name: "chash consumer", u: ok(func(u *conf.Upstream) { u.Type, u.HashOn = "chash", "consumer" }), check: func(t *testing.T, up *Upstream) {
+			if up.balancer != balanceChash || up.hashKey.source != hashOnConsumer || len(up.ring.groups) != 1 {
+				t.Errorf("balancer %d, source %d, %d ring groups", up.balancer, up.hashKey.source, len(up.ring.groups))
+			}
+		}},
+		{name: "least_conn", u: ok(func(u *conf.Upstream) { u.Type = "least_conn" }), check: func(t *testing.T, up *Upstream) {
+			if up.balancer != balanceLeastConn || len(up.state.inflight) != 3 {
+				t.Errorf("balancer %d with %d counters", up.balancer, len(up.state.inflight))
+			}
+		}},
+		{name: "ewma", u: ok(func(u *conf.Upstream) { u.Type = "ewma" }), check: func(t *testing.T, up *Upstream) {
+			if up.balancer != balanceEWMA || len(up.state.ewma) != 3 {
+				t.Errorf("balancer %d with %d averages", up.balancer, len(up.state.ewma))
+			}
+		}},
 		{name: "grpc", u: ok(func(u *conf.Upstream) { u.Scheme = "grpc" }), wantErr: `scheme: "grpc" is not supported`},
 		{name: "rewrite without host", u: ok(func(u *conf.Upstream) { u.PassHost = "rewrite" }), wantErr: "upstream_host: required"},
 		{name: "bad pass_host", u: ok(func(u *conf.Upstream) { u.PassHost = "keep" }), wantErr: `pass_host: "keep"`},
