@@ -119,7 +119,9 @@ func TestDecodeRouteAccepts(t *testing.T) {
 }
 
 const (
-	routeKnown    = "create_time, desc, enable_websocket, host, hosts, id, labels, methods, name, plugins, priority, remote_addr, remote_addrs, service_id, status, timeout, update_time, upstream, upstream_id, uri, uris"
+	routeKnown    = "create_time, desc, enable_websocket, host, hosts, id, labels, methods, name, plugins, priority, remote_addr, remote_addrs, service_id, status, timeout, update_time, upstream, upstream_id, uri, uris, vars"
+	balancerTypes = `the supported types are "roundrobin", "chash", "ewma" and "least_conn"`
+	varsRule      = "must be one of uri, server_name, server_addr, request_uri, remote_port, remote_addr, query_string, host, hostname, mqtt_client_id or arg_<name>"
 	upstreamKnown = "create_time, desc, hash_on, id, keepalive_pool, key, labels, name, nodes, pass_host, retries, retry_timeout, scheme, timeout, type, update_time, upstream_host"
 	serviceKnown  = "create_time, desc, enable_websocket, hosts, id, labels, name, plugins, update_time, upstream, upstream_id"
 	idRule        = "id must be a string of 1-64 characters from [a-zA-Z0-9-_.] or a positive integer, got "
@@ -147,7 +149,7 @@ var routeRejects = []struct {
 	// Unknown and unsupported fields.
 	{"unknown field", `{"uri":"/a","service_id":1,"url":"/b"}`, invalidConf + `property "url" validation failed: unknown field (additional properties are forbidden); known fields: ` + routeKnown},
 	{"field names are case-sensitive", `{"URI":"/a","service_id":1}`, invalidConf + `property "URI" validation failed: unknown field (additional properties are forbidden); known fields: ` + routeKnown},
-	{"vars", `{"uri":"/a","service_id":1,"vars":[["arg_a","==","1"]]}`, invalidConf + `property "vars" validation failed: vars is not supported yet`},
+	{"vars with a bad operator", `{"uri":"/a","service_id":1,"vars":[["arg_a","=","1"]]}`, `failed to validate the 'vars' expression: invalid operator '='; operators are ==, ~=, >, >=, <, <=, ~~, ~*, in, has, ipmatch and ! before one (at vars[0][1])`},
 	{"filter_func", `{"uri":"/a","service_id":1,"filter_func":"function(vars) return true end"}`, invalidConf + `property "filter_func" validation failed: filter_func is not supported yet`},
 	{"script", `{"uri":"/a","script":"local _M = {} return _M"}`, invalidConf + `property "script" validation failed: script is not supported yet`},
 	{"script_id", `{"uri":"/a","script_id":1}`, invalidConf + `property "script_id" validation failed: script_id is not supported yet`},
@@ -237,7 +239,7 @@ var routeRejects = []struct {
 
 	// The inline upstream reports under "upstream.".
 	{"invalidConf port in upstream", `{"uri":"/a","upstream":{"nodes":{"127.0.0.1:99999":1}}}`, invalidConf + `property "upstream.nodes" validation failed: node "127.0.0.1:99999": port must be 1-65535`},
-	{"chash upstream", `{"uri":"/a","upstream":{"type":"chash","nodes":{"127.0.0.1:80":1}}}`, invalidConf + `property "upstream.type" validation failed: "chash" is not supported yet`},
+	{"chash upstream without key", `{"uri":"/a","upstream":{"type":"chash","nodes":{"127.0.0.1:80":1}}}`, invalidConf + `property "upstream.key" validation failed: missing key: required when type is "chash" and hash_on is "vars"`},
 	{"upstream without nodes", `{"uri":"/a","upstream":{"type":"roundrobin"}}`, invalidConf + `property "upstream.nodes" validation failed: is required (service discovery is not supported yet)`},
 	{"unknown upstream field", `{"uri":"/a","upstream":{"nodes":{"a:1":1},"node":{}}}`, invalidConf + `property "upstream.node" validation failed: unknown field (additional properties are forbidden); known fields: ` + upstreamKnown},
 	{"deep upstream path", `{"uri":"/a","upstream":{"nodes":{"a:1":1},"keepalive_pool":{"size":0}}}`, invalidConf + `property "upstream.keepalive_pool.size" validation failed: must be >= 1, got 0`},
@@ -288,6 +290,24 @@ var upstreamAccepts = []struct {
 		Upstream{Nodes: Nodes{hostPort("a", 1, 1)}, KeepalivePool: &KeepalivePool{Size: 320, IdleTimeout: 60, Requests: 1000}}},
 	{"pass_host node", `{"nodes":{"a:1":1},"pass_host":"node","retries":3,"retry_timeout":0.5}`,
 		Upstream{Nodes: Nodes{hostPort("a", 1, 1)}, PassHost: "node", Retries: ptrTo(3), RetryTimeout: ptrTo(0.5)}},
+	{"chash default hash_on", `{"type":"chash","key":"remote_addr","nodes":{"a:1":1}}`,
+		Upstream{Type: "chash", Key: "remote_addr", Nodes: Nodes{hostPort("a", 1, 1)}}},
+	{"chash every var", `{"type":"chash","hash_on":"vars","key":"mqtt_client_id","nodes":{"a:1":1}}`,
+		Upstream{Type: "chash", HashOn: "vars", Key: "mqtt_client_id", Nodes: Nodes{hostPort("a", 1, 1)}}},
+	{"chash arg with APISIX's A-z class", "{\"type\":\"chash\",\"key\":\"arg_a-B_9[^`\",\"nodes\":{\"a:1\":1}}",
+		Upstream{Type: "chash", Key: "arg_a-B_9[^`", Nodes: Nodes{hostPort("a", 1, 1)}}},
+	{"chash header", `{"type":"chash","hash_on":"header","key":"X-User_Id","nodes":{"a:1":1}}`,
+		Upstream{Type: "chash", HashOn: "header", Key: "X-User_Id", Nodes: Nodes{hostPort("a", 1, 1)}}},
+	{"chash cookie", `{"type":"chash","hash_on":"cookie","key":"session","nodes":{"a:1":1}}`,
+		Upstream{Type: "chash", HashOn: "cookie", Key: "session", Nodes: Nodes{hostPort("a", 1, 1)}}},
+	{"chash consumer needs no key", `{"type":"chash","hash_on":"consumer","nodes":{"a:1":1}}`,
+		Upstream{Type: "chash", HashOn: "consumer", Nodes: Nodes{hostPort("a", 1, 1)}}},
+	{"chash vars_combinations", `{"type":"chash","hash_on":"vars_combinations","key":"$remote_addr ${http_x ?? none}","nodes":{"a:1":1}}`,
+		Upstream{Type: "chash", HashOn: "vars_combinations", Key: "$remote_addr ${http_x ?? none}", Nodes: Nodes{hostPort("a", 1, 1)}}},
+	{"hash_on and key ignored without chash", `{"type":"roundrobin","hash_on":"header","key":"not a header","nodes":{"a:1":1}}`,
+		Upstream{Type: "roundrobin", HashOn: "header", Key: "not a header", Nodes: Nodes{hostPort("a", 1, 1)}}},
+	{"least_conn", `{"type":"least_conn","nodes":{"a:1":1}}`, Upstream{Type: "least_conn", Nodes: Nodes{hostPort("a", 1, 1)}}},
+	{"ewma", `{"type":"ewma","nodes":{"a:1":1}}`, Upstream{Type: "ewma", Nodes: Nodes{hostPort("a", 1, 1)}}},
 	{"upstream_host without rewrite is kept", `{"nodes":{"a:1":1},"pass_host":"pass","upstream_host":"*.b"}`,
 		Upstream{Nodes: Nodes{hostPort("a", 1, 1)}, PassHost: "pass", UpstreamHost: "*.b"}},
 }
@@ -312,14 +332,26 @@ var upstreamRejects = []struct {
 	want string
 }{
 	{"unknown field", `{"nodes":{"a:1":1},"retry":1}`, invalidConf + `property "retry" validation failed: unknown field (additional properties are forbidden); known fields: ` + upstreamKnown},
-	{"chash", `{"type":"chash","nodes":{"a:1":1}}`, invalidConf + `property "type" validation failed: "chash" is not supported yet`},
-	{"ewma", `{"type":"ewma","nodes":{"a:1":1}}`, invalidConf + `property "type" validation failed: "ewma" is not supported yet`},
-	{"least_conn", `{"type":"least_conn","nodes":{"a:1":1}}`, invalidConf + `property "type" validation failed: "least_conn" is not supported yet`},
-	{"unknown type", `{"type":"random","nodes":{"a:1":1}}`, invalidConf + `property "type" validation failed: unknown balancer type "random"; the supported type is "roundrobin"`},
-	{"empty type", `{"type":"","nodes":{"a:1":1}}`, invalidConf + `property "type" validation failed: unknown balancer type ""; the supported type is "roundrobin"`},
+	{"unknown type", `{"type":"random","nodes":{"a:1":1}}`, invalidConf + `property "type" validation failed: unknown balancer type "random"; ` + balancerTypes},
+	{"empty type", `{"type":"","nodes":{"a:1":1}}`, invalidConf + `property "type" validation failed: unknown balancer type ""; ` + balancerTypes},
 	{"type as a number", `{"type":1,"nodes":{"a:1":1}}`, invalidConf + `property "type" validation failed: wrong type: expected string, got number 1`},
-	{"hash_on", `{"hash_on":"header","nodes":{"a:1":1}}`, invalidConf + `property "hash_on" validation failed: is only used with type "chash", which is not supported yet`},
-	{"key", `{"key":"remote_addr","nodes":{"a:1":1}}`, invalidConf + `property "key" validation failed: is only used with type "chash", which is not supported yet`},
+
+	// chash's hash_on and key (APISIX's check_upstream_conf).
+	{"chash without key", `{"type":"chash","nodes":{"a:1":1}}`, invalidConf + `property "key" validation failed: missing key: required when type is "chash" and hash_on is "vars"`},
+	{"chash header without key", `{"type":"chash","hash_on":"header","nodes":{"a:1":1}}`, invalidConf + `property "key" validation failed: missing key: required when type is "chash" and hash_on is "header"`},
+	{"chash empty key", `{"type":"chash","hash_on":"cookie","key":"","nodes":{"a:1":1}}`, invalidConf + `property "key" validation failed: missing key: required when type is "chash" and hash_on is "cookie"`},
+	{"chash vars_combinations without key", `{"type":"chash","hash_on":"vars_combinations","nodes":{"a:1":1}}`, invalidConf + `property "key" validation failed: missing key: required when type is "chash" and hash_on is "vars_combinations"`},
+	{"chash unknown var", `{"type":"chash","key":"http_x","nodes":{"a:1":1}}`, invalidConf + `property "key" validation failed: ` + varsRule + ` with hash_on "vars": got "http_x"`},
+	{"chash var with prefix", `{"type":"chash","key":"xuri","nodes":{"a:1":1}}`, invalidConf + `property "key" validation failed: ` + varsRule + ` with hash_on "vars": got "xuri"`},
+	{"chash var with suffix", `{"type":"chash","key":"uri ","nodes":{"a:1":1}}`, invalidConf + `property "key" validation failed: ` + varsRule + ` with hash_on "vars": got "uri "`},
+	{"chash empty arg name", `{"type":"chash","key":"arg_","nodes":{"a:1":1}}`, invalidConf + `property "key" validation failed: ` + varsRule + ` with hash_on "vars": got "arg_"`},
+	{"chash arg with a dot", `{"type":"chash","key":"arg_a.b","nodes":{"a:1":1}}`, invalidConf + `property "key" validation failed: ` + varsRule + ` with hash_on "vars": got "arg_a.b"`},
+	{"chash $ in var", `{"type":"chash","hash_on":"vars","key":"$remote_addr","nodes":{"a:1":1}}`, invalidConf + `property "key" validation failed: ` + varsRule + ` with hash_on "vars": got "$remote_addr"`},
+	{"chash header with a space", `{"type":"chash","hash_on":"header","key":"X User","nodes":{"a:1":1}}`, invalidConf + `property "key" validation failed: must be a header name of letters, digits, '-' and '_' with hash_on "header": got "X User"`},
+	{"chash cookie with a colon", `{"type":"chash","hash_on":"cookie","key":"a:b","nodes":{"a:1":1}}`, invalidConf + `property "key" validation failed: must be a cookie name of letters, digits, '-' and '_' with hash_on "cookie": got "a:b"`},
+	{"unknown hash_on", `{"type":"chash","hash_on":"query","key":"a","nodes":{"a:1":1}}`, invalidConf + `property "hash_on" validation failed: matches none of the enum values (vars, header, cookie, consumer, vars_combinations), got "query"`},
+	{"unknown hash_on without chash", `{"hash_on":"ip","nodes":{"a:1":1}}`, invalidConf + `property "hash_on" validation failed: matches none of the enum values (vars, header, cookie, consumer, vars_combinations), got "ip"`},
+	{"key as a number", `{"type":"chash","key":1,"nodes":{"a:1":1}}`, invalidConf + `property "key" validation failed: wrong type: expected string, got number 1`},
 	{"no nodes", `{"type":"roundrobin"}`, invalidConf + `property "nodes" validation failed: is required (service discovery is not supported yet)`},
 	{"service discovery", `{"service_name":"a","discovery_type":"dns"}`, invalidConf + `property "discovery_type" validation failed: discovery_type is not supported yet`},
 	{"service_name", `{"service_name":"a"}`, invalidConf + `property "service_name" validation failed: service_name is not supported yet`},

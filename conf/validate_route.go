@@ -3,6 +3,7 @@ package conf
 import (
 	"encoding/json"
 	"fmt"
+	"net/netip"
 )
 
 // routeFields is APISIX's route schema (schema_def.lua _M.route): additionalProperties is
@@ -29,10 +30,11 @@ var routeFields = fieldDecoders[Route]{
 	"enable_websocket": into(func(r *Route) *bool { return &r.EnableWebsocket }, asBool),
 	"create_time":      into(func(r *Route) *int64 { return &r.CreateTime }, asInteger),
 	"update_time":      into(func(r *Route) *int64 { return &r.UpdateTime }, asInteger),
+	// vars is only checked to be an array here, as APISIX's schema does; validate compiles
+	// it and answers in APISIX's words.
+	"vars": into(func(r *Route) *json.RawMessage { return &r.Vars }, readVars),
 
-	// APISIX has these and gw does not yet (vars matching arrives with a later issue; Lua
-	// filter_func and script are out of scope).
-	"vars":             nil,
+	// APISIX has these and gw does not (Lua filter_func and script are out of scope).
 	"filter_func":      nil,
 	"script":           nil,
 	"script_id":        nil,
@@ -62,5 +64,62 @@ func (r *Route) validate() error {
 	case r.Plugins == nil && r.Upstream == nil && r.UpstreamID == "" && r.ServiceID == "":
 		return &ObjectError{Reason: `a route needs at least one of "plugins", "upstream", "upstream_id" or "service_id"`}
 	}
+	for i, p := range r.Paths() {
+		if err := checkPathWildcards(p); err != nil {
+			field := "uri"
+			if r.URIs != nil {
+				field = fmt.Sprintf("uris[%d]", i)
+			}
+			return &ObjectError{Path: field, Reason: err.Error()}
+		}
+	}
+	// APISIX compiles vars after the schema check (admin/routes.lua check_conf) and
+	// answers without the "invalid configuration" prefix; a *VarsError keeps that wording.
+	if _, err := ParseVars(r.Vars); err != nil {
+		return err
+	}
 	return nil
+}
+
+// readVars accepts any JSON array and keeps it in canonical form; its content is
+// compiled by validate.
+func readVars(raw json.RawMessage) (json.RawMessage, error) {
+	if jsonKind(raw) != "array" {
+		return nil, wrongType("array", raw)
+	}
+	return canonicalJSON(raw), nil
+}
+
+// checkPathWildcards refuses a '*' the router cannot place: one is allowed as the last
+// character ("/api/*", "/blog/bar*", a prefix match) or at the start of a path segment
+// ("/files/*path", "/a/*/b", which match any text there, slashes included).
+func checkPathWildcards(p string) error {
+	for i := 0; i < len(p); i++ {
+		if p[i] == '*' && i != len(p)-1 && (i == 0 || p[i-1] != '/') {
+			return fmt.Errorf(`'*' is allowed only at the end of the path or at the start of a segment ("/api/*", "/files/*name"), got %q`, p)
+		}
+	}
+	return nil
+}
+
+// RemoteAddrPrefixes returns remote_addr or remote_addrs as prefixes (a plain address
+// covers itself alone), nil when the route has neither. Decoding already checked them,
+// so an error means the route did not come through DecodeRoute.
+func (r *Route) RemoteAddrPrefixes() ([]netip.Prefix, error) {
+	addrs := r.RemoteAddrs
+	if r.RemoteAddr != "" {
+		addrs = []string{r.RemoteAddr}
+	}
+	if len(addrs) == 0 {
+		return nil, nil
+	}
+	prefixes := make([]netip.Prefix, len(addrs))
+	for i, s := range addrs {
+		p, err := ParseAddrOrPrefix(s)
+		if err != nil {
+			return nil, fmt.Errorf("remote_addrs: %w", err)
+		}
+		prefixes[i] = p
+	}
+	return prefixes, nil
 }

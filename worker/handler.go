@@ -56,7 +56,7 @@ func (w *Worker) route(ctx *fasthttp.RequestCtx, x *exchange) {
 		return
 	}
 	t := w.table.Load()
-	value, ok := t.router.Match(ctx.Method(), ctx.Host(), path)
+	value, ok := t.router.MatchCtx(ctx.Method(), ctx.Host(), path, ctx)
 	if !ok {
 		writeJSON(ctx, fasthttp.StatusNotFound, routeNotFoundBody)
 		return
@@ -69,6 +69,7 @@ func (w *Worker) route(ctx *fasthttp.RequestCtx, x *exchange) {
 	}
 	c := plugins.AcquireCtx(ctx, &r.info, time.Now().UnixNano())
 	if !r.chain.Access(c) {
+		x.up.Consumer = c.Consumer // for a chash upstream with hash_on consumer
 		r.proxy(ctx, &x.up)
 		c.UpstreamNanos = x.up.UpstreamNanos
 		c.Node = append(c.Node[:0], x.up.Node...) // a copy: the Ctx outlives nothing, but is pooled

@@ -89,6 +89,9 @@ func compile(snap *conf.Snapshot, pools *proxy.Pools, shared *plugins.Shared) (*
 		}
 		if up != nil {
 			live = append(live, up)
+			if r.EnableWebsocket || (svc != nil && svc.EnableWebsocket) {
+				up = up.WithWebsocket() // shares the balancer with the route's other users
+			}
 		}
 		hosts := r.Hosts
 		if r.Host != "" {
@@ -97,8 +100,17 @@ func compile(snap *conf.Snapshot, pools *proxy.Pools, shared *plugins.Shared) (*
 		if len(hosts) == 0 && svc != nil {
 			hosts = svc.Hosts
 		}
+		remoteAddrs, err := r.RemoteAddrPrefixes()
+		if err != nil {
+			return nil, fmt.Errorf("route %s: %w", r.ID, err)
+		}
+		vars, err := conf.ParseVars(r.Vars)
+		if err != nil {
+			return nil, fmt.Errorf("route %s: %w", r.ID, err)
+		}
 		entries = append(entries, router.Entry{
-			Paths: r.Paths(), Methods: r.Methods, Hosts: hosts, Priority: r.Priority, Value: len(t.routes),
+			Paths: r.Paths(), Methods: r.Methods, Hosts: hosts, Priority: r.Priority,
+			RemoteAddrs: remoteAddrs, Vars: vars, Value: len(t.routes),
 		})
 		t.routes = append(t.routes, route{info: routeInfo(r, svc, hosts), upstream: up})
 		pluginSet := r.Plugins

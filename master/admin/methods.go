@@ -111,11 +111,15 @@ func (h *Handler) get(req request) (int, any) {
 		}
 		return http.StatusOK, fullItem(obj)
 	}
-	objects := h.opts.Store.List(req.res.kind)
 	page, pageSize, paged, err := paging(req.query)
 	if err != nil {
 		return badRequest(err.Error())
 	}
+	filter, err := parseListFilter(req.query)
+	if err != nil {
+		return badRequest(err.Error())
+	}
+	objects := filterObjects(h.opts.Store.List(req.res.kind), filter)
 	body := listBody{List: []item{}, Total: len(objects)}
 	if paged {
 		start := min((page-1)*pageSize, len(objects))

@@ -9,5 +9,10 @@
 // hosts tried. A path tree answers an exact path first, then stored prefixes from the
 // longest to the shortest; routes under the same key are ordered by priority (highest
 // first), then by the longer original path, then by their order in the Entry list, and the
-// first whose method is allowed wins.
+// first whose method is allowed and whose request conditions pass wins. A path with
+// wildcard segments ("/a/*/b") or, with Options.Parameters, parameters ("/user/:id") is
+// stored under its literal prefix and its candidates also match the rest of the path
+// against their pattern. The request conditions are the client address (remote_addrs)
+// and a vars expression compiled by conf.ParseVars; MatchCtx evaluates them against the
+// fasthttp request, and a candidate that fails them lets the next one try.
 package router

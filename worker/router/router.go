@@ -5,14 +5,22 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
+
+	"github.com/valyala/fasthttp"
+
+	"gw/conf"
 )
 
 // Entry is one route as the router sees it.
 type Entry struct {
 	// Paths are "/hello" for an exact match or "/api/*" for a prefix match (the prefix is
-	// everything before the '*'). ':' is literal text: this router has no parameters.
+	// everything before the '*'). A segment starting with '*' before the end ("/a/*/b",
+	// "/files/*name") matches any text there, slashes included. A segment starting with
+	// ':' ("/user/:id") is one path segment when Options.Parameters is set, and literal
+	// text otherwise (APISIX's default routers).
 	Paths []string
 	// Methods are compared exactly and case-sensitively; empty allows any method.
 	Methods []string
@@ -22,6 +30,11 @@ type Entry struct {
 	Hosts []string
 	// Priority orders routes stored under the same path key: higher first.
 	Priority int
+	// RemoteAddrs, when not empty, admit only clients whose TCP peer address is inside
+	// one of them (APISIX's remote_addrs).
+	RemoteAddrs []netip.Prefix
+	// Vars, when not nil, must hold for the request (APISIX's vars), checked last.
+	Vars *conf.Expr
 	// Value is opaque to the router: the caller's index of the route, returned by Match.
 	Value int
 }
@@ -37,10 +50,21 @@ type Router struct {
 	entries      int
 }
 
+// Options change how Build reads paths.
+type Options struct {
+	// Parameters makes a path segment starting with ':' match any one segment ("/user/:id"
+	// matches "/user/john"), as APISIX's radixtree_uri_with_parameter router does.
+	Parameters bool
+}
+
 // candidate is one entry stored under one path key of one path tree.
 type candidate struct {
 	methods []string // empty: any method
 	value   int
+	// pattern, when set, must match the request path after the stored key, whole.
+	pattern []token
+	keyLen  int
+	cond    *conditions // nil: no condition on the request
 
 	// Build-time ordering only.
 	priority int
@@ -60,14 +84,24 @@ func (c *candidate) allows(method []byte) bool {
 	return false
 }
 
+// matches checks the candidate's pattern, then its request conditions: APISIX checks the
+// method, client address, host and vars, and only then the parameters, but the order is
+// not visible because a candidate either passes all or is skipped.
+func (c *candidate) matches(method, path []byte, req *fasthttp.RequestCtx) bool {
+	return c.allows(method) &&
+		(c.pattern == nil || matchTokens(c.pattern, path[c.keyLen:])) &&
+		(c.cond == nil || c.cond.admits(req))
+}
+
 // pathGroup collects the candidates of one path tree while Build runs.
 type pathGroup map[keySpec][]candidate
 
 func (g pathGroup) add(spec keySpec, c candidate) {
 	list := g[spec]
 	// An entry listing the same path (or host) twice lands twice in one list, always
-	// at its tail because entries are added in order; once is enough.
-	if n := len(list); n > 0 && list[n-1].order == c.order {
+	// at its tail because entries are added in order; once is enough. Two patterns under
+	// one key ("/user/:id", "/user/:id/x") are different paths.
+	if n := len(list); n > 0 && list[n-1].order == c.order && slices.Equal(list[n-1].pattern, c.pattern) {
 		return
 	}
 	g[spec] = append(list, c)
@@ -88,10 +122,16 @@ func (g pathGroup) tree() *node[[]candidate] {
 	return buildTree(g)
 }
 
-// Build returns a Router for entries. It fails for an entry without paths, a path that
-// does not start with "/" or has a '*' anywhere but at its end, and a host that is empty
-// or has a '*' anywhere but at its start. entries is not retained.
+// Build returns a Router for entries with the default Options. It fails for an entry
+// without paths, a path that does not start with "/" or has a '*' inside a segment other
+// than at the path's end, and a host that is empty or has a '*' anywhere but at its start.
+// entries is not retained.
 func Build(entries []Entry) (*Router, error) {
+	return BuildWith(entries, Options{})
+}
+
+// BuildWith is Build with options.
+func BuildWith(entries []Entry, opts Options) (*Router, error) {
 	withoutHosts := pathGroup{}
 	withHosts := map[keySpec]pathGroup{}
 	for i, e := range entries {
@@ -99,12 +139,13 @@ func Build(entries []Entry) (*Router, error) {
 			return nil, fmt.Errorf("router: entry %d: no paths: a route needs at least one uri", i)
 		}
 		paths := make([]keySpec, len(e.Paths))
+		patterns := make([][]token, len(e.Paths))
 		for j, p := range e.Paths {
-			spec, err := parsePath(p)
+			spec, pattern, err := parsePath(p, opts.Parameters)
 			if err != nil {
 				return nil, fmt.Errorf("router: entry %d: path %q: %w", i, p, err)
 			}
-			paths[j] = spec
+			paths[j], patterns[j] = spec, pattern
 		}
 		hosts := make([]keySpec, len(e.Hosts))
 		for j, h := range e.Hosts {
@@ -115,10 +156,14 @@ func Build(entries []Entry) (*Router, error) {
 			hosts[j] = spec
 		}
 		methods := slices.Clone(e.Methods)
+		cond := newConditions(&e)
 		for j, spec := range paths {
 			c := candidate{
 				methods:  methods,
 				value:    e.Value,
+				pattern:  patterns[j],
+				keyLen:   len(spec.key),
+				cond:     cond,
 				priority: e.Priority,
 				pathLen:  len(e.Paths[j]),
 				order:    i,
@@ -149,18 +194,24 @@ func Build(entries []Entry) (*Router, error) {
 	return r, nil
 }
 
-func parsePath(p string) (keySpec, error) {
+// parsePath returns the tree key of p and, for a path with wildcard or parameter
+// segments, the pattern its candidates check after the key.
+func parsePath(p string, parameters bool) (keySpec, []token, error) {
 	if !strings.HasPrefix(p, "/") {
-		return keySpec{}, errors.New(`must start with "/"`)
+		return keySpec{}, nil, errors.New(`must start with "/"`)
 	}
-	star := strings.IndexByte(p, '*')
-	switch {
-	case star < 0:
-		return keySpec{key: p}, nil
-	case star != len(p)-1:
-		return keySpec{}, errors.New(`'*' is allowed only as the last character (a prefix match such as "/api/*")`)
+	for i := 0; i < len(p); i++ {
+		if p[i] == '*' && i != len(p)-1 && p[i-1] != '/' {
+			return keySpec{}, nil, errors.New(`'*' is allowed only at the end of the path or at the start of a segment (a prefix match such as "/api/*", or "/files/*name")`)
+		}
 	}
-	return keySpec{key: p[:star], prefix: true}, nil
+	if prefix, pattern := splitPattern(p, parameters); pattern != nil {
+		return keySpec{key: prefix, prefix: true}, pattern, nil
+	}
+	if strings.HasSuffix(p, "*") {
+		return keySpec{key: p[:len(p)-1], prefix: true}, nil, nil
+	}
+	return keySpec{key: p}, nil, nil
 }
 
 // parseHost returns the host tree key of h: the host reversed and lower-cased, a prefix
@@ -188,37 +239,48 @@ func (r *Router) Len() int { return r.entries }
 
 // Match returns the Value of the route for a request, or ok == false when no route
 // matches. host is the raw Host header (a port and one trailing dot are ignored, case does
-// not matter); path is the request path without the query string. Match allocates nothing
-// and retains none of its arguments.
+// not matter); path is the request path without the query string. Match has no request
+// to check conditions against, so it skips every entry with RemoteAddrs or Vars; use
+// MatchCtx when any entry has them. Match allocates nothing and retains none of its
+// arguments.
 func (r *Router) Match(method, host, path []byte) (value int, ok bool) {
+	return r.MatchCtx(method, host, path, nil)
+}
+
+// MatchCtx is Match that also checks each candidate's RemoteAddrs and Vars against req;
+// a candidate that fails them lets the next one try, as in APISIX. method, host and path
+// are passed apart from req so that the caller decides what they are (the handler's
+// path is the normalised ctx.Path()). MatchCtx allocates nothing, except where a vars
+// comparison must (regular expressions on formatted values; see compare).
+func (r *Router) MatchCtx(method, host, path []byte, req *fasthttp.RequestCtx) (value int, ok bool) {
 	if r.withHosts != nil {
 		n, whole := r.withHosts.walk(hostName(host), true)
 		if whole && n.hasExact {
-			if value, ok = matchPath(n.exact, method, path); ok {
+			if value, ok = matchPath(n.exact, method, path, req); ok {
 				return value, true
 			}
 		}
 		for n = n.firstPrefix(); n != nil; n = n.fallback {
-			if value, ok = matchPath(n.prefix, method, path); ok {
+			if value, ok = matchPath(n.prefix, method, path, req); ok {
 				return value, true
 			}
 		}
 	}
-	return matchPath(r.withoutHosts, method, path)
+	return matchPath(r.withoutHosts, method, path, req)
 }
 
-func matchPath(tree *node[[]candidate], method, path []byte) (int, bool) {
+func matchPath(tree *node[[]candidate], method, path []byte, req *fasthttp.RequestCtx) (int, bool) {
 	n, whole := tree.walk(path, false)
 	if whole && n.hasExact {
 		for i := range n.exact {
-			if n.exact[i].allows(method) {
+			if n.exact[i].matches(method, path, req) {
 				return n.exact[i].value, true
 			}
 		}
 	}
 	for n = n.firstPrefix(); n != nil; n = n.fallback {
 		for i := range n.prefix {
-			if n.prefix[i].allows(method) {
+			if n.prefix[i].matches(method, path, req) {
 				return n.prefix[i].value, true
 			}
 		}

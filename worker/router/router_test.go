@@ -359,8 +359,9 @@ func TestBuildRejects(t *testing.T) {
 		{"empty path", Entry{Paths: paths("")}, `path "": must start with "/"`},
 		{"relative path", Entry{Paths: paths("api/*")}, `path "api/*": must start with "/"`},
 		{"star alone", Entry{Paths: paths("*")}, `path "*": must start with "/"`},
-		{"star in the middle", Entry{Paths: paths("/a/*/b")}, `path "/a/*/b": '*' is allowed only as the last`},
-		{"two stars", Entry{Paths: paths("/a**")}, `path "/a**": '*' is allowed only as the last`},
+		{"star inside a segment", Entry{Paths: paths("/a*/b")}, `path "/a*/b": '*' is allowed only at the end of the path or at the start of a segment`},
+		{"two stars", Entry{Paths: paths("/a**")}, `path "/a**": '*' is allowed only at the end`},
+		{"star after a star segment", Entry{Paths: paths("/a/**/b")}, `path "/a/**/b": '*' is allowed only at the end`},
 		{"bad second path", Entry{Paths: paths("/ok", "/x*y")}, `path "/x*y"`},
 		{"empty host", Entry{Paths: paths("/"), Hosts: []string{""}}, `host "": must not be empty`},
 		{"star in host", Entry{Paths: paths("/"), Hosts: []string{"a.*.com"}}, `host "a.*.com": '*' is allowed only as the first`},
@@ -381,7 +382,7 @@ func TestBuildRejects(t *testing.T) {
 }
 
 func TestBuildAccepts(t *testing.T) {
-	for _, p := range []string{"/", "/*", "/a", "/a*", "/a/*", "/user/:id", "/α/β*", "/a b"} {
+	for _, p := range []string{"/", "/*", "/a", "/a*", "/a/*", "/user/:id", "/α/β*", "/a b", "/a/*/b", "/files/*name", "/a/*/b*"} {
 		if _, err := Build([]Entry{{Paths: paths(p)}}); err != nil {
 			t.Errorf("Build(path %q): %v", p, err)
 		}
