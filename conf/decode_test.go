@@ -71,6 +71,7 @@ var routeAccepts = []struct {
 }{
 	{"integer id", `{"id":1,"uri":"/a","upstream_id":7}`, Route{ID: "1", URI: "/a", UpstreamID: "7"}},
 	{"string ids", `{"id":"r-1.a_B","uri":"/a","service_id":"svc"}`, Route{ID: "r-1.a_B", URI: "/a", ServiceID: "svc"}},
+	{"plugin_config_id alone", `{"uri":"/a","plugin_config_id":7}`, Route{URI: "/a", PluginConfigID: "7"}},
 	{"64-char id", `{"id":"` + strings.Repeat("a", 64) + `","uri":"/a","service_id":1}`,
 		Route{ID: ID(strings.Repeat("a", 64)), URI: "/a", ServiceID: "1"}},
 	{"uris", `{"uris":["/a","/b/*"],"plugins":{}}`, Route{URIs: []string{"/a", "/b/*"}, Plugins: map[string]json.RawMessage{}}},
@@ -119,7 +120,7 @@ func TestDecodeRouteAccepts(t *testing.T) {
 }
 
 const (
-	routeKnown    = "create_time, desc, enable_websocket, host, hosts, id, labels, methods, name, plugins, priority, remote_addr, remote_addrs, service_id, status, timeout, update_time, upstream, upstream_id, uri, uris, vars"
+	routeKnown    = "create_time, desc, enable_websocket, host, hosts, id, labels, methods, name, plugin_config_id, plugins, priority, remote_addr, remote_addrs, service_id, status, timeout, update_time, upstream, upstream_id, uri, uris, vars"
 	balancerTypes = `the supported types are "roundrobin", "chash", "ewma" and "least_conn"`
 	varsRule      = "must be one of uri, server_name, server_addr, request_uri, remote_port, remote_addr, query_string, host, hostname, mqtt_client_id or arg_<name>"
 	upstreamKnown = "create_time, desc, hash_on, id, keepalive_pool, key, labels, name, nodes, pass_host, retries, retry_timeout, scheme, timeout, type, update_time, upstream_host"
@@ -153,7 +154,7 @@ var routeRejects = []struct {
 	{"filter_func", `{"uri":"/a","service_id":1,"filter_func":"function(vars) return true end"}`, invalidConf + `property "filter_func" validation failed: filter_func is not supported yet`},
 	{"script", `{"uri":"/a","script":"local _M = {} return _M"}`, invalidConf + `property "script" validation failed: script is not supported yet`},
 	{"script_id", `{"uri":"/a","script_id":1}`, invalidConf + `property "script_id" validation failed: script_id is not supported yet`},
-	{"plugin_config_id", `{"uri":"/a","plugin_config_id":1}`, invalidConf + `property "plugin_config_id" validation failed: plugin_config_id is not supported yet`},
+	{"plugin_config_id as an object", `{"uri":"/a","plugin_config_id":{}}`, invalidConf + `property "plugin_config_id" validation failed: ` + idRule + `object`},
 
 	// uri and uris.
 	{"no uri", `{"service_id":1}`, invalidConf + `property "uri" validation failed: is required (or "uris")`},
@@ -223,7 +224,7 @@ var routeRejects = []struct {
 	{"labels as an array", `{"uri":"/a","service_id":1,"labels":["a"]}`, invalidConf + `property "labels" validation failed: wrong type: expected object, got array`},
 
 	// What the route does.
-	{"nothing to do", `{"uri":"/a"}`, invalidConf + `a route needs at least one of "plugins", "upstream", "upstream_id" or "service_id"`},
+	{"nothing to do", `{"uri":"/a"}`, invalidConf + `a route needs at least one of "plugins", "upstream", "upstream_id", "service_id" or "plugin_config_id"`},
 	{"plugins as an array", `{"uri":"/a","plugins":[]}`, invalidConf + `property "plugins" validation failed: wrong type: expected object, got array`},
 
 	// ids.

@@ -180,6 +180,27 @@ func (c Consumer) MarshalJSON() ([]byte, error) {
 	}{plain(c), presentMap(c.Plugins)})
 }
 
+// PluginConfig is APISIX's plugin_config object: a set of plugins that routes reuse by
+// plugin_config_id. Plugin configurations are kept raw, for the plugin registry.
+type PluginConfig struct {
+	ID         ID                         `json:"id"`
+	Name       string                     `json:"name,omitempty"`
+	Desc       string                     `json:"desc,omitempty"`
+	Labels     map[string]string          `json:"labels,omitempty"`
+	Plugins    map[string]json.RawMessage `json:"plugins"`
+	CreateTime int64                      `json:"create_time,omitempty"`
+	UpdateTime int64                      `json:"update_time,omitempty"`
+}
+
+// GlobalRule is APISIX's global_rule object: plugins run for every request on the data
+// port, whether a route matched or not.
+type GlobalRule struct {
+	ID         ID                         `json:"id"`
+	Plugins    map[string]json.RawMessage `json:"plugins"`
+	CreateTime int64                      `json:"create_time,omitempty"`
+	UpdateTime int64                      `json:"update_time,omitempty"`
+}
+
 // Snapshot is everything a worker serves from: the whole object set at one version.
 // The master builds one per accepted write and sends it whole; workers never see a
 // partial update.
@@ -189,4 +210,7 @@ type Snapshot struct {
 	Upstreams []Upstream `json:"upstreams"`
 	Services  []Service  `json:"services"`
 	Consumers []Consumer `json:"consumers"`
+	// PluginConfigs and GlobalRules are in the store's order (creation order).
+	PluginConfigs []PluginConfig `json:"plugin_configs"`
+	GlobalRules   []GlobalRule   `json:"global_rules"`
 }

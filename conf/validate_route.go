@@ -24,6 +24,7 @@ var routeFields = fieldDecoders[Route]{
 	"status":           into(func(r *Route) **int { return &r.Status }, optional(readStatus)),
 	"plugins":          into(func(r *Route) *map[string]json.RawMessage { return &r.Plugins }, readPlugins),
 	"service_id":       into(func(r *Route) *ID { return &r.ServiceID }, parseID),
+	"plugin_config_id": into(func(r *Route) *ID { return &r.PluginConfigID }, parseID),
 	"upstream_id":      into(func(r *Route) *ID { return &r.UpstreamID }, parseID),
 	"upstream":         intoAt(func(r *Route) **Upstream { return &r.Upstream }, decodeUpstreamAt),
 	"timeout":          intoAt(func(r *Route) **Timeout { return &r.Timeout }, decodeTimeout),
@@ -35,10 +36,9 @@ var routeFields = fieldDecoders[Route]{
 	"vars": into(func(r *Route) *json.RawMessage { return &r.Vars }, readVars),
 
 	// APISIX has these and gw does not (Lua filter_func and script are out of scope).
-	"filter_func":      nil,
-	"script":           nil,
-	"script_id":        nil,
-	"plugin_config_id": nil,
+	"filter_func": nil,
+	"script":      nil,
+	"script_id":   nil,
 }
 
 func readStatus(raw json.RawMessage) (int, error) {
@@ -61,8 +61,8 @@ func (r *Route) validate() error {
 		return &ObjectError{Path: "hosts", Reason: "only one of host or hosts is allowed"}
 	case r.RemoteAddr != "" && r.RemoteAddrs != nil:
 		return &ObjectError{Path: "remote_addrs", Reason: "only one of remote_addr or remote_addrs is allowed"}
-	case r.Plugins == nil && r.Upstream == nil && r.UpstreamID == "" && r.ServiceID == "":
-		return &ObjectError{Reason: `a route needs at least one of "plugins", "upstream", "upstream_id" or "service_id"`}
+	case r.Plugins == nil && r.Upstream == nil && r.UpstreamID == "" && r.ServiceID == "" && r.PluginConfigID == "":
+		return &ObjectError{Reason: `a route needs at least one of "plugins", "upstream", "upstream_id", "service_id" or "plugin_config_id"`}
 	}
 	for i, p := range r.Paths() {
 		if err := checkPathWildcards(p); err != nil {

@@ -16,8 +16,10 @@ var (
 	adminPrefix       = []byte("/apisix/admin")
 	routeNotFoundBody = []byte(`{"error_msg":"404 Route Not Found"}` + "\n")
 	noUpstreamBody    = []byte(`{"error_msg":"503 Service Unavailable: no upstream configured for this route"}` + "\n")
-	adminUnreachable  = []byte(`{"error_msg":"502 Bad Gateway: the master's Admin API did not answer"}` + "\n")
-	contentTypeJSON   = []byte("application/json")
+	// APISIX answers a bare 503 when a route's plugin_config is missing.
+	pluginConfigGoneBody = []byte(`{"error_msg":"503 Service Unavailable: the route's plugin_config does not exist"}` + "\n")
+	adminUnreachable     = []byte(`{"error_msg":"502 Bad Gateway: the master's Admin API did not answer"}` + "\n")
+	contentTypeJSON      = []byte("application/json")
 )
 
 // exchange is what the access log needs to know about one request beyond the RequestCtx.
@@ -58,32 +60,73 @@ func (w *Worker) route(ctx *fasthttp.RequestCtx, x *exchange) {
 	t := w.table.Load()
 	value, ok := t.router.MatchCtx(ctx.Method(), ctx.Host(), path, ctx)
 	if !ok {
-		writeJSON(ctx, fasthttp.StatusNotFound, routeNotFoundBody)
+		t.notFound(ctx)
 		return
 	}
 	r := &t.routes[value]
 	x.routeID = r.info.ID
-	if r.chain == nil {
+	if r.chain == nil && r.global == nil {
 		r.proxy(ctx, &x.up)
 		return
 	}
 	c := plugins.AcquireCtx(ctx, &r.info, time.Now().UnixNano())
-	if !r.chain.Access(c) {
+	// Global rules' access phase runs before the route's, and one that answers (key-auth
+	// as a global rule, say) ends the request; their log phase runs before the route's.
+	if !accessAll(r.global, c) && (r.chain == nil || !r.chain.Access(c)) {
 		x.up.Consumer = c.Consumer // for a chash upstream with hash_on consumer
 		r.proxy(ctx, &x.up)
 		c.UpstreamNanos = x.up.UpstreamNanos
 		c.Node = append(c.Node[:0], x.up.Node...) // a copy: the Ctx outlives nothing, but is pooled
 	}
 	c.ApplyResponseHeaders()
-	r.chain.Log(c)
+	logAll(r.global, c)
+	if r.chain != nil {
+		r.chain.Log(c)
+	}
 	plugins.ReleaseCtx(c)
+}
+
+// notFound answers a request no route matched. The global rules still run, as in APISIX:
+// one may answer first (401 from key-auth), and their log phase sees the 404.
+func (t *table) notFound(ctx *fasthttp.RequestCtx) {
+	if t.global == nil {
+		writeJSON(ctx, fasthttp.StatusNotFound, routeNotFoundBody)
+		return
+	}
+	c := plugins.AcquireCtx(ctx, &t.unmatched, time.Now().UnixNano())
+	if !accessAll(t.global, c) {
+		writeJSON(ctx, fasthttp.StatusNotFound, routeNotFoundBody)
+	}
+	c.ApplyResponseHeaders()
+	logAll(t.global, c)
+	plugins.ReleaseCtx(c)
+}
+
+// accessAll runs the chains' access phases in order until one answers.
+func accessAll(chains []*plugins.Chain, c *plugins.Ctx) (answered bool) {
+	for _, ch := range chains {
+		if ch.Access(c) {
+			return true
+		}
+	}
+	return false
+}
+
+func logAll(chains []*plugins.Chain, c *plugins.Ctx) {
+	for _, ch := range chains {
+		ch.Log(c)
+	}
 }
 
 // proxy forwards the request and notes which node answered and how long the upstream
 // took, for the log phase and the access log.
 func (r *route) proxy(ctx *fasthttp.RequestCtx, info *proxy.Info) {
 	if r.upstream == nil {
-		writeJSON(ctx, fasthttp.StatusServiceUnavailable, noUpstreamBody)
+		body := noUpstreamBody
+		if r.unavailable != nil {
+			body = r.unavailable
+		}
+		writeJSON(ctx, fasthttp.StatusServiceUnavailable, body)
 		return
 	}
 	r.upstream.ForwardInfo(ctx, info)

@@ -3,6 +3,7 @@ package worker
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 
 	"gw/conf"
 	"gw/plugins"
@@ -16,6 +17,10 @@ type table struct {
 	version uint64
 	router  *router.Router
 	routes  []route
+	// global runs the global rules for a request no route matched, with unmatched as
+	// its route; nil without global rules.
+	global    []*plugins.Chain
+	unmatched plugins.RouteInfo
 }
 
 // route is what a matched request needs, resolved at build time so the request path does
@@ -24,6 +29,12 @@ type route struct {
 	info     plugins.RouteInfo
 	upstream *proxy.Upstream // nil: no upstream in the route or its service (503)
 	chain    *plugins.Chain  // nil when the route runs no plugin
+	// global holds the global rules' chains, one per rule in creation order, built for
+	// this route so that per-route plugins (prometheus' labels) see it; nil without any.
+	global []*plugins.Chain
+	// unavailable, when set, is the 503 body of a route whose plugin_config is gone
+	// (deleted with ?force=true); such a route runs nothing, as in APISIX.
+	unavailable []byte
 }
 
 // compile builds a table from a snapshot. Upstreams referenced by id are compiled once and
@@ -36,6 +47,10 @@ func compile(snap *conf.Snapshot, pools *proxy.Pools, shared *plugins.Shared) (*
 	services := make(map[conf.ID]*conf.Service, len(snap.Services))
 	for i := range snap.Services {
 		services[snap.Services[i].ID] = &snap.Services[i]
+	}
+	pluginConfigs := make(map[conf.ID]*conf.PluginConfig, len(snap.PluginConfigs))
+	for i := range snap.PluginConfigs {
+		pluginConfigs[snap.PluginConfigs[i].ID] = &snap.PluginConfigs[i]
 	}
 	compiledByID := map[conf.ID]*proxy.Upstream{}
 	upstreamByID := func(id conf.ID, timeout *conf.Timeout) (*proxy.Upstream, error) {
@@ -58,6 +73,13 @@ func compile(snap *conf.Snapshot, pools *proxy.Pools, shared *plugins.Shared) (*
 	}
 
 	t := &table{version: snap.Version}
+	// APISIX runs global rules on a request no route matched too, with no route in its
+	// context: their plugins see an empty RouteInfo.
+	global, err := buildGlobalRules(snap, &t.unmatched, shared)
+	if err != nil {
+		return nil, err
+	}
+	t.global = global
 	var entries []router.Entry
 	var live []*proxy.Upstream
 	for i := range snap.Routes {
@@ -113,35 +135,76 @@ func compile(snap *conf.Snapshot, pools *proxy.Pools, shared *plugins.Shared) (*
 			RemoteAddrs: remoteAddrs, Vars: vars, Value: len(t.routes),
 		})
 		t.routes = append(t.routes, route{info: routeInfo(r, svc, hosts), upstream: up})
-		pluginSet := r.Plugins
-		if svc != nil && len(svc.Plugins) > 0 {
-			// A service supplies plugins; the route's own configuration of one wins.
-			pluginSet = make(map[string]json.RawMessage, len(svc.Plugins)+len(r.Plugins))
-			for name, raw := range svc.Plugins {
-				pluginSet[name] = raw
-			}
-			for name, raw := range r.Plugins {
-				pluginSet[name] = raw
+		rt := &t.routes[len(t.routes)-1]
+		var pc *conf.PluginConfig
+		if r.PluginConfigID != "" {
+			if pc = pluginConfigs[r.PluginConfigID]; pc == nil {
+				rt.upstream = nil
+				rt.unavailable = pluginConfigGoneBody
+				continue
 			}
 		}
-		if len(pluginSet) > 0 {
-			rt := &t.routes[len(t.routes)-1]
-			chain, err := plugins.BuildChain(pluginSet, &plugins.Env{Route: &rt.info, Shared: shared, Snapshot: snap})
-			if err != nil {
-				return nil, fmt.Errorf("route %s: %w", r.ID, err)
-			}
-			if !chain.Empty() {
-				rt.chain = chain
-			}
+		if err := rt.buildChains(r, svc, pc, shared, snap); err != nil {
+			return nil, fmt.Errorf("route %s: %w", r.ID, err)
 		}
 	}
-	rt, err := router.Build(entries)
+	rtr, err := router.Build(entries)
 	if err != nil {
 		return nil, err
 	}
-	t.router = rt
+	t.router = rtr
 	pools.Retain(live)
 	return t, nil
+}
+
+// buildChains builds the route's own chain and its copy of the global rules. The route's
+// plugins are its service's, then its plugin_config's, then its own, a later
+// configuration of a plugin replacing an earlier one (APISIX: route > plugin_config >
+// service).
+func (rt *route) buildChains(r *conf.Route, svc *conf.Service, pc *conf.PluginConfig, shared *plugins.Shared, snap *conf.Snapshot) error {
+	pluginSet := r.Plugins
+	if (svc != nil && len(svc.Plugins) > 0) || (pc != nil && len(pc.Plugins) > 0) {
+		pluginSet = map[string]json.RawMessage{}
+		if svc != nil {
+			maps.Copy(pluginSet, svc.Plugins)
+		}
+		if pc != nil {
+			maps.Copy(pluginSet, pc.Plugins)
+		}
+		maps.Copy(pluginSet, r.Plugins)
+	}
+	if len(pluginSet) > 0 {
+		chain, err := plugins.BuildChain(pluginSet, &plugins.Env{Route: &rt.info, Shared: shared, Snapshot: snap})
+		if err != nil {
+			return err
+		}
+		if !chain.Empty() {
+			rt.chain = chain
+		}
+	}
+	global, err := buildGlobalRules(snap, &rt.info, shared)
+	rt.global = global
+	return err
+}
+
+// buildGlobalRules builds one chain per global rule, in the snapshot's (creation) order,
+// for requests that see info as their route. Each rule runs on its own, as APISIX's
+// run_global_rules does: a plugin configured in two rules runs twice, and a rule whose
+// access phase answers ends the request before the next rule. Rules that run nothing are
+// dropped, and nil means there is nothing to run.
+func buildGlobalRules(snap *conf.Snapshot, info *plugins.RouteInfo, shared *plugins.Shared) ([]*plugins.Chain, error) {
+	var chains []*plugins.Chain
+	for i := range snap.GlobalRules {
+		g := &snap.GlobalRules[i]
+		chain, err := plugins.BuildChain(g.Plugins, &plugins.Env{Route: info, Shared: shared, Snapshot: snap})
+		if err != nil {
+			return nil, fmt.Errorf("global rule %s: %w", g.ID, err)
+		}
+		if !chain.Empty() {
+			chains = append(chains, chain)
+		}
+	}
+	return chains, nil
 }
 
 func routeInfo(r *conf.Route, svc *conf.Service, hosts []string) plugins.RouteInfo {

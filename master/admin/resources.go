@@ -52,7 +52,8 @@ var resources = map[string]*resource{
 			}
 			return plugins.ValidateAll(r.Plugins)
 		},
-		refs: []reference{{"upstream_id", store.Upstreams}, {"service_id", store.Services}},
+		refs: []reference{{"upstream_id", store.Upstreams}, {"service_id", store.Services},
+			{"plugin_config_id", store.PluginConfigs}},
 	},
 	"upstreams": {
 		kind:     store.Upstreams,
@@ -89,6 +90,31 @@ var resources = map[string]*resource{
 			return validateConsumerPlugins(c.Plugins)
 		},
 		conflicts: credentialTaken,
+	},
+	"plugin_configs": {
+		kind:        store.PluginConfigs,
+		singular:    "plugin config",
+		unsupported: []string{"POST"},
+		validate: func(value []byte) error {
+			p, err := conf.DecodePluginConfig(value)
+			if err != nil {
+				return err
+			}
+			return plugins.ValidateAll(p.Plugins)
+		},
+		inUse: "can not delete this plugin config",
+	},
+	"global_rules": {
+		kind:        store.GlobalRules,
+		singular:    "global rule",
+		unsupported: []string{"POST"},
+		validate: func(value []byte) error {
+			g, err := conf.DecodeGlobalRule(value)
+			if err != nil {
+				return err
+			}
+			return plugins.ValidateAll(g.Plugins)
+		},
 	},
 }
 

@@ -17,10 +17,12 @@ type Kind string
 
 // The kinds the store holds. Adding one is a new entry in kindSpecs.
 const (
-	Routes    Kind = "routes"
-	Upstreams Kind = "upstreams"
-	Services  Kind = "services"
-	Consumers Kind = "consumers"
+	Routes        Kind = "routes"
+	Upstreams     Kind = "upstreams"
+	Services      Kind = "services"
+	Consumers     Kind = "consumers"
+	PluginConfigs Kind = "plugin_configs"
+	GlobalRules   Kind = "global_rules"
 )
 
 // Object is one stored object. Value is the JSON object as the Admin API stored it (with
@@ -73,6 +75,20 @@ var kindSpecs = []kindSpec{
 		c, err := conf.DecodeConsumer(value)
 		if err == nil {
 			snap.Consumers = append(snap.Consumers, *c)
+		}
+		return err
+	}},
+	{PluginConfigs, func(snap *conf.Snapshot, value []byte) error {
+		p, err := conf.DecodePluginConfig(value)
+		if err == nil {
+			snap.PluginConfigs = append(snap.PluginConfigs, *p)
+		}
+		return err
+	}},
+	{GlobalRules, func(snap *conf.Snapshot, value []byte) error {
+		g, err := conf.DecodeGlobalRule(value)
+		if err == nil {
+			snap.GlobalRules = append(snap.GlobalRules, *g)
 		}
 		return err
 	}},
@@ -371,6 +387,9 @@ func (s *Store) Snapshot() (*conf.Snapshot, error) {
 		Upstreams: []conf.Upstream{},
 		Services:  []conf.Service{},
 		Consumers: []conf.Consumer{},
+
+		PluginConfigs: []conf.PluginConfig{},
+		GlobalRules:   []conf.GlobalRule{},
 	}
 	for _, spec := range kindSpecs {
 		for _, obj := range list(txn, spec.kind) {
