@@ -213,3 +213,33 @@ func TestWebsocketEcho(t *testing.T) {
 		t.Errorf("GET /plain: %d %q", r.StatusCode, body)
 	}
 }
+
+// A reload drains the old workers, but a websocket tunnel they relay stays up until
+// either side closes it (bounded by worker_shutdown_timeout), as nginx keeps it.
+func TestWebsocketSurvivesReload(t *testing.T) {
+	node := startWSEchoNode(t)
+	in := newInstance(t, "worker_shutdown_timeout: 30s\n")
+	in.start("--workers", "2")
+	in.mustPut("/apisix/admin/routes/ws", fmt.Sprintf(`{"uri":"/ws","enable_websocket":true,"upstream":{"nodes":{%q:1}}}`, node))
+	c, br, resp := wsDial(t, in.data, "/ws")
+	if resp.StatusCode != 101 {
+		t.Fatalf("handshake: %d", resp.StatusCode)
+	}
+	in.reload()
+	time.Sleep(2500 * time.Millisecond) // past the idle grace of the drained workers
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	msg := []byte("still here after a reload")
+	if err := wsWrite(c, 1, msg, true); err != nil {
+		t.Fatal(err)
+	}
+	if op, echo, err := wsRead(br); err != nil || op != 1 || !bytes.Equal(echo, msg) {
+		t.Fatalf("tunnel after reload: op %d %q %v", op, echo, err)
+	}
+	if draining := in.status().pids("draining"); len(draining) == 0 {
+		t.Fatalf("the worker relaying the tunnel should still be draining")
+	}
+	wsWrite(c, 8, nil, true)
+	if !waitFor(5*time.Second, func() bool { return len(in.status().pids("draining")) == 0 }) {
+		t.Fatalf("the draining worker did not exit once its tunnel closed: %v", in.status().pids("draining"))
+	}
+}

@@ -270,7 +270,9 @@ func (w *Worker) drain() {
 	}
 	deadline := time.Now().Add(w.cfg.WorkerShutdownTimeout)
 	for time.Now().Before(deadline) {
-		if w.conns.closeIdle(idleGrace) == 0 {
+		// Websocket tunnels left fasthttp's accounting when they were hijacked; they end
+		// when either side closes, or at the deadline with the process.
+		if w.conns.closeIdle(idleGrace) == 0 && proxy.OpenTunnels() == 0 {
 			return
 		}
 		time.Sleep(50 * time.Millisecond)

@@ -64,6 +64,13 @@ func (u *Upstream) startTunnel(ctx *fasthttp.RequestCtx, c *upConn, inflight *at
 	ctx.Hijack(t.run)
 }
 
+// openTunnels counts the websocket tunnels running in this process. fasthttp forgets a
+// connection once it is hijacked, so a draining worker asks here before it exits.
+var openTunnels atomic.Int64
+
+// OpenTunnels returns how many upgraded connections this process is relaying.
+func OpenTunnels() int64 { return openTunnels.Load() }
+
 // switchingHead is the 101 sent to the client: the node's headers less the hop-by-hop ones,
 // then Connection: upgrade (the node's Upgrade header stays: it names the protocol).
 func switchingHead(h *fasthttp.ResponseHeader) []byte {
@@ -111,7 +118,9 @@ type tunnel struct {
 // run is the hijack handler: it owns client until it returns, and the server closes
 // client afterwards.
 func (t *tunnel) run(client net.Conn) {
+	openTunnels.Add(1)
 	defer func() {
+		openTunnels.Add(-1)
 		t.node.close()
 		if t.inflight != nil {
 			t.inflight.Add(-1)
