@@ -153,29 +153,8 @@ func daemonize(c *cli.Context, paths master.Paths) error {
 const stopTimeout = 15 * time.Second
 
 func stopCommand() *cli.Command {
-	return &cli.Command{
-		Name:  "stop",
-		Usage: "fast stop (TERM): returns once the master has exited",
-		Flags: []cli.Flag{prefixFlag()},
-		Action: func(c *cli.Context) error {
-			paths, err := instancePaths(c)
-			if err != nil {
-				return err
-			}
-			pid, err := paths.RunningMaster()
-			if err != nil {
-				return err
-			}
-			if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
-				return fmt.Errorf("signalling master %d: %w", pid, err)
-			}
-			if !paths.WaitGone(stopTimeout) {
-				return fmt.Errorf("master %d still running %v after TERM; see %s", pid, stopTimeout, paths.ErrorLog)
-			}
-			fmt.Printf("gw stopped (master pid %d)\n", pid)
-			return nil
-		},
-	}
+	return signalCommand("stop", "stopped", "fast stop (TERM): returns once the master has exited", syscall.SIGTERM,
+		func(master.Paths) time.Duration { return stopTimeout })
 }
 
 func testCommand() *cli.Command {

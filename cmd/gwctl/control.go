@@ -17,70 +17,48 @@ import (
 // reloadTimeout bounds `gwctl reload`: the master waits up to 15 s for each new worker.
 const reloadTimeout = 2 * time.Minute
 
-func reloadCommand() *cli.Command {
+// controlCommand is a verb the master answers over its control socket, so the exit code
+// is the outcome, not merely the delivery of a signal.
+func controlCommand(name, usage string, timeout time.Duration, failure string) *cli.Command {
 	return &cli.Command{
-		Name:  "reload",
-		Usage: "re-read conf/config.yaml and replace the workers (HUP); exits non-zero if the old ones keep serving",
+		Name:  name,
+		Usage: usage,
 		Flags: []cli.Flag{prefixFlag()},
 		Action: func(c *cli.Context) error {
 			paths, err := runningInstance(c)
 			if err != nil {
 				return err
 			}
-			reply, err := master.Control(paths, "reload", reloadTimeout)
+			reply, err := master.Control(paths, name, timeout)
 			if err != nil {
-				return fmt.Errorf("reload failed, the previous configuration keeps serving: %w", err)
+				return fmt.Errorf("%s: %w", failure, err)
 			}
 			fmt.Println(reply.Message)
 			return nil
 		},
 	}
+}
+
+func reloadCommand() *cli.Command {
+	return controlCommand("reload", "re-read conf/config.yaml and replace the workers (HUP); exits non-zero if the old ones keep serving",
+		reloadTimeout, "reload failed, the previous configuration keeps serving")
 }
 
 func upgradeCommand() *cli.Command {
-	return &cli.Command{
-		Name:  "upgrade",
-		Usage: "replace the running binary with the one now on disk (USR2), under load, losing nothing",
-		Flags: []cli.Flag{prefixFlag()},
-		Action: func(c *cli.Context) error {
-			paths, err := runningInstance(c)
-			if err != nil {
-				return err
-			}
-			reply, err := master.Control(paths, "upgrade", reloadTimeout)
-			if err != nil {
-				return fmt.Errorf("upgrade failed: %w", err)
-			}
-			fmt.Println(reply.Message)
-			return nil
-		},
-	}
+	return controlCommand("upgrade", "replace the running binary with the one now on disk (USR2), under load, losing nothing",
+		reloadTimeout, "upgrade failed")
 }
 
 func reopenCommand() *cli.Command {
-	return &cli.Command{
-		Name:  "reopen",
-		Usage: "reopen the log files (USR1), after logrotate renamed them",
-		Flags: []cli.Flag{prefixFlag()},
-		Action: func(c *cli.Context) error {
-			paths, err := runningInstance(c)
-			if err != nil {
-				return err
-			}
-			reply, err := master.Control(paths, "reopen", 10*time.Second)
-			if err != nil {
-				return err
-			}
-			fmt.Println(reply.Message)
-			return nil
-		},
-	}
+	return controlCommand("reopen", "reopen the log files (USR1), after logrotate renamed them", 10*time.Second, "reopen failed")
 }
 
-func quitCommand() *cli.Command {
+// signalCommand is a verb that ends the master with sig and waits until it has exited.
+// done is the past tense the verb prints on success.
+func signalCommand(name, done, usage string, sig syscall.Signal, timeout func(master.Paths) time.Duration) *cli.Command {
 	return &cli.Command{
-		Name:  "quit",
-		Usage: "graceful stop (QUIT): finish in-flight requests, then exit; returns once the master has exited",
+		Name:  name,
+		Usage: usage,
 		Flags: []cli.Flag{prefixFlag()},
 		Action: func(c *cli.Context) error {
 			paths, err := instancePaths(c)
@@ -91,20 +69,28 @@ func quitCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			if err := syscall.Kill(pid, sig); err != nil {
+				return fmt.Errorf("signalling master %d: %w", pid, err)
+			}
+			wait := timeout(paths)
+			if !paths.WaitGone(wait) {
+				return fmt.Errorf("master %d still running %v after %v; see %s", pid, wait, sig, paths.ErrorLog)
+			}
+			fmt.Printf("gw %s (master pid %d)\n", done, pid)
+			return nil
+		},
+	}
+}
+
+func quitCommand() *cli.Command {
+	return signalCommand("quit", "quit", "graceful stop (QUIT): finish in-flight requests, then exit; returns once the master has exited",
+		syscall.SIGQUIT, func(paths master.Paths) time.Duration {
 			timeout := 240 * time.Second
 			if cfg, err := conf.Load(paths.Config); err == nil {
 				timeout = cfg.WorkerShutdownTimeout
 			}
-			if err := syscall.Kill(pid, syscall.SIGQUIT); err != nil {
-				return fmt.Errorf("signalling master %d: %w", pid, err)
-			}
-			if !paths.WaitGone(timeout + 10*time.Second) {
-				return fmt.Errorf("master %d still running %v after QUIT; see %s", pid, timeout+10*time.Second, paths.ErrorLog)
-			}
-			fmt.Printf("gw quit (master pid %d)\n", pid)
-			return nil
-		},
-	}
+			return timeout + 10*time.Second
+		})
 }
 
 func statusCommand() *cli.Command {
