@@ -294,7 +294,10 @@ func (u *Upstream) try(ctx *fasthttp.RequestCtx, x *exchange, i int, tunnel, fre
 	// From here on the request may have reached the node, so there is no next node.
 	err = req.Write(c.bw)
 	if err == nil {
+		// The last bytes of the request go out with the wait for the response.
+		c.awaitReply = true
 		err = c.bw.Flush()
+		c.awaitReply = false
 	}
 	if err != nil {
 		c.close()

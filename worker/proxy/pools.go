@@ -7,8 +7,10 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -296,6 +298,12 @@ func (np *nodePool) dial(timeout time.Duration) (*upConn, error) {
 		conn = tc
 	}
 	c := &upConn{conn: conn, pool: np}
+	if tc, ok := conn.(*net.TCPConn); ok {
+		if raw, err := tc.SyscallConn(); err == nil {
+			c.raw = raw
+			c.sendFn = c.sendThenAwait
+		}
+	}
 	c.br = bufio.NewReaderSize(c, connBufSize)
 	c.bw = bufio.NewWriterSize(c, connBufSize)
 	return c, nil
@@ -366,9 +374,31 @@ type upConn struct {
 	writeTimeout time.Duration
 	requests     int
 	idleSince    time.Time
+
+	// raw reaches a plain TCP connection's descriptor (nil over TLS). With awaitReply set,
+	// the next Write sends the request's last bytes from inside a raw read and parks on the
+	// poller until the response arrives: a read right after the request would find nothing
+	// (EAGAIN) nearly every time, one wasted syscall per request. The send happens inside
+	// the read so that the poller's readiness, reset when a read starts, cannot be lost
+	// between the send and the wait.
+	raw        syscall.RawConn
+	sendFn     func(fd uintptr) bool // c.sendThenAwait, bound once so Write does not allocate
+	awaitReply bool
+	// The state of one sendThenAwait: what to send, how much went, why it stopped.
+	pending []byte
+	sent    int
+	sendErr error
+	woke    bool
+	// waitErr is the wait's failure (its read timeout), which the next Read returns: the
+	// wait is the start of reading the response.
+	waitErr error
 }
 
 func (c *upConn) Read(p []byte) (int, error) {
+	if err := c.waitErr; err != nil {
+		c.waitErr = nil
+		return 0, err
+	}
 	if c.readTimeout > 0 {
 		if err := c.conn.SetReadDeadline(time.Now().Add(c.readTimeout)); err != nil {
 			return 0, err
@@ -378,12 +408,64 @@ func (c *upConn) Read(p []byte) (int, error) {
 }
 
 func (c *upConn) Write(p []byte) (int, error) {
+	if c.awaitReply {
+		c.awaitReply = false
+		if c.raw != nil {
+			return c.sendAndAwait(p)
+		}
+	}
 	if c.writeTimeout > 0 {
 		if err := c.conn.SetWriteDeadline(time.Now().Add(c.writeTimeout)); err != nil {
 			return 0, err
 		}
 	}
 	return c.conn.Write(p)
+}
+
+// sendAndAwait writes p and waits, within the read timeout, until the node's answer can be
+// read. When the socket takes only part of p, the rest goes the ordinary way (under the
+// send timeout) and the first Read waits as usual.
+func (c *upConn) sendAndAwait(p []byte) (int, error) {
+	if c.readTimeout > 0 {
+		if err := c.conn.SetReadDeadline(time.Now().Add(c.readTimeout)); err != nil {
+			return 0, err
+		}
+	}
+	c.pending, c.sent, c.sendErr, c.woke = p, 0, nil, false
+	err := c.raw.Read(c.sendFn)
+	sent, sendErr := c.sent, c.sendErr
+	c.pending, c.sendErr = nil, nil
+	if sent == len(p) {
+		c.waitErr = err
+		return sent, nil
+	}
+	if sendErr != nil && sendErr != syscall.EAGAIN {
+		return sent, &net.OpError{Op: "write", Net: "tcp", Source: c.conn.LocalAddr(), Addr: c.conn.RemoteAddr(), Err: os.NewSyscallError("write", sendErr)}
+	}
+	n, err := c.Write(p[sent:])
+	return sent + n, err
+}
+
+// sendThenAwait is the raw read's callback. Its first call sends c.pending and, when all
+// of it went, returns false so that the runtime parks until the descriptor is readable;
+// the second call ends the wait, leaving the read itself to br.
+func (c *upConn) sendThenAwait(fd uintptr) bool {
+	if c.woke {
+		return true
+	}
+	c.woke = true
+	for c.sent < len(c.pending) {
+		n, err := syscall.Write(int(fd), c.pending[c.sent:])
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil {
+			c.sendErr = err
+			return true
+		}
+		c.sent += n
+	}
+	return false
 }
 
 func (c *upConn) close() {
