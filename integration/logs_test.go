@@ -119,12 +119,18 @@ func TestAllWorkersKilledAtOnceAreReplaced(t *testing.T) {
 	if d := time.Since(killed); d > time.Second {
 		t.Errorf("replacing 3 workers took %v", d)
 	}
-	after := in.status()
-	slots := map[int]bool{}
-	for _, w := range after.Workers {
-		slots[w.Slot] = true
-	}
-	if len(slots) != 3 {
+	// The processes exist; each slot is filled once its worker reports ready.
+	var after statusReport
+	if !waitFor(5*time.Second, func() bool {
+		after = in.status()
+		slots := map[int]bool{}
+		for _, w := range after.Workers {
+			if w.State == "ready" {
+				slots[w.Slot] = true
+			}
+		}
+		return len(slots) == 3
+	}) {
 		t.Fatalf("slots after respawn: %+v", after.Workers)
 	}
 	if r, body := in.get("/b"); r.StatusCode != 200 || body != "back" {

@@ -26,15 +26,25 @@ var (
 type exchange struct {
 	routeID string
 	up      proxy.Info
+	// startNanos is when the request started, read once for the access log and the
+	// plugins' Ctx; 0 until start reads it.
+	startNanos int64
+}
+
+// start returns the request's start time (unix nanos), reading the clock on first use.
+func (x *exchange) start() int64 {
+	if x.startNanos == 0 {
+		x.startNanos = time.Now().UnixNano()
+	}
+	return x.startNanos
 }
 
 // handle is the request path: one atomic load, one router lookup, one forward.
 func (w *Worker) handle(ctx *fasthttp.RequestCtx) {
 	w.requests.Add(1)
 	x := exchange{up: proxy.Info{UpstreamNanos: -1}}
-	var start int64
 	if w.accessLog != nil {
-		start = time.Now().UnixNano()
+		x.start()
 	}
 	w.route(ctx, &x)
 	if w.draining.Load() {
@@ -43,7 +53,7 @@ func (w *Worker) handle(ctx *fasthttp.RequestCtx) {
 	}
 	if w.accessLog != nil {
 		w.accessLog.Log(&accesslog.Entry{
-			Ctx: ctx, StartNanos: start, RouteID: x.routeID,
+			Ctx: ctx, StartNanos: x.startNanos, RouteID: x.routeID,
 			UpstreamAddr: x.up.Node, UpstreamNanos: x.up.UpstreamNanos,
 		})
 	}
@@ -60,7 +70,7 @@ func (w *Worker) route(ctx *fasthttp.RequestCtx, x *exchange) {
 	t := w.table.Load()
 	value, ok := t.router.MatchCtx(ctx.Method(), ctx.Host(), path, ctx)
 	if !ok {
-		t.notFound(ctx)
+		t.notFound(ctx, x)
 		return
 	}
 	r := &t.routes[value]
@@ -69,7 +79,7 @@ func (w *Worker) route(ctx *fasthttp.RequestCtx, x *exchange) {
 		r.proxy(ctx, &x.up)
 		return
 	}
-	c := plugins.AcquireCtx(ctx, &r.info, time.Now().UnixNano())
+	c := plugins.AcquireCtx(ctx, &r.info, x.start())
 	// Global rules' access phase runs before the route's, and one that answers (key-auth
 	// as a global rule, say) ends the request; their log phase runs before the route's.
 	if !accessAll(r.global, c) && (r.chain == nil || !r.chain.Access(c)) {
@@ -88,12 +98,12 @@ func (w *Worker) route(ctx *fasthttp.RequestCtx, x *exchange) {
 
 // notFound answers a request no route matched. The global rules still run, as in APISIX:
 // one may answer first (401 from key-auth), and their log phase sees the 404.
-func (t *table) notFound(ctx *fasthttp.RequestCtx) {
+func (t *table) notFound(ctx *fasthttp.RequestCtx, x *exchange) {
 	if t.global == nil {
 		writeJSON(ctx, fasthttp.StatusNotFound, routeNotFoundBody)
 		return
 	}
-	c := plugins.AcquireCtx(ctx, &t.unmatched, time.Now().UnixNano())
+	c := plugins.AcquireCtx(ctx, &t.unmatched, x.start())
 	if !accessAll(t.global, c) {
 		writeJSON(ctx, fasthttp.StatusNotFound, routeNotFoundBody)
 	}
