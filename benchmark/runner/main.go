@@ -16,6 +16,13 @@ import (
 )
 
 func main() {
+	if len(os.Args) == 3 && os.Args[1] == scrapeFlag {
+		if err := runScraper(os.Args[2]); err != nil {
+			fmt.Fprintln(os.Stderr, "runner -scrape:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	o, render, err := parseFlags(os.Args[1:])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "runner:", err)

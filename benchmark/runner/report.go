@@ -24,6 +24,12 @@ var goals = []goal{
 	{gwPlugins, "p99 ≤ nginx proxy's", ratioAtMost(func(r *Ratios) float64 { return r.P99 }, 1.0)},
 	{gwPlugins, "worker RSS < 30 MiB", memBelow(func(s *Summary) int64 { return s.WorkerRSSKiB }, 30<<10)},
 	{gwPlugins, "master RSS < 50 MiB", memBelow(func(s *Summary) int64 { return s.MasterRSSKiB }, 50<<10)},
+	{gwScraped, "p99 < 1.05× unscraped (issue 5)", func(sc *Scenario) (string, bool) {
+		if sc.VsUnscraped == nil {
+			return "no ratio", false
+		}
+		return fmt.Sprintf("%.2f×", sc.VsUnscraped.P99), sc.VsUnscraped.P99 < 1.05
+	}},
 }
 
 func ratioAtMost(f func(*Ratios) float64, limit float64) func(*Scenario) (string, bool) {
@@ -133,6 +139,10 @@ func writeRow(b *strings.Builder, row *Row) {
 		}
 		if sc.Repeated > 0 {
 			fmt.Fprintf(b, "\n%s: %d run(s) were disturbed by other processes and taken again.\n", sc.Name, sc.Repeated)
+		}
+		if sc.VsUnscraped != nil {
+			fmt.Fprintf(b, "\n%s: p99 %.2f× and CPU µs/req %.2f× the unscraped run's in the same round (median).\n",
+				sc.Name, sc.VsUnscraped.P99, sc.VsUnscraped.CPUPerRequest)
 		}
 		if sc.Median.ForeignCores > 0.1 {
 			fmt.Fprintf(b, "\n%s: other processes used %.2f CPUs during its runs; re-run on a quiet machine.\n", sc.Name, sc.Median.ForeignCores)

@@ -59,13 +59,16 @@ type Row struct {
 // Scenario names, in the order the tables list them. The first two are gw; ratios are
 // to nginxProxy.
 const (
-	gwPlain     = "gw"
-	gwPlugins   = "gw limit-count+prometheus"
+	gwPlain   = "gw"
+	gwPlugins = "gw limit-count+prometheus"
+	// gwScraped is gwPlugins' very server with its metrics scraped every second during the
+	// run, as Prometheus would: issue 5 bounds what scraping may add to p99.
+	gwScraped   = "gw limit-count+prometheus, scraped 1/s"
 	nginxProxy  = "nginx proxy"
 	nginxDirect = "nginx direct"
 )
 
-var scenarioOrder = []string{gwPlain, gwPlugins, nginxProxy, nginxDirect}
+var scenarioOrder = []string{gwPlain, gwPlugins, gwScraped, nginxProxy, nginxDirect}
 
 // Scenario is one server setup measured over several rounds.
 type Scenario struct {
@@ -78,6 +81,8 @@ type Scenario struct {
 	// VsNginx is the median over rounds of this scenario's figure divided by nginx
 	// proxy's in the same round; nil for the nginx scenarios.
 	VsNginx *Ratios `json:"vs_nginx_proxy,omitempty"`
+	// VsUnscraped is gwScraped's figures over gwPlugins' in the same round; nil for the others.
+	VsUnscraped *Ratios `json:"vs_unscraped,omitempty"`
 }
 
 // Run is one measured wrk run against one scenario.
@@ -105,6 +110,9 @@ type Run struct {
 	MasterRSSKiB int64   `json:"master_rss_kib"`
 	Affinity     string  `json:"affinity"` // the server master's CPU list, as checked
 	LoadAverage  float64 `json:"load_average"`
+	// Scrapes and ScrapeMaxMS describe the metrics scrapes taken during a gwScraped run.
+	Scrapes     int     `json:"scrapes,omitempty"`
+	ScrapeMaxMS float64 `json:"scrape_max_ms,omitempty"`
 }
 
 // Summary is the median of each figure over a scenario's rounds.
@@ -207,17 +215,24 @@ func ratios(gw, nginx []Run) *Ratios {
 
 // finish fills the medians and ratios of a measured row.
 func (row *Row) finish() {
-	var nginx []Run
+	var nginx, unscraped []Run
 	for _, sc := range row.Scenarios {
-		if sc.Name == nginxProxy {
+		switch sc.Name {
+		case nginxProxy:
 			nginx = sc.Runs
+		case gwPlugins:
+			unscraped = sc.Runs
 		}
 	}
 	for i := range row.Scenarios {
 		sc := &row.Scenarios[i]
 		sc.Median = summarize(sc.Runs)
-		if sc.Name == gwPlain || sc.Name == gwPlugins {
+		switch sc.Name {
+		case gwPlain, gwPlugins:
 			sc.VsNginx = ratios(sc.Runs, nginx)
+		case gwScraped:
+			sc.VsNginx = ratios(sc.Runs, nginx)
+			sc.VsUnscraped = ratios(sc.Runs, unscraped)
 		}
 	}
 }

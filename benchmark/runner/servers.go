@@ -111,14 +111,18 @@ func (u *upstreamServer) stop() {
 
 // gwInstance is one gw master and its workers in their own prefix, on free ports.
 type gwInstance struct {
-	bin    string
-	prefix string
-	data   string
-	admin  string
+	bin     string
+	prefix  string
+	data    string
+	admin   string
+	metrics string
 	// foreground is the master's process when it was started attached (profgw); nil when
 	// `gwctl start` daemonized it.
 	foreground *exec.Cmd
 }
+
+// metricsURI is gw's default prometheus.export_uri, which gwConfig keeps.
+const metricsURI = "/apisix/prometheus/metrics"
 
 // gwConfig is the benchmark's conf/config.yaml: gw's defaults, written out where they
 // matter to the comparison, so a change of default cannot silently change the benchmark.
@@ -142,9 +146,8 @@ worker_rlimit_nofile: 20480
 // with its workers ready to profile themselves on SIGUSR2.
 func startGW(bin, prefix, cpus string, workers int, accessLog bool, profileDir string) (*gwInstance, error) {
 	g := &gwInstance{bin: bin, prefix: prefix}
-	var metrics string
 	var err error
-	for _, p := range []*string{&g.data, &g.admin, &metrics} {
+	for _, p := range []*string{&g.data, &g.admin, &g.metrics} {
 		if *p, err = freeAddr(); err != nil {
 			return nil, err
 		}
@@ -152,7 +155,7 @@ func startGW(bin, prefix, cpus string, workers int, accessLog bool, profileDir s
 	if err := os.MkdirAll(filepath.Join(prefix, "conf"), 0o755); err != nil {
 		return nil, err
 	}
-	cfg := fmt.Sprintf(gwConfig, workers, g.data, g.admin, metrics, accessLog)
+	cfg := fmt.Sprintf(gwConfig, workers, g.data, g.admin, g.metrics, accessLog)
 	if err := os.WriteFile(filepath.Join(prefix, "conf", "config.yaml"), []byte(cfg), 0o644); err != nil {
 		return nil, err
 	}

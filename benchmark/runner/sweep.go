@@ -54,6 +54,10 @@ type target struct {
 	name string
 	url  string
 	srv  server
+	// alias marks a target that shares another's server, which that one stops.
+	alias bool
+	// scrapeURL, when set, is scraped every second during each measured run.
+	scrapeURL string
 }
 
 // routeBody is the seeds' route 1, with or without their two plugins.
@@ -82,6 +86,9 @@ type sweep struct {
 
 func (s *sweep) cleanup() {
 	for _, t := range s.targets {
+		if t.alias {
+			continue
+		}
 		if err := t.srv.stop(); err != nil {
 			fmt.Fprintf(os.Stderr, "stopping %s: %v\n", t.name, err)
 		}
@@ -112,6 +119,10 @@ func (s *sweep) start() error {
 		s.targets = append(s.targets, target{name: name, url: "http://" + g.data + "/hello", srv: g})
 		if code, body, err := g.putRoute(routeBody("/hello", s.up.addr, withPlugins)); err != nil || code/100 != 2 {
 			return fmt.Errorf("%s: PUT route 1: %d %s %v", name, code, body, err)
+		}
+		if withPlugins {
+			s.targets = append(s.targets, target{name: gwScraped, url: "http://" + g.data + "/hello", srv: g,
+				alias: true, scrapeURL: "http://" + g.metrics + metricsURI})
 		}
 	}
 	for _, direct := range []bool{false, true} {
@@ -238,9 +249,22 @@ func (s *sweep) measure(t target, script string) (Run, error) {
 	if err != nil {
 		return r, err
 	}
+	var scr *scraper
+	if t.scrapeURL != "" {
+		if scr, err = startScraper(s.loadCPUs, t.scrapeURL); err != nil {
+			return r, err
+		}
+	}
 	start := time.Now()
 	lr, err := runPinned(s.loadCPUs, wrkArgs(o.wrk, script, t.url, s.loadCores, o.connections, o.duration)...)
 	wall := time.Since(start).Seconds()
+	if scr != nil {
+		sum, serr := scr.stop()
+		if err == nil && serr != nil {
+			err = fmt.Errorf("scraper: %w", serr)
+		}
+		r.Scrapes, r.ScrapeMaxMS = sum.Scrapes, sum.MaxMS
+	}
 	if err != nil {
 		return r, err
 	}
