@@ -24,7 +24,26 @@ type Config struct {
 	// the life of the master: a reload that changes them fails.
 	Shm        Shm        `json:"shm"`
 	Prometheus Prometheus `json:"prometheus"`
+	Router     Router     `json:"router"`
 }
+
+// Router chooses how routes are matched, as APISIX's apisix.router.http.
+type Router struct {
+	// HTTP is one of RouterHostURI, RouterURI, RouterURIWithParameter.
+	HTTP string `json:"http"`
+}
+
+// The routers of APISIX that gw has.
+const (
+	// RouterHostURI tries the routes with hosts first, then those without (APISIX's
+	// default since 3.3).
+	RouterHostURI = "radixtree_host_uri"
+	// RouterURI matches by path first and checks hosts like the other conditions.
+	RouterURI = "radixtree_uri"
+	// RouterURIWithParameter is RouterURI where a ":name" path segment matches any one
+	// segment ("/user/:id").
+	RouterURIWithParameter = "radixtree_uri_with_parameter"
+)
 
 // AccessLog configures the per-request log written by the workers.
 type AccessLog struct {

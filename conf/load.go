@@ -284,6 +284,13 @@ func (l *loader) config(root *yaml.Node, c *Config) {
 		{"access_log", func(p string, v *yaml.Node) { l.accessLog(p, v, &c.AccessLog) }},
 		{"shm", func(p string, v *yaml.Node) { l.shm(p, v, &c.Shm) }},
 		{"prometheus", func(p string, v *yaml.Node) { l.prometheus(p, v, &c.Prometheus) }},
+		{"router", func(p string, v *yaml.Node) {
+			l.mapping(v, p, []yamlField{{"http", func(p string, v *yaml.Node) {
+				if s, ok := l.oneOf(p, v, RouterHostURI, RouterURI, RouterURIWithParameter); ok {
+					c.Router.HTTP = s
+				}
+			}}})
+		}},
 	})
 }
 

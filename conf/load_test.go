@@ -33,6 +33,7 @@ func wantDefault() *Config {
 		},
 		Shm:        Shm{LimitCount: 10 << 20, LimitCountOnFull: "evict", Metrics: 16 << 20},
 		Prometheus: Prometheus{Enabled: true, ExportAddr: "127.0.0.1:9091", ExportURI: "/apisix/prometheus/metrics", MaxSeries: 10000},
+		Router:     Router{HTTP: "radixtree_host_uri"},
 	}
 }
 
@@ -165,6 +166,8 @@ func TestParseAccepts(t *testing.T) {
 		{"timeout quoted seconds", `worker_shutdown_timeout: "30"`, func(c *Config) { c.WorkerShutdownTimeout = 30 * time.Second }},
 		{"log level debug", "error_log_level: debug", func(c *Config) { c.ErrorLogLevel = "debug" }},
 		{"log level error", "error_log_level: error", func(c *Config) { c.ErrorLogLevel = "error" }},
+		{"router uri", "router: {http: radixtree_uri}", func(c *Config) { c.Router.HTTP = "radixtree_uri" }},
+		{"router parameters", "router:\n  http: radixtree_uri_with_parameter", func(c *Config) { c.Router.HTTP = "radixtree_uri_with_parameter" }},
 		{"rlimit", "worker_rlimit_nofile: 65536", func(c *Config) { c.WorkerRlimitNofile = 65536 }},
 		{"access log json off", "access_log: {enabled: false, format: json, buffer: 0}", func(c *Config) {
 			c.AccessLog.Enabled, c.AccessLog.Format, c.AccessLog.Buffer = false, "json", 0
@@ -189,20 +192,18 @@ data_dir: state
 worker_shutdown_timeout: 10s
 error_log_level: info
 `, func(c *Config) {
-			d := wantDefault()
-			*c = Config{
-				WorkerRlimitNofile: d.WorkerRlimitNofile, AccessLog: d.AccessLog, Shm: d.Shm, Prometheus: d.Prometheus,
-				WorkerProcesses: 4,
-				NodeListen:      []string{"0.0.0.0:80", "0.0.0.0:443"},
-				Admin: Admin{
-					Listen: "127.0.0.1:9180",
-					Keys:   []AdminKey{{Name: "ops", Key: "k1", Role: "admin"}},
-					Allow:  []string{"127.0.0.1/32"},
-				},
-				DataDir:               "state",
-				WorkerShutdownTimeout: 10 * time.Second,
-				ErrorLogLevel:         "info",
+			// Start from the defaults so that keys added later keep them here.
+			*c = *wantDefault()
+			c.WorkerProcesses = 4
+			c.NodeListen = []string{"0.0.0.0:80", "0.0.0.0:443"}
+			c.Admin = Admin{
+				Listen: "127.0.0.1:9180",
+				Keys:   []AdminKey{{Name: "ops", Key: "k1", Role: "admin"}},
+				Allow:  []string{"127.0.0.1/32"},
 			}
+			c.DataDir = "state"
+			c.WorkerShutdownTimeout = 10 * time.Second
+			c.ErrorLogLevel = "info"
 		}},
 	}
 	for _, tt := range tests {
@@ -311,6 +312,8 @@ func TestParseRejects(t *testing.T) {
 		{"timeout overflow", "worker_shutdown_timeout: 99999999999999999999", []string{`1: worker_shutdown_timeout: must be at most 9223372036 seconds`}},
 		{"timeout too many seconds", "worker_shutdown_timeout: 9223372037", []string{`1: worker_shutdown_timeout: must be at most 9223372036 seconds`}},
 		{"log level warning", "error_log_level: warning", []string{`1: error_log_level: must be one of debug, info, warn, error, got "warning"`}},
+		{"router unknown", "router: {http: radixtree_host_uri_with_parameter}", []string{`1: router.http: must be one of radixtree_host_uri, radixtree_uri, radixtree_uri_with_parameter, got "radixtree_host_uri_with_parameter"`}},
+		{"router unknown key", "router: {stream: x}", []string{`1: router.stream: unknown key; known keys here are http`}},
 		{"log level upper case", "error_log_level: WARN", []string{`1: error_log_level: must be one of debug, info, warn, error, got "WARN"`}},
 
 		{"unknown top key", "apisix:\n  node_listen: [9080]\n", []string{`1: apisix: unknown key; known keys here are worker_processes, node_listen, admin, data_dir, worker_shutdown_timeout, error_log_level`}},

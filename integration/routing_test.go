@@ -133,3 +133,51 @@ func TestAdminListFilters(t *testing.T) {
 		}
 	}
 }
+
+// TestRouterSetting: config.yaml's router.http picks APISIX's router, and a reload switches
+// it. radixtree_uri_with_parameter reads "/user/:id" as a parameter and checks hosts after
+// the path; the default radixtree_host_uri reads ":id" literally and tries hosts first.
+func TestRouterSetting(t *testing.T) {
+	in := newInstance(t, "router:\n  http: radixtree_uri_with_parameter\n")
+	in.start("--workers", "1")
+	user, host, path := startUpstream(t, "user"), startUpstream(t, "host"), startUpstream(t, "path")
+	in.putRoute("1", "/user/:id", user.addr)
+	in.mustPut("/apisix/admin/routes/2", fmt.Sprintf(`{"uri":"/api/*","host":"api.example.com","upstream":{"nodes":{%q:1}}}`, host.addr))
+	in.putRoute("3", "/api/v2/*", path.addr)
+
+	check := func(router string, tests []struct{ path, host, want string }) {
+		t.Helper()
+		for _, tt := range tests {
+			resp, body := in.get(tt.path, "Host", tt.host)
+			got := body
+			if resp.StatusCode == 404 {
+				got = "404"
+			}
+			if got != tt.want {
+				t.Errorf("%s: GET %s (Host %s): %d %q, want %s", router, tt.path, tt.host, resp.StatusCode, body, tt.want)
+			}
+		}
+	}
+	check("radixtree_uri_with_parameter", []struct{ path, host, want string }{
+		{"/user/42", "x", "user"},
+		{"/user/:id", "x", "user"},
+		{"/user/42/more", "x", "404"},
+		{"/api/v2/x", "api.example.com", "path"}, // the longer path wins over the host
+		{"/api/v1", "api.example.com", "host"},
+		{"/api/v1", "other", "404"},
+	})
+
+	in.writeConfig(fmt.Sprintf("node_listen:\n  - %q\nadmin:\n  listen: %q\nworker_processes: 1\n", in.data, in.admin))
+	in.reload()
+	check("radixtree_host_uri", []struct{ path, host, want string }{
+		{"/user/42", "x", "404"},
+		{"/user/:id", "x", "user"},
+		{"/api/v2/x", "api.example.com", "host"}, // routes with hosts first
+		{"/api/v2/x", "other", "path"},
+	})
+
+	in.writeConfig(fmt.Sprintf("node_listen:\n  - %q\nadmin:\n  listen: %q\nrouter:\n  http: radix\n", in.data, in.admin))
+	if out, err := in.gwctl("reload"); err == nil || !strings.Contains(out, `router.http: must be one of radixtree_host_uri, radixtree_uri, radixtree_uri_with_parameter, got "radix"`) {
+		t.Errorf("reload with a bad router.http: %v %s", err, out)
+	}
+}

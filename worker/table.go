@@ -148,7 +148,7 @@ func compile(snap *conf.Snapshot, pools *proxy.Pools, shared *plugins.Shared) (*
 			return nil, fmt.Errorf("route %s: %w", r.ID, err)
 		}
 	}
-	rtr, err := router.Build(entries)
+	rtr, err := router.BuildWith(entries, routerOptions(shared.Config))
 	if err != nil {
 		return nil, err
 	}
@@ -196,7 +196,7 @@ func buildGlobalRules(snap *conf.Snapshot, info *plugins.RouteInfo, shared *plug
 	var chains []*plugins.Chain
 	for i := range snap.GlobalRules {
 		g := &snap.GlobalRules[i]
-		chain, err := plugins.BuildChain(g.Plugins, &plugins.Env{Route: info, Shared: shared, Snapshot: snap})
+		chain, err := plugins.BuildChain(g.Plugins, &plugins.Env{Route: info, Shared: shared, Snapshot: snap, GlobalRuleID: string(g.ID)})
 		if err != nil {
 			return nil, fmt.Errorf("global rule %s: %w", g.ID, err)
 		}
@@ -219,4 +219,19 @@ func routeInfo(r *conf.Route, svc *conf.Service, hosts []string) plugins.RouteIn
 		info.ServiceID, info.ServiceName = string(svc.ID), svc.Name
 	}
 	return info
+}
+
+// routerOptions maps config.yaml's router.http, APISIX's router names, onto the router's
+// options.
+func routerOptions(cfg *conf.Config) router.Options {
+	if cfg == nil {
+		return router.Options{}
+	}
+	switch cfg.Router.HTTP {
+	case conf.RouterURI:
+		return router.Options{HostsAsCondition: true}
+	case conf.RouterURIWithParameter:
+		return router.Options{HostsAsCondition: true, Parameters: true}
+	}
+	return router.Options{}
 }

@@ -55,6 +55,11 @@ type Options struct {
 	// Parameters makes a path segment starting with ':' match any one segment ("/user/:id"
 	// matches "/user/john"), as APISIX's radixtree_uri_with_parameter router does.
 	Parameters bool
+	// HostsAsCondition puts every entry into one path tree and checks its hosts like its
+	// other conditions, as APISIX's radixtree_uri and radixtree_uri_with_parameter routers
+	// do: a route with hosts then has no precedence over one without. By default routes
+	// with hosts are tried first (radixtree_host_uri, APISIX's default since 3.3).
+	HostsAsCondition bool
 }
 
 // candidate is one entry stored under one path key of one path tree.
@@ -65,6 +70,8 @@ type candidate struct {
 	pattern []token
 	keyLen  int
 	cond    *conditions // nil: no condition on the request
+	// hosts, with Options.HostsAsCondition, are the entry's hosts as parseHost keys.
+	hosts []keySpec
 
 	// Build-time ordering only.
 	priority int
@@ -87,8 +94,9 @@ func (c *candidate) allows(method []byte) bool {
 // matches checks the candidate's pattern, then its request conditions: APISIX checks the
 // method, client address, host and vars, and only then the parameters, but the order is
 // not visible because a candidate either passes all or is skipped.
-func (c *candidate) matches(method, path []byte, req *fasthttp.RequestCtx) bool {
+func (c *candidate) matches(method, host, path []byte, req *fasthttp.RequestCtx) bool {
 	return c.allows(method) &&
+		(c.hosts == nil || matchHosts(c.hosts, host)) &&
 		(c.pattern == nil || matchTokens(c.pattern, path[c.keyLen:])) &&
 		(c.cond == nil || c.cond.admits(req))
 }
@@ -168,7 +176,10 @@ func BuildWith(entries []Entry, opts Options) (*Router, error) {
 				pathLen:  len(e.Paths[j]),
 				order:    i,
 			}
-			if len(hosts) == 0 {
+			if len(hosts) == 0 || opts.HostsAsCondition {
+				if len(hosts) > 0 {
+					c.hosts = hosts
+				}
 				withoutHosts.add(spec, c)
 				continue
 			}
@@ -256,36 +267,61 @@ func (r *Router) MatchCtx(method, host, path []byte, req *fasthttp.RequestCtx) (
 	if r.withHosts != nil {
 		n, whole := r.withHosts.walk(hostName(host), true)
 		if whole && n.hasExact {
-			if value, ok = matchPath(n.exact, method, path, req); ok {
+			if value, ok = matchPath(n.exact, method, nil, path, req); ok {
 				return value, true
 			}
 		}
 		for n = n.firstPrefix(); n != nil; n = n.fallback {
-			if value, ok = matchPath(n.prefix, method, path, req); ok {
+			if value, ok = matchPath(n.prefix, method, nil, path, req); ok {
 				return value, true
 			}
 		}
 	}
-	return matchPath(r.withoutHosts, method, path, req)
+	return matchPath(r.withoutHosts, method, host, path, req)
 }
 
-func matchPath(tree *node[[]candidate], method, path []byte, req *fasthttp.RequestCtx) (int, bool) {
+// matchPath finds the first candidate of tree for the request. host is only read by
+// candidates that check their hosts themselves (Options.HostsAsCondition).
+func matchPath(tree *node[[]candidate], method, host, path []byte, req *fasthttp.RequestCtx) (int, bool) {
 	n, whole := tree.walk(path, false)
 	if whole && n.hasExact {
 		for i := range n.exact {
-			if n.exact[i].matches(method, path, req) {
+			if n.exact[i].matches(method, host, path, req) {
 				return n.exact[i].value, true
 			}
 		}
 	}
 	for n = n.firstPrefix(); n != nil; n = n.fallback {
 		for i := range n.prefix {
-			if n.prefix[i].matches(method, path, req) {
+			if n.prefix[i].matches(method, host, path, req) {
 				return n.prefix[i].value, true
 			}
 		}
 	}
 	return 0, false
+}
+
+// matchHosts reports whether the Host header host matches one of hosts, parseHost keys:
+// the reversed, lower-cased name, a prefix for a wildcard. It compares from the name's end,
+// so nothing is reversed or allocated.
+func matchHosts(hosts []keySpec, host []byte) bool {
+	name := hostName(host)
+	for _, h := range hosts {
+		if len(h.key) > len(name) || (!h.prefix && len(h.key) != len(name)) {
+			continue
+		}
+		same := true
+		for i := range len(h.key) {
+			if lowerASCII(name[len(name)-1-i]) != h.key[i] {
+				same = false
+				break
+			}
+		}
+		if same {
+			return true
+		}
+	}
+	return false
 }
 
 // hostName returns the name part of a Host header the way nginx's $host has it, minus the

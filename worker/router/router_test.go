@@ -427,3 +427,62 @@ func TestHostName(t *testing.T) {
 		}
 	}
 }
+
+// TestHostsAsCondition: with APISIX's radixtree_uri router a route's hosts are one more
+// condition, so the path decides first (a longer prefix without hosts beats a shorter one
+// with hosts), while by default (radixtree_host_uri) the routes with hosts are tried first.
+func TestHostsAsCondition(t *testing.T) {
+	entries := []Entry{
+		{Paths: paths("/api/*"), Hosts: []string{"api.example.com"}, Value: 1},
+		{Paths: paths("/api/v2/*"), Value: 2},
+		{Paths: paths("/api/v2/*"), Hosts: []string{"*.example.org"}, Priority: 1, Value: 3},
+		{Paths: paths("/any"), Hosts: []string{"*"}, Value: 4},
+		{Paths: paths("/exact"), Hosts: []string{"Exact.Example.com"}, Value: 5},
+	}
+	byPath, err := BuildWith(entries, Options{HostsAsCondition: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRequests(t, byPath, []request{
+		{"GET", "api.example.com", "/api/v2/x", 2},
+		{"GET", "api.example.com", "/api/v1", 1},
+		{"GET", "API.EXAMPLE.COM:8080", "/api/v1", 1},
+		{"GET", "api.example.com.", "/api/v1", 1},
+		{"GET", "other.com", "/api/v1", 0},
+		{"GET", "a.example.org", "/api/v2/x", 3},
+		{"GET", "example.org", "/api/v2/x", 2},
+		{"GET", "xexample.org", "/api/v2/x", 2},
+		{"GET", "anything", "/any", 4},
+		{"GET", "", "/any", 4},
+		{"GET", "exact.example.com", "/exact", 5},
+		{"GET", "x.exact.example.com", "/exact", 0},
+		{"GET", "xact.example.com", "/exact", 0},
+	})
+	hostFirst, err := BuildWith(entries, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRequests(t, hostFirst, []request{
+		{"GET", "api.example.com", "/api/v2/x", 1},
+		{"GET", "a.example.org", "/api/v2/x", 3},
+		{"GET", "other.com", "/api/v2/x", 2},
+	})
+}
+
+func BenchmarkMatchHostsAsCondition(b *testing.B) {
+	var entries []Entry
+	for i := range 1000 {
+		entries = append(entries, Entry{Paths: paths("/api/" + strings.Repeat("x", i%7) + "/*"), Hosts: []string{"*.example.com", "api.example.org"}, Value: i + 1})
+	}
+	r, err := BuildWith(entries, Options{HostsAsCondition: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	method, host, path := []byte("GET"), []byte("api.example.org"), []byte("/api/xxx/y")
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, ok := r.Match(method, host, path); !ok {
+			b.Fatal("no match")
+		}
+	}
+}
