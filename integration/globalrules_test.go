@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -104,5 +105,27 @@ func TestPluginConfigLimitCount(t *testing.T) {
 
 	if status, _ := in.adminCall("DELETE", "/apisix/admin/plugin_configs/pc", ""); status != 400 {
 		t.Errorf("DELETE of a plugin_config in use: %d, want 400", status)
+	}
+}
+
+// A limit-count global rule counts for the rule, across every route and the paths no
+// route matches, in every worker, as APISIX keys it by the rule, not by the route.
+func TestGlobalRuleLimitCountSpansRoutes(t *testing.T) {
+	up := startUpstream(t, "ok")
+	in := newInstance(t, "")
+	in.start("--workers", "2")
+	in.putRoute("1", "/a", up.addr)
+	in.putRoute("2", "/b", up.addr)
+	in.mustPut("/apisix/admin/global_rules/1", `{"plugins":{"limit-count":{"count":5,"time_window":60,"rejected_code":429}}}`)
+
+	// Fresh connections, so that both workers take a share.
+	var statuses []int
+	for _, path := range []string{"/a", "/b", "/nowhere", "/a", "/b", "/a", "/b", "/nowhere"} {
+		resp, _ := in.get(path, "Connection", "close")
+		statuses = append(statuses, resp.StatusCode)
+	}
+	want := []int{200, 200, 404, 200, 200, 429, 429, 429}
+	if !slices.Equal(statuses, want) {
+		t.Errorf("statuses %v, want %v: five requests in all, whatever the route", statuses, want)
 	}
 }

@@ -52,6 +52,10 @@ type Env struct {
 	// Snapshot is the whole config being built, for plugins whose instances must agree
 	// across routes (limit-count's group).
 	Snapshot *conf.Snapshot
+	// GlobalRuleID is set when the instance comes from a global rule: its state (limit-count's
+	// counters) then belongs to the rule and is shared by every route, as APISIX keys it by
+	// the configuration's owner (conf_type and conf_id), not by the matched route.
+	GlobalRuleID string
 }
 
 // AccessPhase runs before the request is proxied, highest priority first. Returning true

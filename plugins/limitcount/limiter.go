@@ -118,10 +118,15 @@ func build(raw json.RawMessage, env *plugins.Env) (any, error) {
 		base.WriteString("group\x00")
 		base.WriteString(cfg.Group)
 	} else {
-		// APISIX: "<route>:<conf hash>:<key>": a new configuration opens fresh windows,
-		// other edits of the route keep them.
-		base.WriteString("route\x00")
-		base.WriteString(routeID(env))
+		// APISIX: "<route>:<conf hash>:<key>" (a global rule's: "<rule>:..."): a new
+		// configuration opens fresh windows, other edits of the route keep them.
+		if env.GlobalRuleID != "" {
+			base.WriteString("global_rule\x00")
+			base.WriteString(env.GlobalRuleID)
+		} else {
+			base.WriteString("route\x00")
+			base.WriteString(routeID(env))
+		}
 		base.WriteByte(0)
 		base.WriteString(cfg.canonical())
 	}
