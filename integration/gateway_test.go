@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -281,4 +282,54 @@ func basicAuth(user, password string) string {
 	req, _ := http.NewRequest("GET", "/", nil)
 	req.SetBasicAuth(user, password)
 	return req.Header.Get("Authorization")
+}
+
+// A consumer's own plugins (not its credentials) merge into the chain of every route that
+// names it, the consumer's configuration of a plugin winning over the route's, as APISIX's
+// merge_consumer_route: jack gets two requests a minute and a header, rose the route's
+// limit; a global rule's key-auth names the consumer just as well.
+func TestConsumerPlugins(t *testing.T) {
+	node := echoUpstream(t, "X-Consumer")
+	in := newInstance(t, "")
+	in.start("--workers", "1")
+	in.mustPut("/apisix/admin/consumers", `{"username":"jack","plugins":{"key-auth":{"key":"jack-key"},`+
+		`"limit-count":{"count":2,"time_window":60,"rejected_code":429,"key":"consumer_name"},`+
+		`"proxy-rewrite":{"headers":{"set":{"X-Consumer":"jack"}}}}}`)
+	in.mustPut("/apisix/admin/consumers", `{"username":"rose","plugins":{"key-auth":{"key":"rose-key"}}}`)
+	in.mustPut("/apisix/admin/routes/1", fmt.Sprintf(`{"uri":"/c","plugins":{"key-auth":{},
+		"limit-count":{"count":4,"time_window":60,"rejected_code":503,"key":"consumer_name"}},
+		"upstream":{"nodes":{%q:1}}}`, node))
+	in.mustPut("/apisix/admin/routes/2", fmt.Sprintf(`{"uri":"/open","upstream":{"nodes":{%q:1}}}`, node))
+
+	// statuses makes n requests and returns their statuses and the first one's X-Consumer
+	// as the upstream saw it.
+	statuses := func(path, key string, n int) (got []int, header string) {
+		for i := range n {
+			resp, _ := in.get(path, "apikey", key)
+			got = append(got, resp.StatusCode)
+			if i == 0 {
+				header = resp.Header.Get("X-Seen-X-Consumer")
+			}
+		}
+		return got, header
+	}
+	if got, header := statuses("/c", "jack-key", 3); !slices.Equal(got, []int{200, 200, 429}) || header != "jack" {
+		t.Errorf("jack on /c: %v with X-Consumer %q, want [200 200 429] (his own limit replaces the route's) and jack", got, header)
+	}
+	if resp, _ := in.get("/c?x=1", "apikey", "rose-key"); resp.Header.Get("X-Seen-X-Consumer") != "" {
+		t.Errorf("rose got jack's header")
+	}
+	if got, _ := statuses("/c", "rose-key", 4); !slices.Equal(got, []int{200, 200, 200, 503}) {
+		t.Errorf("rose on /c: %v, want [200 200 200 503] (the route's limit of 4, one used above)", got)
+	}
+	// A route without auth never names jack: his plugins do not apply there.
+	if got, _ := statuses("/open", "jack-key", 3); !slices.Equal(got, []int{200, 200, 200}) {
+		t.Errorf("jack on /open without auth: %v", got)
+	}
+	// With key-auth as a global rule, /open names jack too, and his header comes along.
+	in.mustPut("/apisix/admin/global_rules/1", `{"plugins":{"key-auth":{}}}`)
+	resp, _ := in.get("/open", "apikey", "jack-key")
+	if resp.StatusCode != 200 || resp.Header.Get("X-Seen-X-Consumer") != "jack" {
+		t.Errorf("jack on /open under a key-auth global rule: %d, X-Consumer %q, want 200 and jack", resp.StatusCode, resp.Header.Get("X-Seen-X-Consumer"))
+	}
 }

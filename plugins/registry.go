@@ -31,6 +31,10 @@ type Plugin struct {
 	// routes of a group must agree). The Admin API runs it on the snapshot a write would
 	// produce, when the written object configures this plugin, and refuses the write.
 	CheckSnapshot func(snap *conf.Snapshot) error
+	// Auth marks a plugin that names the request's consumer (key-auth, basic-auth). A
+	// consumer's configuration of it is a credential, not a route configuration, and is
+	// never merged into a route's chain as the consumer's other plugins are.
+	Auth bool
 }
 
 var (

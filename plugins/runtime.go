@@ -88,6 +88,9 @@ type Ctx struct {
 
 	// headers queued by AddResponseHeader: name and value pairs, flattened.
 	headers [][]byte
+	// merged is the consumer's merged chain that took over from mergedBase once an auth
+	// plugin named the consumer; both nil until then.
+	merged, mergedBase *Chain
 }
 
 var ctxPool = sync.Pool{New: func() any { return &Ctx{} }}
@@ -102,6 +105,7 @@ func AcquireCtx(req *fasthttp.RequestCtx, route *RouteInfo, startNanos int64) *C
 // ReleaseCtx returns c to the pool.
 func ReleaseCtx(c *Ctx) {
 	c.Request, c.Route, c.Consumer = nil, nil, ""
+	c.merged, c.mergedBase = nil, nil
 	c.Node = c.Node[:0]
 	for i := range c.headers {
 		c.headers[i] = c.headers[i][:0]
@@ -138,7 +142,27 @@ func (c *Ctx) ApplyResponseHeaders() {
 // Chain is one route's plugins, built once per snapshot. The zero Chain runs nothing.
 type Chain struct {
 	access []AccessPhase
-	log    []LogPhase
+	// accessOrder is each access plugin's place in the order, for resuming a merged chain.
+	accessOrder []order
+	log         []LogPhase
+	// byConsumer holds, for each consumer with plugins of its own, this chain's plugin set
+	// merged with them (APISIX's merge_consumer_route). Once an auth plugin has named the
+	// consumer, the rest of the access phase and the whole log phase run from the merged
+	// chain.
+	byConsumer map[string]*Chain
+}
+
+// order is a plugin's place in a chain: priority descending, then name.
+type order struct {
+	priority int
+	name     string
+}
+
+func (o order) before(p order) bool {
+	if o.priority != p.priority {
+		return o.priority > p.priority
+	}
+	return o.name < p.name
 }
 
 // BuildChain builds every configured plugin for one route, ordered by priority (highest
@@ -175,6 +199,7 @@ func BuildChain(set map[string]json.RawMessage, env *Env) (*Chain, error) {
 	for _, b := range list {
 		if a, ok := b.instance.(AccessPhase); ok {
 			ch.access = append(ch.access, a)
+			ch.accessOrder = append(ch.accessOrder, order{b.plugin.Priority, b.plugin.Name})
 		}
 		if l, ok := b.instance.(LogPhase); ok {
 			ch.log = append(ch.log, l)
@@ -184,11 +209,54 @@ func BuildChain(set map[string]json.RawMessage, env *Env) (*Chain, error) {
 }
 
 // Empty reports whether the chain runs nothing, so the worker can skip the Ctx entirely.
-func (ch *Chain) Empty() bool { return ch == nil || len(ch.access)+len(ch.log) == 0 }
+func (ch *Chain) Empty() bool {
+	return ch == nil || len(ch.access)+len(ch.log)+len(ch.byConsumer) == 0
+}
 
-// Access runs the access phase; true means a plugin answered the request.
+// SetConsumerChains gives the chain its merged chains, by consumer name (see byConsumer).
+// Call it while building, before the chain serves.
+func (ch *Chain) SetConsumerChains(byConsumer map[string]*Chain) { ch.byConsumer = byConsumer }
+
+// Access runs the access phase; true means a plugin answered the request. When the
+// consumer is known, from an earlier chain (a global rule's key-auth) or from one of this
+// chain's plugins, and has plugins of its own, the merged chain takes over after the
+// plugins already run.
 func (ch *Chain) Access(c *Ctx) bool {
-	for _, a := range ch.access {
+	for i, a := range ch.access {
+		if m := ch.mergedFor(c); m != nil {
+			return m.resumeAccess(c, ch, i)
+		}
+		if a.Access(c) {
+			return true
+		}
+	}
+	if m := ch.mergedFor(c); m != nil {
+		return m.resumeAccess(c, ch, len(ch.access))
+	}
+	return false
+}
+
+func (ch *Chain) mergedFor(c *Ctx) *Chain {
+	if ch.byConsumer == nil || c.Consumer == "" {
+		return nil
+	}
+	return ch.byConsumer[c.Consumer]
+}
+
+// resumeAccess runs the merged chain m's access plugins that come after the first done
+// plugins of base, which have run. A consumer plugin that sorts before the plugin that
+// named the consumer does not run: in gw every plugin works in the access phase, and the
+// auth plugins come first (APISIX runs them in rewrite, before any access phase).
+func (m *Chain) resumeAccess(c *Ctx, base *Chain, done int) bool {
+	c.merged, c.mergedBase = m, base
+	start := 0
+	if done > 0 {
+		last := base.accessOrder[done-1]
+		for start < len(m.access) && !last.before(m.accessOrder[start]) {
+			start++
+		}
+	}
+	for _, a := range m.access[start:] {
 		if a.Access(c) {
 			return true
 		}
@@ -196,9 +264,13 @@ func (ch *Chain) Access(c *Ctx) bool {
 	return false
 }
 
-// Log runs the log phase.
+// Log runs the log phase, the merged chain's when the consumer's plugins took over.
 func (ch *Chain) Log(c *Ctx) {
-	for _, l := range ch.log {
+	list := ch.log
+	if c.mergedBase == ch {
+		list = c.merged.log
+	}
+	for _, l := range list {
 		l.Log(c)
 	}
 }

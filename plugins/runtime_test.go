@@ -83,3 +83,72 @@ func TestCtxReuseAllocatesNothing(t *testing.T) {
 		t.Fatalf("%v allocations per request", allocs)
 	}
 }
+
+// namer is a test auth plugin: it names the consumer its configuration holds.
+type namer struct {
+	consumer string
+	trace    *[]string
+}
+
+func (n *namer) Access(c *Ctx) bool {
+	*n.trace = append(*n.trace, "access:namer")
+	c.Consumer = n.consumer
+	return false
+}
+
+// TestConsumerChainTakesOver: once a plugin names a consumer with a merged chain, the
+// merged chain's plugins after the namer run (the consumer's version of a plugin instead
+// of the route's), and its log phase replaces the route chain's; another consumer, or a
+// chain without merged chains, runs as before.
+func TestConsumerChainTakesOver(t *testing.T) {
+	var trace []string
+	registerRecorder(t, "test-c-high", 3000, &trace)
+	registerRecorder(t, "test-c-low", 10, &trace)
+	registerRecorder(t, "test-c-extra", 500, &trace)
+	Register(Plugin{Name: "test-c-auth", Priority: 2500, Auth: true,
+		Validate: func(json.RawMessage) error { return nil },
+		Build: func(raw json.RawMessage, env *Env) (any, error) {
+			var name string
+			err := json.Unmarshal(raw, &name)
+			return &namer{consumer: name, trace: &trace}, err
+		}})
+	build := func(set map[string]string) *Chain {
+		raw := map[string]json.RawMessage{}
+		for k, v := range set {
+			raw[k] = json.RawMessage(v)
+		}
+		ch, err := BuildChain(raw, &Env{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ch
+	}
+	route := map[string]string{"test-c-high": `{}`, "test-c-auth": `"jack"`, "test-c-low": `{}`}
+	ch := build(route)
+	ch.SetConsumerChains(map[string]*Chain{
+		"jack": build(map[string]string{"test-c-high": `{}`, "test-c-auth": `"jack"`, "test-c-low": `"answer"`, "test-c-extra": `{}`}),
+	})
+	run := func(ch *Chain) (bool, string) {
+		trace = trace[:0]
+		var req fasthttp.RequestCtx
+		c := AcquireCtx(&req, &RouteInfo{ID: "1"}, 0)
+		answered := ch.Access(c)
+		ch.Log(c)
+		ReleaseCtx(c)
+		return answered, strings.Join(trace, " ")
+	}
+	answered, got := run(ch)
+	want := "access:test-c-high access:namer access:test-c-extra access:test-c-low log:test-c-high log:test-c-extra log:test-c-low"
+	if !answered || got != want {
+		t.Errorf("jack: answered=%v trace %q, want true and %q", answered, got, want)
+	}
+
+	route["test-c-auth"] = `"rose"`
+	ch = build(route)
+	ch.SetConsumerChains(map[string]*Chain{"jack": build(map[string]string{"test-c-extra": `{}`})})
+	answered, got = run(ch)
+	want = "access:test-c-high access:namer access:test-c-low log:test-c-high log:test-c-low"
+	if answered || got != want {
+		t.Errorf("rose: answered=%v trace %q, want false and %q", answered, got, want)
+	}
+}

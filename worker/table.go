@@ -173,18 +173,83 @@ func (rt *route) buildChains(r *conf.Route, svc *conf.Service, pc *conf.PluginCo
 		}
 		maps.Copy(pluginSet, r.Plugins)
 	}
-	if len(pluginSet) > 0 {
-		chain, err := plugins.BuildChain(pluginSet, &plugins.Env{Route: &rt.info, Shared: shared, Snapshot: snap})
-		if err != nil {
-			return err
-		}
-		if !chain.Empty() {
-			rt.chain = chain
-		}
+	env := &plugins.Env{Route: &rt.info, Shared: shared, Snapshot: snap}
+	chain, err := plugins.BuildChain(pluginSet, env)
+	if err != nil {
+		return err
+	}
+	byConsumer, err := consumerChains(pluginSet, snap, env)
+	if err != nil {
+		return err
+	}
+	chain.SetConsumerChains(byConsumer)
+	if !chain.Empty() {
+		rt.chain = chain
 	}
 	global, err := buildGlobalRules(snap, &rt.info, shared)
 	rt.global = global
 	return err
+}
+
+// consumerChains merges each consumer's own plugins (not its credentials, the auth
+// plugins' configurations) into the route's plugin set, the consumer's configuration of a
+// plugin replacing the route's, as APISIX's merge_consumer_route does, and builds one chain
+// per consumer with such plugins. Only a route where a consumer can be named gets them:
+// one with an auth plugin in its own set or in a global rule. The merged instances are
+// the route's (limit-count counts per route, as APISIX's conf_type_without_consumer).
+func consumerChains(routeSet map[string]json.RawMessage, snap *conf.Snapshot, env *plugins.Env) (map[string]*plugins.Chain, error) {
+	if len(snap.Consumers) == 0 || !namesConsumer(routeSet, snap) {
+		return nil, nil
+	}
+	var byConsumer map[string]*plugins.Chain
+	for i := range snap.Consumers {
+		c := &snap.Consumers[i]
+		var merged map[string]json.RawMessage
+		for name, raw := range c.Plugins {
+			if p, ok := plugins.Lookup(name); !ok || p.Auth {
+				continue
+			}
+			if merged == nil {
+				merged = make(map[string]json.RawMessage, len(routeSet)+len(c.Plugins))
+				maps.Copy(merged, routeSet)
+			}
+			merged[name] = raw
+		}
+		if merged == nil {
+			continue
+		}
+		chain, err := plugins.BuildChain(merged, env)
+		if err != nil {
+			return nil, fmt.Errorf("consumer %s: %w", c.Username, err)
+		}
+		if byConsumer == nil {
+			byConsumer = map[string]*plugins.Chain{}
+		}
+		byConsumer[c.Username] = chain
+	}
+	return byConsumer, nil
+}
+
+// namesConsumer reports whether a request on a route with this plugin set can have a
+// consumer: an auth plugin in the set or in a global rule.
+func namesConsumer(routeSet map[string]json.RawMessage, snap *conf.Snapshot) bool {
+	isAuth := func(name string) bool {
+		p, ok := plugins.Lookup(name)
+		return ok && p.Auth
+	}
+	for name := range routeSet {
+		if isAuth(name) {
+			return true
+		}
+	}
+	for i := range snap.GlobalRules {
+		for name := range snap.GlobalRules[i].Plugins {
+			if isAuth(name) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // buildGlobalRules builds one chain per global rule, in the snapshot's (creation) order,

@@ -57,8 +57,8 @@ func TestConsumerPutRejects(t *testing.T) {
 			"header: unknown field"},
 		{"basic-auth without password", "/apisix/admin/consumers", `{"username":"a","plugins":{"basic-auth":{"username":"u"}}}`,
 			"plugin basic-auth err: password: is required"},
-		{"limit-count on a consumer", "/apisix/admin/consumers", `{"username":"a","plugins":{"limit-count":{"count":1,"time_window":60}}}`,
-			"plugin limit-count on a consumer is not supported yet"},
+		{"bad limit-count on a consumer", "/apisix/admin/consumers", `{"username":"a","plugins":{"limit-count":{"count":0,"time_window":60}}}`,
+			"failed to check the configuration of plugin limit-count err: count: must be an integer > 0, got 0"},
 		{"create_time given", "/apisix/admin/consumers", `{"username":"a","create_time":1}`, "the property is forbidden: create_time"},
 		{"array body", "/apisix/admin/consumers", `[]`, "the body must be a JSON object"},
 	}

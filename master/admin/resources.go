@@ -132,19 +132,21 @@ var credentialFields = map[string]string{
 	basicauth.Name: "username",
 }
 
-// validateConsumerPlugins checks a consumer's plugins in APISIX's words. Only the auth
-// plugins are accepted: a consumer's other plugins would have to merge into the chain of
-// every route the consumer calls, which workers do not do yet, and storing a limit that
-// silently never applies would be worse than refusing it.
+// validateConsumerPlugins checks a consumer's plugins in APISIX's words: the auth plugins'
+// credentials with their consumer schema, the others (merged into the chain of every route
+// that names the consumer) with their route schema.
 func validateConsumerPlugins(set map[string]json.RawMessage) error {
 	for _, name := range slices.Sorted(maps.Keys(set)) {
 		validate, auth := consumerValidators[name]
 		if !auth {
-			if _, known := plugins.Lookup(name); !known {
+			p, known := plugins.Lookup(name)
+			if !known {
 				return fmt.Errorf("invalid plugins configuration: unknown plugin [%s]", name)
 			}
-			return fmt.Errorf("invalid plugins configuration: plugin %s on a consumer is not supported yet; "+
-				"configure it on the route or service (limit-count's key \"consumer_name\" counts per consumer)", name)
+			validate = p.Validate
+		}
+		if validate == nil {
+			continue
 		}
 		if err := validate(set[name]); err != nil {
 			return fmt.Errorf("invalid plugins configuration: failed to check the configuration of plugin %s err: %w", name, err)

@@ -18,6 +18,7 @@ const Priority = 2500
 
 func init() {
 	plugins.Register(plugins.Plugin{
+		Auth:     true,
 		Name:     Name,
 		Priority: Priority,
 		Validate: pluginconf.ValidateWith(Parse),
