@@ -24,7 +24,16 @@ type Config struct {
 	// the life of the master: a reload that changes them fails.
 	Shm        Shm        `json:"shm"`
 	Prometheus Prometheus `json:"prometheus"`
-	Router     Router     `json:"router"`
+	// Status is the master's status API.
+	Status Status `json:"status"`
+	Router Router `json:"router"`
+}
+
+// Status configures the master's status API (/status, /status/ready), as APISIX's
+// apisix.status; fixed for the master's life like the metrics server.
+type Status struct {
+	Enabled bool   `json:"enabled"`
+	Listen  string `json:"listen"`
 }
 
 // Router chooses how routes are matched, as APISIX's apisix.router.http.

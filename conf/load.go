@@ -284,6 +284,20 @@ func (l *loader) config(root *yaml.Node, c *Config) {
 		{"access_log", func(p string, v *yaml.Node) { l.accessLog(p, v, &c.AccessLog) }},
 		{"shm", func(p string, v *yaml.Node) { l.shm(p, v, &c.Shm) }},
 		{"prometheus", func(p string, v *yaml.Node) { l.prometheus(p, v, &c.Prometheus) }},
+		{"status", func(p string, v *yaml.Node) {
+			l.mapping(v, p, []yamlField{
+				{"enabled", func(p string, v *yaml.Node) {
+					if b, ok := l.boolean(p, v); ok {
+						c.Status.Enabled = b
+					}
+				}},
+				{"listen", func(p string, v *yaml.Node) {
+					if addr, ok := l.listenAddr(p, v); ok {
+						c.Status.Listen = addr
+					}
+				}},
+			})
+		}},
 		{"router", func(p string, v *yaml.Node) {
 			l.mapping(v, p, []yamlField{{"http", func(p string, v *yaml.Node) {
 				if s, ok := l.oneOf(p, v, RouterHostURI, RouterURI, RouterURIWithParameter); ok {
@@ -750,6 +764,16 @@ func (l *loader) crossCheck(c *Config) {
 		}
 		if j := listenCollision(c.Prometheus.ExportAddr, c.NodeListen); j >= 0 {
 			l.errorf(l.lines["prometheus.export_addr"], "prometheus.export_addr", "%q binds the same socket as node_listen[%d] %q; give metrics their own address", c.Prometheus.ExportAddr, j, c.NodeListen[j])
+		}
+	}
+	if c.Status.Enabled && c.Status.Listen != "" {
+		for _, other := range []struct{ name, addr string }{{"admin.listen", c.Admin.Listen}, {"prometheus.export_addr", c.Prometheus.ExportAddr}} {
+			if other.addr == c.Status.Listen && (other.name != "prometheus.export_addr" || c.Prometheus.Enabled) {
+				l.errorf(l.lines["status.listen"], "status.listen", "%q binds the same socket as %s; give the status API its own address", c.Status.Listen, other.name)
+			}
+		}
+		if j := listenCollision(c.Status.Listen, c.NodeListen); j >= 0 {
+			l.errorf(l.lines["status.listen"], "status.listen", "%q binds the same socket as node_listen[%d] %q; give the status API its own address", c.Status.Listen, j, c.NodeListen[j])
 		}
 	}
 	loopback := isLoopbackListen(c.Admin.Listen)

@@ -34,6 +34,7 @@ func wantDefault() *Config {
 		Shm:        Shm{LimitCount: 10 << 20, LimitCountOnFull: "evict", Metrics: 16 << 20},
 		Prometheus: Prometheus{Enabled: true, ExportAddr: "127.0.0.1:9091", ExportURI: "/apisix/prometheus/metrics", MaxSeries: 10000},
 		Router:     Router{HTTP: "radixtree_host_uri"},
+		Status:     Status{Enabled: false, Listen: "127.0.0.1:7085"},
 	}
 }
 
@@ -167,6 +168,7 @@ func TestParseAccepts(t *testing.T) {
 		{"log level debug", "error_log_level: debug", func(c *Config) { c.ErrorLogLevel = "debug" }},
 		{"log level error", "error_log_level: error", func(c *Config) { c.ErrorLogLevel = "error" }},
 		{"router uri", "router: {http: radixtree_uri}", func(c *Config) { c.Router.HTTP = "radixtree_uri" }},
+		{"status on", "status: {enabled: true, listen: 7086}", func(c *Config) { c.Status = Status{Enabled: true, Listen: "0.0.0.0:7086"} }},
 		{"router parameters", "router:\n  http: radixtree_uri_with_parameter", func(c *Config) { c.Router.HTTP = "radixtree_uri_with_parameter" }},
 		{"rlimit", "worker_rlimit_nofile: 65536", func(c *Config) { c.WorkerRlimitNofile = 65536 }},
 		{"access log json off", "access_log: {enabled: false, format: json, buffer: 0}", func(c *Config) {
@@ -314,6 +316,9 @@ func TestParseRejects(t *testing.T) {
 		{"log level warning", "error_log_level: warning", []string{`1: error_log_level: must be one of debug, info, warn, error, got "warning"`}},
 		{"router unknown", "router: {http: radixtree_host_uri_with_parameter}", []string{`1: router.http: must be one of radixtree_host_uri, radixtree_uri, radixtree_uri_with_parameter, got "radixtree_host_uri_with_parameter"`}},
 		{"router unknown key", "router: {stream: x}", []string{`1: router.stream: unknown key; known keys here are http`}},
+		{"status on the admin port", "status: {enabled: true, listen: 127.0.0.1:9180}", []string{`1: status.listen: "127.0.0.1:9180" binds the same socket as admin.listen; give the status API its own address`}},
+		{"status on a data port", "status: {enabled: true, listen: 9080}", []string{`1: status.listen: "0.0.0.0:9080" binds the same socket as node_listen[0] "0.0.0.0:9080"; give the status API its own address`}},
+		{"status bad listen", "status: {listen: nowhere}", []string{`1: status.listen: `}},
 		{"log level upper case", "error_log_level: WARN", []string{`1: error_log_level: must be one of debug, info, warn, error, got "WARN"`}},
 
 		{"unknown top key", "apisix:\n  node_listen: [9080]\n", []string{`1: apisix: unknown key; known keys here are worker_processes, node_listen, admin, data_dir, worker_shutdown_timeout, error_log_level`}},

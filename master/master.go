@@ -71,6 +71,7 @@ type Master struct {
 	admin    *adminServers
 	control  net.Listener
 	metrics  *http.Server
+	status   *http.Server // the status API, nil when disabled
 
 	// mu guards the fields below. publishMu serialises whole publications (and reloads),
 	// so snapshot versions reach every worker in order and no worker misses one.
@@ -201,6 +202,9 @@ func (m *Master) start() error {
 		return err
 	}
 	if err := m.serveMetrics(); err != nil {
+		return err
+	}
+	if err := m.serveStatus(); err != nil {
 		return err
 	}
 	slots, err := m.startGeneration(gen)
@@ -563,6 +567,10 @@ func staticChangeAllowed(old, cfg *conf.Config) error {
 	if old.Prometheus != cfg.Prometheus {
 		return fmt.Errorf("prometheus settings are fixed at start: restart to change them")
 	}
+	if old.Status != cfg.Status {
+		return fmt.Errorf("status settings are fixed at start (status.enabled %t → %t, status.listen %s → %s): restart to change them",
+			old.Status.Enabled, cfg.Status.Enabled, old.Status.Listen, cfg.Status.Listen)
+	}
 	return nil
 }
 
@@ -748,6 +756,9 @@ func (m *Master) teardown() {
 	m.admin.close()
 	if m.metrics != nil {
 		_ = m.metrics.Close()
+	}
+	if m.status != nil {
+		_ = m.status.Close()
 	}
 	for _, s := range m.sockets {
 		s.close()
