@@ -2,12 +2,17 @@ package master
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"time"
+
+	"gw/conf"
+	"gw/master/admin"
+	"gw/master/store"
 )
 
 // The control socket carries one JSON request line and one JSON reply line per
@@ -15,7 +20,9 @@ import (
 
 // ControlRequest is what gwctl sends.
 type ControlRequest struct {
-	Command string `json:"command"` // "reload", "reopen" or "status"
+	Command string `json:"command"` // "reload", "reopen", "status", "export" or "import"
+	// Data is the backup an "import" carries.
+	Data []byte `json:"data,omitempty"`
 }
 
 // ControlReply is what the master answers.
@@ -23,6 +30,8 @@ type ControlReply struct {
 	OK      bool   `json:"ok"`
 	Message string `json:"message,omitempty"`
 	Status  *Facts `json:"status,omitempty"`
+	// Data is the backup an "export" answers with.
+	Data []byte `json:"data,omitempty"`
 }
 
 type command struct {
@@ -72,6 +81,9 @@ func (m *Master) serveControl(conn net.Conn) {
 		// even while a reload is waiting for new workers.
 		facts := m.Facts()
 		reply = ControlReply{OK: true, Status: &facts}
+	} else if req.Command == "export" || req.Command == "import" {
+		// The Admin API serialises its own writes; neither needs the master's loop.
+		reply = m.backup(req)
 	} else {
 		cmd := command{request: req, reply: make(chan ControlReply, 1)}
 		select {
@@ -116,8 +128,47 @@ func (m *Master) execute(cmd command) bool {
 	return false
 }
 
+// backup serves gwctl export and import. They come over the control socket rather than
+// the Admin API because they are operator actions on this host: the socket's file mode is
+// the credential, and no new endpoint is exposed on the Admin API's TCP port. Import then
+// goes through the Admin API's own validation, store and publication.
+func (m *Master) backup(req ControlRequest) ControlReply {
+	h := m.admin.handler.Load()
+	if req.Command == "export" {
+		return ControlReply{OK: true, Data: h.Export()}
+	}
+	if m.readOnly.Load() {
+		return ControlReply{Message: errUpgradeInProgress.Error() + ": import again once the new master serves"}
+	}
+	summary, err := h.Import(context.Background(), req.Data, "gwctl import", "control socket")
+	if err != nil {
+		return ControlReply{Message: err.Error()}
+	}
+	return ControlReply{OK: true, Message: summary}
+}
+
+// ExportOffline reads the data directory of an instance whose master is not running and
+// returns it as a backup, changing nothing on disk.
+func ExportOffline(paths Paths) ([]byte, error) {
+	cfg, err := conf.Load(paths.Config)
+	if err != nil {
+		return nil, err
+	}
+	objects, revision, err := store.ReadDir(paths.DataDir(cfg.DataDir))
+	if err != nil {
+		return nil, err
+	}
+	return admin.EncodeBackup(objects, revision), nil
+}
+
 // Control sends one request to the master of paths and returns its reply.
 func Control(paths Paths, command string, timeout time.Duration) (ControlReply, error) {
+	return ControlWith(paths, ControlRequest{Command: command}, timeout)
+}
+
+// ControlWith sends req to the master of paths and returns its reply.
+func ControlWith(paths Paths, request ControlRequest, timeout time.Duration) (ControlReply, error) {
+	command := request.Command
 	var reply ControlReply
 	conn, err := net.DialTimeout("unix", paths.ControlSocket, 2*time.Second)
 	if err != nil {
@@ -125,7 +176,10 @@ func Control(paths Paths, command string, timeout time.Duration) (ControlReply, 
 	}
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(timeout))
-	req, _ := json.Marshal(ControlRequest{Command: command})
+	req, err := json.Marshal(request)
+	if err != nil {
+		return reply, fmt.Errorf("%s: %w", command, err)
+	}
 	if _, err := conn.Write(append(req, '\n')); err != nil {
 		return reply, err
 	}

@@ -32,6 +32,8 @@ func main() {
 			reopenCommand(),
 			statusCommand(),
 			testCommand(),
+			exportCommand(),
+			importCommand(),
 			workerCommand(),
 		},
 		HideHelpCommand: true,

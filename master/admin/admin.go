@@ -5,9 +5,11 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -44,6 +46,16 @@ type Options struct {
 	Version string
 	// PublishTimeout bounds one publication; 0 means 5s.
 	PublishTimeout time.Duration
+	// Log receives refused keys (with the peer, never the token); nil logs nowhere.
+	Log Logger
+	// Audit receives one JSON line per write request (see auditRecord); nil records
+	// nothing. Each line is one Write call.
+	Audit io.Writer
+}
+
+// Logger is the part of the master's error log the Admin API uses.
+type Logger interface {
+	Warnf(format string, args ...any)
 }
 
 // Handler serves the Admin API. It is safe for concurrent use: reads run in parallel,
@@ -60,6 +72,7 @@ type Handler struct {
 // whatever its length and whichever key it matches.
 type keyDigest struct {
 	digest [sha256.Size]byte
+	name   string
 	role   string
 }
 
@@ -75,7 +88,7 @@ func New(opts Options) *Handler {
 	h := &Handler{opts: opts, server: "gw/" + opts.Version, now: time.Now}
 	for _, k := range opts.Keys {
 		if k.Key != "" {
-			h.keys = append(h.keys, keyDigest{digest: sha256.Sum256([]byte(k.Key)), role: k.Role})
+			h.keys = append(h.keys, keyDigest{digest: sha256.Sum256([]byte(k.Key)), name: k.Name, role: k.Role})
 		}
 	}
 	return h
@@ -83,22 +96,33 @@ func New(opts Options) *Handler {
 
 // ServeHTTP serves a request that arrived on the admin TCP listener.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	h.serve(w, r, true)
+	h.serveAudited(w, r, r.RemoteAddr, true)
 }
 
 // Internal returns the same API without the peer allow-list, for the master's private
 // Unix socket: workers forward there the admin requests that reached the data port from
 // a loopback peer, having checked that peer themselves. Keys are still checked.
 func (h *Handler) Internal() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.serve(w, r, false) })
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h.serveAudited(w, r, forwardedPeer, false) })
 }
 
-func (h *Handler) serve(w http.ResponseWriter, r *http.Request, checkPeer bool) {
+// forwardedPeer stands for the client of a call a worker forwarded: workers forward only
+// calls from loopback peers, and do not pass the address on.
+const forwardedPeer = "loopback, via the data port"
+
+// outcome is what serve learned that the audit line needs.
+type outcome struct {
+	keyName  string
+	resource string // the object's path, the created one for a POST
+}
+
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request, peer string, checkPeer bool) (out outcome) {
 	header := w.Header()
 	header.Set("Content-Type", "application/json")
 	header.Set("Server", h.server)
 	header.Set("X-API-VERSION", "v3")
 
+	out.resource = r.URL.Path
 	if checkPeer && !h.peerAllowed(r.RemoteAddr) {
 		reply(w, http.StatusForbidden, errorBody{ErrorMsg: "403 Forbidden"})
 		return
@@ -112,7 +136,16 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, checkPeer bool) 
 		w.WriteHeader(http.StatusOK)
 		return
 	}
-	if description, ok := h.authorize(r); !ok {
+	keyName, description, ok := h.authorize(r)
+	out.keyName = keyName
+	if !ok {
+		if h.opts.Log != nil {
+			who := "no matching key"
+			if keyName != "" {
+				who = "key " + strconv.Quote(keyName)
+			}
+			h.opts.Log.Warnf("admin: refused %s %s from %s (%s): %s", r.Method, r.URL.Path, peer, who, description)
+		}
 		reply(w, http.StatusUnauthorized, errorBody{ErrorMsg: "failed to check token", Description: description})
 		return
 	}
@@ -154,7 +187,11 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, checkPeer bool) 
 		header.Set("Allow", "GET, PUT, POST, PATCH, DELETE")
 		status, body = http.StatusMethodNotAllowed, errorBody{ErrorMsg: "not supported `" + r.Method + "` method for " + res.singular}
 	}
+	if created, ok := body.(item); ok {
+		out.resource = Prefix + strings.TrimPrefix(created.Key, "/apisix")
+	}
 	reply(w, status, body)
+	return out
 }
 
 // peerAllowed judges the TCP peer only: X-Forwarded-For and X-Real-IP are the client's
@@ -178,7 +215,8 @@ func (h *Handler) peerAllowed(remoteAddr string) bool {
 
 // authorize finds the token where APISIX looks for it (query api_key, header X-API-KEY,
 // cookie x_api_key, first non-empty wins) and checks it and its role against the method.
-func (h *Handler) authorize(r *http.Request) (description string, ok bool) {
+// keyName is the name of the key that matched, "" when none did.
+func (h *Handler) authorize(r *http.Request) (keyName, description string, ok bool) {
 	token := r.URL.Query().Get("api_key")
 	if token == "" {
 		token = r.Header.Get("X-API-KEY")
@@ -189,23 +227,23 @@ func (h *Handler) authorize(r *http.Request) (description string, ok bool) {
 		}
 	}
 	if token == "" {
-		return "missing apikey", false
+		return "", "missing apikey", false
 	}
 	digest := sha256.Sum256([]byte(token))
-	role, matched := "", false
-	for _, k := range h.keys {
+	var match *keyDigest
+	for i := range h.keys {
 		// No early exit: every key is compared whichever one matches.
-		if subtle.ConstantTimeCompare(digest[:], k.digest[:]) == 1 {
-			role, matched = k.role, true
+		if subtle.ConstantTimeCompare(digest[:], h.keys[i].digest[:]) == 1 {
+			match = &h.keys[i]
 		}
 	}
-	if !matched {
-		return "wrong apikey", false
+	if match == nil {
+		return "", "wrong apikey", false
 	}
-	if role == "viewer" && r.Method != http.MethodGet {
-		return "invalid method for role viewer", false
+	if match.role == conf.RoleViewer && r.Method != http.MethodGet {
+		return match.name, "invalid method for role viewer", false
 	}
-	return "", true
+	return match.name, "", true
 }
 
 // publish sends a snapshot of the store as it is now to every worker. It outlives the

@@ -15,4 +15,12 @@
 // keeps the durable write, and the next successful write publishes it again. Reads never
 // take the mutex. Responses, including errors, use APISIX's bodies and status codes so
 // APISIX users' scripts keep working.
+//
+// Guard rails: keys are compared as SHA-256 digests in constant time; a refused key is
+// logged with the peer and the key's name (never the token); bodies over 1.5 MiB get 413;
+// every write request, refused ones included, becomes one JSON line in the audit log
+// (time, key name, peer, method, resource, status). Export and Import move the whole
+// store as one JSON backup; Import applies the backup to a scratch copy of the store,
+// validates the result as the API validates a write, and only then stores everything in
+// one change, so a bad object changes nothing.
 package admin

@@ -54,7 +54,7 @@ type rejection struct {
 // type). An empty body decodes to nil.
 func readBody(r *http.Request) (any, *rejection) {
 	tooBig := &rejection{http.StatusRequestEntityTooLarge,
-		errorBody{ErrorMsg: fmt.Sprintf("request body is larger than %d bytes", maxBodyBytes)}}
+		errorBody{ErrorMsg: fmt.Sprintf("request body too large: the Admin API accepts at most %d bytes (1.5 MiB, as APISIX)", maxBodyBytes)}}
 	if r.ContentLength > maxBodyBytes {
 		return nil, tooBig
 	}
@@ -243,7 +243,7 @@ func (h *Handler) putByField(req request, obj map[string]any) (int, any) {
 		return badRequest("wrong " + field)
 	case id == "" && !hasBodyID:
 		// The validator says what is wrong with the field (missing, not a string).
-		if status, body := h.check(req.res, obj); status != 0 {
+		if status, body := check(h.opts.Store, req.res, obj); status != 0 {
 			return status, body
 		}
 		return badRequest("missing " + req.res.singular + " " + field)
@@ -287,7 +287,7 @@ func (h *Handler) post(req request) (int, any) {
 	obj["create_time"] = now
 	obj["update_time"] = now
 	// Validate before NewID: a rejected POST must not consume a revision.
-	if status, body := h.check(req.res, obj); status != 0 {
+	if status, body := check(h.opts.Store, req.res, obj); status != 0 {
 		return status, body
 	}
 	id, err := h.opts.Store.NewID()
@@ -382,10 +382,10 @@ func (h *Handler) delete(req request) (int, any) {
 // write validates obj as a whole, stores it and publishes the result. Callers hold
 // writeMu from their first read of the store, so what was validated is what is stored.
 func (h *Handler) write(req request, id string, obj map[string]any, status func(created bool) int) (int, any) {
-	if code, body := h.check(req.res, obj); code != 0 {
+	if code, body := check(h.opts.Store, req.res, obj); code != 0 {
 		return code, body
 	}
-	if err := h.checkAcrossObjects(req.res.kind, id, encodeJSON(obj)); err != nil {
+	if err := checkAcrossObjects(h.opts.Store, req.res.kind, id, encodeJSON(obj)); err != nil {
 		return badRequest(err.Error())
 	}
 	stored, created, err := h.opts.Store.Put(req.res.kind, id, encodeJSON(obj))
@@ -401,15 +401,15 @@ func (h *Handler) write(req request, id string, obj map[string]any, status func(
 	return status(created), item{Key: key(stored.Kind, stored.ID), Value: stored.Value}
 }
 
-// check validates obj with the resource's validator, then the objects it references.
+// check validates obj with the resource's validator, then the objects it references in s.
 // It returns status 0 when obj may be stored.
-func (h *Handler) check(res *resource, obj map[string]any) (int, any) {
+func check(s *store.Store, res *resource, obj map[string]any) (int, any) {
 	value := encodeJSON(obj)
 	if err := res.validate(value); err != nil {
 		return badRequest(err.Error())
 	}
 	if res.conflicts != nil {
-		if err := res.conflicts(h.opts.Store, value); err != nil {
+		if err := res.conflicts(s, value); err != nil {
 			return badRequest(err.Error())
 		}
 	}
@@ -418,7 +418,7 @@ func (h *Handler) check(res *resource, obj map[string]any) (int, any) {
 		if id == "" {
 			continue
 		}
-		if _, ok := h.opts.Store.Get(ref.kind, id); !ok {
+		if _, ok := s.Get(ref.kind, id); !ok {
 			word := resourceOf(ref.kind).singular
 			return badRequest(fmt.Sprintf("failed to fetch %s info by %s id [%s], response code: 404", word, word, id))
 		}
@@ -468,7 +468,7 @@ func notServed(err error) (int, any) {
 // checkAcrossObjects runs the plugins' cross-object rules (limit-count's group) on the
 // snapshot this write would produce. It costs a whole snapshot, so it runs only when the
 // written route or service configures a plugin that has such a rule.
-func (h *Handler) checkAcrossObjects(kind store.Kind, id string, value []byte) error {
+func checkAcrossObjects(s *store.Store, kind store.Kind, id string, value []byte) error {
 	var set map[string]json.RawMessage
 	var route *conf.Route
 	var service *conf.Service
@@ -497,7 +497,7 @@ func (h *Handler) checkAcrossObjects(kind store.Kind, id string, value []byte) e
 	if !needed {
 		return nil
 	}
-	snap, err := h.opts.Store.Snapshot()
+	snap, err := s.Snapshot()
 	if err != nil {
 		return err
 	}

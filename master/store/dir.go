@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -25,11 +26,16 @@ type objectFile struct {
 	CreatedIndex  uint64          `json:"created_index"`
 	ModifiedIndex uint64          `json:"modified_index"`
 	Value         json.RawMessage `json:"value"`
+	// Checksum is checksumOf(Value); empty in files from before it existed.
+	Checksum string `json:"checksum,omitempty"`
 }
 
 // dirBackend keeps one file per object under a directory; see the package doc.
 type dirBackend struct {
 	dir string
+	// revision is the highest revision loaded from or written to the revision file; the
+	// file is never rewritten with a lower one.
+	revision uint64
 }
 
 func openDirBackend(dir string) (*dirBackend, error) {
@@ -49,11 +55,6 @@ func (b *dirBackend) Load(kinds []Kind) ([]Object, uint64, error) {
 	if err := removeLeftovers(b.dir); err != nil {
 		return nil, 0, err
 	}
-	revision, err := b.loadRevision()
-	if err != nil {
-		return nil, 0, err
-	}
-	var objects []Object
 	for _, kind := range kinds {
 		dir := b.kindDir(kind)
 		if err := os.Mkdir(dir, 0o700); err == nil {
@@ -66,73 +67,177 @@ func (b *dirBackend) Load(kinds []Kind) ([]Object, uint64, error) {
 		if err := removeLeftovers(dir); err != nil {
 			return nil, 0, err
 		}
-		entries, err := os.ReadDir(dir)
+	}
+	objects, revision, err := readDir(b.dir, kinds)
+	if err != nil {
+		return nil, 0, err
+	}
+	b.revision = revision
+	return objects, revision, nil
+}
+
+// ReadDir reads the objects and the revision file of a store directory without changing
+// anything in it (no directory created, no leftover removed), for reading the data of a
+// master that is not running. It rejects damaged files exactly as Open does.
+func ReadDir(dir string) ([]Object, uint64, error) {
+	if _, err := os.Stat(dir); err != nil {
+		return nil, 0, fmt.Errorf("store: %w", err)
+	}
+	return readDir(dir, Kinds())
+}
+
+// readDir reads every object file and the revision file. It goes through all of them
+// before failing, so that one start reports every damaged file instead of one per try.
+func readDir(dir string, kinds []Kind) ([]Object, uint64, error) {
+	damage := &CorruptError{Dir: dir}
+	revision, err := readRevision(filepath.Join(dir, revisionFile))
+	if err != nil {
+		damage.add(filepath.Join(dir, revisionFile), err)
+	}
+	var objects []Object
+	for _, kind := range kinds {
+		kindDir := filepath.Join(dir, string(kind))
+		entries, err := os.ReadDir(kindDir)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
 		if err != nil {
-			return nil, 0, fmt.Errorf("store: reading %s: %w", dir, err)
+			return nil, 0, fmt.Errorf("store: reading %s: %w", kindDir, err)
 		}
 		for _, entry := range entries {
 			if entry.IsDir() || !strings.HasSuffix(entry.Name(), objectExt) {
 				continue
 			}
-			path := filepath.Join(dir, entry.Name())
+			path := filepath.Join(kindDir, entry.Name())
 			obj, err := loadObject(path, kind, strings.TrimSuffix(entry.Name(), objectExt))
 			if err != nil {
-				return nil, 0, err
+				damage.add(path, err)
+				continue
 			}
 			objects = append(objects, obj)
 		}
 	}
+	if len(damage.Files) > 0 {
+		return nil, 0, damage
+	}
 	return objects, revision, nil
 }
 
-func (b *dirBackend) loadRevision() (uint64, error) {
-	path := filepath.Join(b.dir, revisionFile)
+// ErrCorrupt is what a CorruptError matches with errors.Is.
+var ErrCorrupt = errors.New("store: damaged files")
+
+// DamagedFile is one file Open refused, and why.
+type DamagedFile struct {
+	Path   string
+	Reason string
+}
+
+// CorruptError lists every damaged file of a store directory. Open loads nothing when it
+// returns one: serving a store with an object silently missing would be worse than not
+// starting. The message is a single line because it travels to `gwctl start` as one.
+type CorruptError struct {
+	Dir   string
+	Files []DamagedFile
+}
+
+func (e *CorruptError) add(path string, err error) {
+	e.Files = append(e.Files, DamagedFile{Path: path, Reason: err.Error()})
+}
+
+func (e *CorruptError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "store %s: %d damaged file(s), so nothing was loaded:", e.Dir, len(e.Files))
+	for i, f := range e.Files {
+		if i > 0 {
+			b.WriteString(";")
+		}
+		fmt.Fprintf(&b, " %s: %s", f.Path, f.Reason)
+	}
+	fmt.Fprintf(&b, ". To start, move the damaged files out of %s, then restore their objects "+
+		"with `gwctl import` from a backup or re-create them through the Admin API "+
+		"(a damaged revision file may instead be rewritten holding a number at least as large as every \"modified_index\")", e.Dir)
+	return b.String()
+}
+
+func (e *CorruptError) Is(target error) bool { return target == ErrCorrupt }
+
+func readRevision(path string) (uint64, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return 0, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("store: reading %s: %w", path, err)
+		return 0, err
 	}
 	revision, err := strconv.ParseUint(strings.TrimSpace(string(data)), 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("store: %s: not a revision number: %w", path, err)
+		return 0, fmt.Errorf("not a revision number: %q", truncate(data))
 	}
 	return revision, nil
 }
 
+// checksumOf is the checksum an object file carries for its value. JSON validity alone
+// catches a truncated file, but not a flipped byte inside a string ("127.0.0.1" becoming
+// "127.0.0.3" still parses); CRC-32C catches that, and costs nothing at Admin API rates.
+func checksumOf(value []byte) string {
+	return fmt.Sprintf("crc32c:%08x", crc32.Checksum(value, castagnoli))
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// loadObject reads one object file; the error is the reason alone, the caller adds the path.
 func loadObject(path string, kind Kind, id string) (Object, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return Object{}, fmt.Errorf("store: reading %s: %w", path, err)
+		return Object{}, err
 	}
 	var file objectFile
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&file); err != nil {
-		return Object{}, fmt.Errorf("store: %s: %w", path, err)
+		return Object{}, fmt.Errorf("not a whole object file (torn or edited?): %w", err)
+	}
+	if dec.More() {
+		return Object{}, errors.New("not a whole object file: data after the object")
 	}
 	switch {
 	case file.Kind != kind || file.ID != id:
-		return Object{}, fmt.Errorf("store: %s: holds %s/%s, want %s/%s", path, file.Kind, file.ID, kind, id)
+		return Object{}, fmt.Errorf("holds %s/%s, want %s/%s", file.Kind, file.ID, kind, id)
 	case !ValidID(id):
-		return Object{}, fmt.Errorf("store: %s: %w %q", path, ErrInvalidID, id)
+		return Object{}, fmt.Errorf("%w %q", ErrInvalidID, id)
 	case file.CreatedIndex == 0 || file.ModifiedIndex < file.CreatedIndex:
-		return Object{}, fmt.Errorf("store: %s: bad indexes created %d, modified %d", path, file.CreatedIndex, file.ModifiedIndex)
+		return Object{}, fmt.Errorf("bad indexes created %d, modified %d", file.CreatedIndex, file.ModifiedIndex)
 	case len(file.Value) == 0 || file.Value[0] != '{':
-		return Object{}, fmt.Errorf("store: %s: value is not a JSON object", path)
+		return Object{}, errors.New("value is not a JSON object")
+	// Files written before checksums existed have none; they still load.
+	case file.Checksum != "" && file.Checksum != checksumOf(file.Value):
+		return Object{}, fmt.Errorf("checksum mismatch: file says %s, value has %s", file.Checksum, checksumOf(file.Value))
 	}
 	return Object{Kind: kind, ID: id, Value: file.Value, CreatedIndex: file.CreatedIndex, ModifiedIndex: file.ModifiedIndex}, nil
 }
 
+func truncate(data []byte) string {
+	const limit = 40
+	if len(data) > limit {
+		return string(data[:limit]) + "..."
+	}
+	return string(data)
+}
+
 func (b *dirBackend) Put(obj Object) error {
-	data, err := json.Marshal(objectFile{
+	// No HTML escaping: the file must hold the value byte for byte as the checksum saw it
+	// (json.Marshal would turn a route's ">" into "\u003e").
+	var data bytes.Buffer
+	enc := json.NewEncoder(&data)
+	enc.SetEscapeHTML(false)
+	err := enc.Encode(objectFile{
 		Kind: obj.Kind, ID: obj.ID, CreatedIndex: obj.CreatedIndex, ModifiedIndex: obj.ModifiedIndex, Value: obj.Value,
+		Checksum: checksumOf(obj.Value),
 	})
 	if err != nil {
 		return fmt.Errorf("store: encoding %s/%s: %w", obj.Kind, obj.ID, err)
 	}
-	return writeFileAtomic(b.objectPath(obj.Kind, obj.ID), append(data, '\n'))
+	return writeFileAtomic(b.objectPath(obj.Kind, obj.ID), data.Bytes())
 }
 
 func (b *dirBackend) Delete(kind Kind, id string, revision uint64) error {
@@ -149,7 +254,14 @@ func (b *dirBackend) Delete(kind Kind, id string, revision uint64) error {
 }
 
 func (b *dirBackend) SetRevision(revision uint64) error {
-	return writeFileAtomic(filepath.Join(b.dir, revisionFile), []byte(strconv.FormatUint(revision, 10)+"\n"))
+	if revision < b.revision {
+		return fmt.Errorf("BUG: store: revision would go back from %d to %d", b.revision, revision)
+	}
+	if err := writeFileAtomic(filepath.Join(b.dir, revisionFile), []byte(strconv.FormatUint(revision, 10)+"\n")); err != nil {
+		return err
+	}
+	b.revision = revision
+	return nil
 }
 
 func (b *dirBackend) Close() error { return nil }

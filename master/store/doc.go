@@ -12,15 +12,23 @@
 // without touching the index. The file backend Open uses lays a directory out as
 //
 //	<dir>/revision            the revision counter, decimal, one line
-//	<dir>/<kind>/<id>.json    one object: {"kind","id","created_index","modified_index","value"}
+//	<dir>/<kind>/<id>.json    one object: {"kind","id","created_index","modified_index","value","checksum"}
 //
 // Every file is replaced atomically: written to a "tmp-*" file in the same directory,
 // fsynced, renamed over the target, then the directory is fsynced. A Put needs no revision
 // file write because the object carries its own ModifiedIndex; Delete and NewID write the
-// revision file first, so the counter never goes back after a restart. At Open the
-// revision is the larger of the revision file and every object's ModifiedIndex, leftover
-// "tmp-*" files from a crash are removed, and any file that does not parse fails Open with
-// its path: the store is loaded whole or not at all.
+// revision file first, and the backend refuses to write it lower than it was, so the
+// counter never goes back after a restart. At Open the revision is the larger of the
+// revision file and every object's ModifiedIndex, and leftover "tmp-*" files from a crash
+// are removed.
+//
+// A crash cannot tear a file that is renamed into place, so a damaged file means a
+// misbehaving disk or a hand edit. Parsing catches a truncated file; the CRC-32C checksum
+// of the value catches a changed byte that still parses. Open checks every file, and if
+// any is damaged it loads nothing and returns a CorruptError naming each file and why,
+// with what to do: the store is loaded whole or not at all. ReadDir reads a directory the
+// same way without changing it (offline export). PutAll stores many objects as one change
+// (import).
 //
 // Two processes must not write one directory at once; during a binary upgrade the old
 // master has to stop taking writes before the new one opens the store.

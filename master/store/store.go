@@ -256,6 +256,17 @@ func (s *Store) List(kind Kind) []Object {
 	return list(s.db.Txn(false), kind)
 }
 
+// All returns every object, kind by kind in Kinds order and each kind by CreatedIndex,
+// with the revision they reflect: one consistent point, as for a backup.
+func (s *Store) All() ([]Object, uint64) {
+	txn := s.db.Txn(false)
+	var objects []Object
+	for _, kind := range Kinds() {
+		objects = append(objects, list(txn, kind)...)
+	}
+	return objects, revisionOf(txn)
+}
+
 func list(txn *memdb.Txn, kind Kind) []Object {
 	it, err := txn.Get(string(kind), "created")
 	if err != nil {
@@ -320,6 +331,85 @@ func (s *Store) Put(kind Kind, id string, value json.RawMessage) (obj Object, cr
 	setRevision(txn, revision)
 	txn.Commit()
 	return obj, created, nil
+}
+
+// PutAll creates or replaces every object of objs (Kind, ID and Value set; the indexes are
+// assigned here) as one change: readers see all of them or none, and if persisting one
+// fails, the ones already persisted are put back as they were and nothing changes in
+// memory. Each object takes its own revision, in the order given. A crash part-way can
+// leave a prefix of objs on disk, so callers order objs such that every prefix is a
+// consistent store (what is referenced before what references it).
+func (s *Store) PutAll(objs []Object) ([]Object, error) {
+	batch := make([]Object, len(objs))
+	seen := make(map[Kind]map[string]bool)
+	for i, obj := range objs {
+		if !knownKind(obj.Kind) {
+			return nil, fmt.Errorf("%w %q", ErrUnknownKind, obj.Kind)
+		}
+		if !ValidID(obj.ID) {
+			return nil, fmt.Errorf("%s: %w %q: use 1 to 64 characters of a-z A-Z 0-9 - _ .", obj.Kind, ErrInvalidID, obj.ID)
+		}
+		if seen[obj.Kind] == nil {
+			seen[obj.Kind] = map[string]bool{}
+		}
+		if seen[obj.Kind][obj.ID] {
+			return nil, fmt.Errorf("store: %s/%s appears twice in one batch", obj.Kind, obj.ID)
+		}
+		seen[obj.Kind][obj.ID] = true
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, obj.Value); err != nil {
+			return nil, fmt.Errorf("store: value of %s/%s is not JSON: %w", obj.Kind, obj.ID, err)
+		}
+		batch[i] = Object{Kind: obj.Kind, ID: obj.ID, Value: compact.Bytes()}
+	}
+
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	txn := s.db.Txn(true)
+	defer txn.Abort()
+	revision := revisionOf(txn)
+	var previous []*Object // what each persisted object replaced, nil when it was new
+	for i := range batch {
+		revision++
+		obj := &batch[i]
+		obj.CreatedIndex, obj.ModifiedIndex = revision, revision
+		var prev *Object
+		if raw, _ := txn.First(string(obj.Kind), "id", obj.ID); raw != nil {
+			prev = raw.(*Object)
+			obj.CreatedIndex = prev.CreatedIndex
+		}
+		if err := s.backend.Put(*obj); err != nil {
+			if undoErr := s.undo(batch[:i], previous, revision); undoErr != nil {
+				return nil, fmt.Errorf("%w; putting back the objects already written also failed: %v", err, undoErr)
+			}
+			return nil, err
+		}
+		previous = append(previous, prev)
+		stored := *obj
+		if err := txn.Insert(string(obj.Kind), &stored); err != nil {
+			panic(fmt.Sprintf("BUG: store: indexing %s/%s: %v", obj.Kind, obj.ID, err))
+		}
+	}
+	setRevision(txn, revision)
+	txn.Commit()
+	return batch, nil
+}
+
+// undo puts back on disk what written[i] replaced (previous[i]), or removes it when it was
+// new. revision is the highest one the failed batch consumed; it stays consumed.
+func (s *Store) undo(written []Object, previous []*Object, revision uint64) error {
+	var errs []error
+	for i := len(written) - 1; i >= 0; i-- {
+		if previous[i] != nil {
+			errs = append(errs, s.backend.Put(*previous[i]))
+			continue
+		}
+		errs = append(errs, s.backend.Delete(written[i].Kind, written[i].ID, revision))
+	}
+	return errors.Join(errs...)
 }
 
 // Delete removes the object kind/id and reports whether it existed. The change is

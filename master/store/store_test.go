@@ -109,7 +109,7 @@ func TestPutRejects(t *testing.T) {
 		value string
 		want  error
 	}{
-		{"unknown kind", "ssls", "1", `{}`, ErrUnknownKind},
+		{"unknown kind", "nosuchkind", "1", `{}`, ErrUnknownKind},
 		{"empty id", Routes, "", `{}`, ErrInvalidID},
 		{"dot", Routes, ".", `{}`, ErrInvalidID},
 		{"dot dot", Routes, "..", `{}`, ErrInvalidID},
