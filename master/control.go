@@ -37,6 +37,9 @@ type ControlReply struct {
 type command struct {
 	request ControlRequest
 	reply   chan ControlReply
+	// written is closed once the reply has gone out (or could not), so that a master
+	// that exits right after replying (an upgrade) does not cut its answer off.
+	written chan struct{}
 }
 
 func (m *Master) listenControl() error {
@@ -85,7 +88,8 @@ func (m *Master) serveControl(conn net.Conn) {
 		// The Admin API serialises its own writes; neither needs the master's loop.
 		reply = m.backup(req)
 	} else {
-		cmd := command{request: req, reply: make(chan ControlReply, 1)}
+		cmd := command{request: req, reply: make(chan ControlReply, 1), written: make(chan struct{})}
+		defer close(cmd.written)
 		select {
 		case m.commands <- cmd:
 			reply = <-cmd.reply
@@ -119,7 +123,17 @@ func (m *Master) execute(cmd command) bool {
 			cmd.reply <- ControlReply{Message: err.Error()}
 			return false
 		}
+		// The new master serves the Admin API on the same listening socket: stop taking
+		// connections here, and close idle keep-alive ones, before saying the upgrade is
+		// done, or a client's next write could still reach this read-only master.
+		m.admin.close()
 		cmd.reply <- ControlReply{OK: true, Message: fmt.Sprintf("upgraded: new master pid %d runs %s; the old workers drain", pid, m.binary)}
+		if cmd.written != nil {
+			select {
+			case <-cmd.written:
+			case <-time.After(5 * time.Second):
+			}
+		}
 		m.handOver()
 		return true
 	default:
