@@ -18,15 +18,25 @@ type Config struct {
 	// ErrorLogLevel is one of debug, info, warn, error.
 	ErrorLogLevel string `json:"error_log_level"`
 	// WorkerRlimitNofile is the open-file limit the master sets for itself and its workers.
-	WorkerRlimitNofile int       `json:"worker_rlimit_nofile"`
-	AccessLog          AccessLog `json:"access_log"`
+	WorkerRlimitNofile int `json:"worker_rlimit_nofile"`
+	// User is the account the workers run as, nginx's user directive: "name" or
+	// "name group" (names or numeric ids); empty keeps the master's own. It takes effect
+	// only when the master runs as root, and is fixed for the master's life.
+	User      string    `json:"user"`
+	AccessLog AccessLog `json:"access_log"`
 	// Shm sizes the shared-memory segments. Like nginx's shared zones they are fixed for
 	// the life of the master: a reload that changes them fails.
 	Shm        Shm        `json:"shm"`
 	Prometheus Prometheus `json:"prometheus"`
 	// Status is the master's status API.
 	Status Status `json:"status"`
-	Router Router `json:"router"`
+	// Edge is the client limits and real-IP keys, top-level keys in config.yaml.
+	Edge
+	// SSL is the TLS listener (APISIX's apisix.ssl); see conf/ssl_config.go.
+	SSL    TLSListener `json:"ssl"`
+	Router Router      `json:"router"`
+	// UpstreamTrust is ssl.ssl_trusted_certificate; see conf/upstream_tls_config.go.
+	UpstreamTrust
 }
 
 // Status configures the master's status API (/status, /status/ready), as APISIX's
@@ -75,6 +85,9 @@ type Shm struct {
 	// (fail open), "reject" refuses the request with the plugin's rejected_code (fail closed).
 	LimitCountOnFull string `json:"limit_count_on_full"`
 	Metrics          int64  `json:"metrics"`
+	// HealthCheck holds the upstream nodes' health, written by the master's checker and
+	// the workers' passive counting.
+	HealthCheck int64 `json:"health_check"`
 }
 
 // Prometheus configures the master's metrics export server.

@@ -123,7 +123,7 @@ const (
 	routeKnown    = "create_time, desc, enable_websocket, host, hosts, id, labels, methods, name, plugin_config_id, plugins, priority, remote_addr, remote_addrs, service_id, status, timeout, update_time, upstream, upstream_id, uri, uris, vars"
 	balancerTypes = `the supported types are "roundrobin", "chash", "ewma" and "least_conn"`
 	varsRule      = "must be one of uri, server_name, server_addr, request_uri, remote_port, remote_addr, query_string, host, hostname, mqtt_client_id or arg_<name>"
-	upstreamKnown = "create_time, desc, hash_on, id, keepalive_pool, key, labels, name, nodes, pass_host, retries, retry_timeout, scheme, timeout, type, update_time, upstream_host"
+	upstreamKnown = "checks, create_time, desc, hash_on, id, keepalive_pool, key, labels, name, nodes, pass_host, retries, retry_timeout, scheme, timeout, tls, type, update_time, upstream_host"
 	serviceKnown  = "create_time, desc, enable_websocket, hosts, id, labels, name, plugins, update_time, upstream, upstream_id"
 	idRule        = "id must be a string of 1-64 characters from [a-zA-Z0-9-_.] or a positive integer, got "
 	hostRule      = `must be "*" or a host name of letters, digits and "-._[]:", optionally after a leading "*", got `
@@ -357,8 +357,8 @@ var upstreamRejects = []struct {
 	{"service discovery", `{"service_name":"a","discovery_type":"dns"}`, invalidConf + `property "discovery_type" validation failed: discovery_type is not supported yet`},
 	{"service_name", `{"service_name":"a"}`, invalidConf + `property "service_name" validation failed: service_name is not supported yet`},
 	{"discovery_args", `{"discovery_args":{},"nodes":{"a:1":1}}`, invalidConf + `property "discovery_args" validation failed: discovery_args is not supported yet`},
-	{"checks", `{"checks":{"active":{}},"nodes":{"a:1":1}}`, invalidConf + `property "checks" validation failed: checks is not supported yet`},
-	{"tls", `{"tls":{"client_cert_id":1},"nodes":{"a:1":1}}`, invalidConf + `property "tls" validation failed: tls is not supported yet`},
+	{"checks without active", `{"checks":{},"nodes":{"a:1":1}}`, invalidConf + `property "checks.active" validation failed: is required`},
+	{"tls", `{"tls":{"client_cert_id":1},"nodes":{"a:1":1}}`, invalidConf + `property "tls" validation failed: applies only to scheme "https", got scheme "http"; set "scheme": "https" or remove tls`},
 	{"nodes as a string", `{"nodes":"a:1"}`, invalidConf + `property "nodes" validation failed: wrong type: expected object or array, got string "a:1"`},
 	{"nodes null", `{"nodes":null}`, invalidConf + `property "nodes" validation failed: wrong type: expected object or array, got null`},
 
@@ -407,7 +407,6 @@ var upstreamRejects = []struct {
 	{"negative idle_timeout", `{"nodes":{"a:1":1},"keepalive_pool":{"idle_timeout":-1}}`, invalidConf + `property "keepalive_pool.idle_timeout" validation failed: must be >= 0, got -1`},
 	{"keepalive requests 0", `{"nodes":{"a:1":1},"keepalive_pool":{"requests":0}}`, invalidConf + `property "keepalive_pool.requests" validation failed: must be >= 1, got 0`},
 	{"unknown keepalive member", `{"nodes":{"a:1":1},"keepalive_pool":{"timeout":1}}`, invalidConf + `property "keepalive_pool.timeout" validation failed: unknown field (additional properties are forbidden); known fields: idle_timeout, requests, size`},
-	{"https", `{"nodes":{"a:1":1},"scheme":"https"}`, invalidConf + `property "scheme" validation failed: "https" is not supported yet`},
 	{"grpc", `{"nodes":{"a:1":1},"scheme":"grpc"}`, invalidConf + `property "scheme" validation failed: "grpc" is not supported yet`},
 	{"unknown scheme", `{"nodes":{"a:1":1},"scheme":"ftp"}`, invalidConf + `property "scheme" validation failed: matches none of the enum values (grpc, grpcs, http, https, tcp, tls, udp, kafka), got "ftp"`},
 	{"unknown pass_host", `{"nodes":{"a:1":1},"pass_host":"keep"}`, invalidConf + `property "pass_host" validation failed: matches none of the enum values (pass, node, rewrite), got "keep"`},

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"os/user"
 	"regexp"
 	"runtime"
 	"sort"
@@ -249,7 +250,7 @@ func (l *loader) mapping(n *yaml.Node, path string, fields []yamlField) {
 }
 
 func (l *loader) config(root *yaml.Node, c *Config) {
-	l.mapping(root, "", []yamlField{
+	l.mapping(root, "", append([]yamlField{
 		{"worker_processes", func(p string, v *yaml.Node) {
 			if n, ok := l.workerProcesses(p, v); ok {
 				c.WorkerProcesses = n
@@ -281,9 +282,17 @@ func (l *loader) config(root *yaml.Node, c *Config) {
 				c.WorkerRlimitNofile = int(n)
 			}
 		}},
+		{"user", func(p string, v *yaml.Node) {
+			if s, ok := l.user(p, v); ok {
+				c.User = s
+			}
+		}},
 		{"access_log", func(p string, v *yaml.Node) { l.accessLog(p, v, &c.AccessLog) }},
 		{"shm", func(p string, v *yaml.Node) { l.shm(p, v, &c.Shm) }},
 		{"prometheus", func(p string, v *yaml.Node) { l.prometheus(p, v, &c.Prometheus) }},
+		{"ssl", func(p string, v *yaml.Node) {
+			l.sslSection(p, l.takeTrustedCertificate(p, v, &c.SSLTrustedCertificate), &c.SSL)
+		}},
 		{"status", func(p string, v *yaml.Node) {
 			l.mapping(v, p, []yamlField{
 				{"enabled", func(p string, v *yaml.Node) {
@@ -305,7 +314,7 @@ func (l *loader) config(root *yaml.Node, c *Config) {
 				}
 			}}})
 		}},
-	})
+	}, l.edgeFields(&c.Edge)...))
 }
 
 func (l *loader) accessLog(path string, n *yaml.Node, a *AccessLog) {
@@ -353,6 +362,11 @@ func (l *loader) shm(path string, n *yaml.Node, s *Shm) {
 		{"metrics", func(p string, v *yaml.Node) {
 			if n, ok := l.size(p, v, 64<<10, 16<<30); ok {
 				s.Metrics = n
+			}
+		}},
+		{"health_check", func(p string, v *yaml.Node) {
+			if n, ok := l.size(p, v, 64<<10, 16<<30); ok {
+				s.HealthCheck = n
 			}
 		}},
 	})
@@ -719,6 +733,73 @@ func (l *loader) nonEmptyString(path string, v *yaml.Node) (string, bool) {
 	return s, ok
 }
 
+// user checks nginx's "user name [group]": one or two names or numeric ids, each known to
+// this system, so `gwctl test` catches a typo as `nginx -t` does. Empty means not set.
+func (l *loader) user(path string, v *yaml.Node) (string, bool) {
+	s, ok := l.scalarString(path, v)
+	if !ok {
+		return "", false
+	}
+	fields := strings.Fields(s)
+	if len(fields) > 2 {
+		l.errorf(v.Line, path, `must be "user" or "user group", got %s`, describeYAML(v))
+		return "", false
+	}
+	if len(fields) > 0 {
+		if _, err := LookupUser(fields[0]); err != nil {
+			l.errorf(v.Line, path, "%v, got %s", err, describeYAML(v))
+			return "", false
+		}
+	}
+	if len(fields) > 1 {
+		if _, err := LookupGroup(fields[1]); err != nil {
+			l.errorf(v.Line, path, "%v, got %s", err, describeYAML(v))
+			return "", false
+		}
+	}
+	return strings.Join(fields, " "), true
+}
+
+// LookupUser finds a user by name, or by numeric id as nginx's user directive allows.
+func LookupUser(name string) (*user.User, error) {
+	if decimalDigits(name) {
+		u, err := user.LookupId(name)
+		if err != nil {
+			return nil, fmt.Errorf("no user with id %s on this system", name)
+		}
+		return u, nil
+	}
+	u, err := user.Lookup(name)
+	var unknown user.UnknownUserError
+	if errors.As(err, &unknown) {
+		return nil, fmt.Errorf("no user %q on this system", name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("looking up user %q: %w", name, err)
+	}
+	return u, nil
+}
+
+// LookupGroup finds a group by name or numeric id.
+func LookupGroup(name string) (*user.Group, error) {
+	if decimalDigits(name) {
+		g, err := user.LookupGroupId(name)
+		if err != nil {
+			return nil, fmt.Errorf("no group with id %s on this system", name)
+		}
+		return g, nil
+	}
+	g, err := user.LookupGroup(name)
+	var unknown user.UnknownGroupError
+	if errors.As(err, &unknown) {
+		return nil, fmt.Errorf("no group %q on this system", name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("looking up group %q: %w", name, err)
+	}
+	return g, nil
+}
+
 // scalarString takes a scalar's text as written, so `key: 12345` is the string "12345".
 func (l *loader) scalarString(path string, v *yaml.Node) (string, bool) {
 	if v.Kind != yaml.ScalarNode || isYAMLNull(v) || v.Tag == "!!bool" {
@@ -747,6 +828,8 @@ func (l *loader) list(path string, v *yaml.Node) ([]*yaml.Node, bool) {
 // crossCheck applies the rules that span several keys, on the merged config. Each error
 // points at the key this file set, so a default never takes the blame.
 func (l *loader) crossCheck(c *Config) {
+	l.crossCheckEdge(c)
+	l.crossCheckTLS(c)
 	if c.Admin.Listen == "" {
 		return // already reported
 	}
@@ -819,8 +902,9 @@ func (l *loader) pick(paths ...string) string {
 }
 
 // listenCollision returns the index of the first address in addrs that would bind the same
-// socket as addr, or -1. A wildcard host takes the port on every address: Go listens on
-// 0.0.0.0 and [::] dual-stack.
+// socket as addr, or -1. A wildcard host takes the port on every address of its family
+// only: gw listens on [::] with IPV6_V6ONLY, as nginx's "listen [::]:80" (ipv6only=on), so
+// 0.0.0.0:80 and [::]:80 are two sockets that may both be listed.
 func listenCollision(addr string, addrs []string) int {
 	a, err := netip.ParseAddrPort(addr)
 	if err != nil {
@@ -831,7 +915,8 @@ func listenCollision(addr string, addrs []string) int {
 		if err != nil || a.Port() != b.Port() {
 			continue
 		}
-		if a.Addr() == b.Addr() || a.Addr().IsUnspecified() || b.Addr().IsUnspecified() {
+		sameFamily := a.Addr().Is4() == b.Addr().Is4()
+		if a.Addr() == b.Addr() || sameFamily && (a.Addr().IsUnspecified() || b.Addr().IsUnspecified()) {
 			return i
 		}
 	}

@@ -31,10 +31,12 @@ func wantDefault() *Config {
 			Enabled: true, Path: "logs/access.log", Format: "combined",
 			Buffer: 64 << 10, FlushInterval: time.Second,
 		},
-		Shm:        Shm{LimitCount: 10 << 20, LimitCountOnFull: "evict", Metrics: 16 << 20},
+		Shm:        Shm{LimitCount: 10 << 20, LimitCountOnFull: "evict", Metrics: 16 << 20, HealthCheck: 1 << 20},
 		Prometheus: Prometheus{Enabled: true, ExportAddr: "127.0.0.1:9091", ExportURI: "/apisix/prometheus/metrics", MaxSeries: 10000},
 		Router:     Router{HTTP: "radixtree_host_uri"},
 		Status:     Status{Enabled: false, Listen: "127.0.0.1:7085"},
+		SSL:        TLSListener{Listen: []string{"0.0.0.0:9443"}},
+		Edge:       wantDefaultEdge(),
 	}
 }
 
@@ -139,6 +141,23 @@ func TestParseAccepts(t *testing.T) {
 		}},
 		{"block list style", "node_listen:\n  - 9080\n  - 9443\n", func(c *Config) { c.NodeListen = []string{"0.0.0.0:9080", "0.0.0.0:9443"} }},
 		{"admin listen only merges", "admin:\n  listen: 127.0.0.1:9999\n", func(c *Config) { c.Admin.Listen = "127.0.0.1:9999" }},
+		{"listen v4 and v6 wildcards side by side (ipv6only)", "node_listen: ['0.0.0.0:80', '[::]:80']", func(c *Config) {
+			c.NodeListen = []string{"0.0.0.0:80", "[::]:80"}
+		}},
+		{"listen v4 and v6 loopback, same port", "node_listen: ['127.0.0.1:80', '[::1]:80']", func(c *Config) {
+			c.NodeListen = []string{"127.0.0.1:80", "[::1]:80"}
+		}},
+		{"admin on v6 wildcard beside a v4 wildcard node port", "node_listen: ['0.0.0.0:9180']\nadmin:\n  listen: '[::]:9180'\n  keys: [{name: ops, key: k1}]\n", func(c *Config) {
+			c.NodeListen = []string{"0.0.0.0:9180"}
+			c.Admin.Listen = "[::]:9180"
+			c.Admin.Keys = []AdminKey{{Name: "ops", Key: "k1", Role: "admin"}}
+		}},
+		{"user name", "user: root", func(c *Config) { c.User = "root" }},
+		{"user name and group", "user: root root", func(c *Config) { c.User = "root root" }},
+		{"user numeric ids", "user: 0 0", func(c *Config) { c.User = "0 0" }},
+		{"user unquoted number", "user: 0", func(c *Config) { c.User = "0" }},
+		{"user spaces collapsed", "user: '  root   root '", func(c *Config) { c.User = "root root" }},
+		{"user empty means unset", `user: ""`, func(c *Config) { c.User = "" }},
 		{"admin listen ipv6 loopback", `admin: {listen: "[::1]:9180"}`, func(c *Config) { c.Admin.Listen = "[::1]:9180" }},
 		{"admin null keeps defaults", "admin:\n", func(c *Config) {}},
 		{"admin keys default role", "admin:\n  keys:\n    - {name: ops, key: s3cret}\n", func(c *Config) {
@@ -175,9 +194,10 @@ func TestParseAccepts(t *testing.T) {
 			c.AccessLog.Enabled, c.AccessLog.Format, c.AccessLog.Buffer = false, "json", 0
 		}},
 		{"shm sizes", "shm: {limit_count: 64k, metrics: 1g, limit_count_on_full: reject}", func(c *Config) {
-			c.Shm = Shm{LimitCount: 64 << 10, Metrics: 1 << 30, LimitCountOnFull: "reject"}
+			c.Shm.LimitCount, c.Shm.Metrics, c.Shm.LimitCountOnFull = 64<<10, 1<<30, "reject"
 		}},
 		{"shm bytes", "shm: {limit_count: 1048576}", func(c *Config) { c.Shm.LimitCount = 1 << 20 }},
+		{"shm health_check", "shm: {health_check: 64k}", func(c *Config) { c.Shm.HealthCheck = 64 << 10 }},
 		{"prometheus", "prometheus: {export_addr: 9092, export_uri: /metrics, max_series: 5}", func(c *Config) {
 			c.Prometheus.ExportAddr, c.Prometheus.ExportURI, c.Prometheus.MaxSeries = "0.0.0.0:9092", "/metrics", 5
 		}},
@@ -247,6 +267,7 @@ func TestParseRejects(t *testing.T) {
 		{"access log format", "access_log: {format: main}", []string{`1: access_log.format: must be one of combined, json, got "main"`}},
 		{"shm size word", "shm: {limit_count: lots}", []string{`1: shm.limit_count: must be a size such as 65536, 64k, 10m or 1g, got "lots"`}},
 		{"shm size too small", "shm: {metrics: 1k}", []string{`1: shm.metrics: must be from 65536 to 17179869184 bytes, got "1k"`}},
+		{"shm health_check too small", "shm: {health_check: 4k}", []string{`1: shm.health_check: must be from 65536 to 17179869184 bytes, got "4k"`}},
 		{"shm on full", "shm: {limit_count_on_full: drop}", []string{`1: shm.limit_count_on_full: must be one of evict, reject, got "drop"`}},
 		{"shm unknown", "shm: {lua_dict: 1m}", []string{`1: shm.lua_dict: unknown key`}},
 		{"prometheus uri", "prometheus: {export_uri: metrics}", []string{`1: prometheus.export_uri: must start with /, got "metrics"`}},
@@ -265,7 +286,17 @@ func TestParseRejects(t *testing.T) {
 		{"listen bare ipv6", `node_listen: ["::1:80"]`, []string{`1: node_listen[0]: must be "host:port"`}},
 		{"listen mapping", "node_listen: [{port: 9080}]", []string{`1: node_listen[0]: must be "host:port", "[ipv6]:port", ":port" or a port number, got a mapping`}},
 		{"listen duplicate", "node_listen: [9080, '0.0.0.0:9080']", []string{`1: node_listen[1]: "0.0.0.0:9080" binds the same socket as node_listen[0] "0.0.0.0:9080"`}},
-		{"listen wildcard overlap", "node_listen:\n  - '[::]:80'\n  - 127.0.0.1:80\n", []string{`3: node_listen[1]: "127.0.0.1:80" binds the same socket as node_listen[0] "[::]:80"`}},
+		{"listen wildcard overlap", "node_listen:\n  - '0.0.0.0:80'\n  - 127.0.0.1:80\n", []string{`3: node_listen[1]: "127.0.0.1:80" binds the same socket as node_listen[0] "0.0.0.0:80"`}},
+		{"listen v6 wildcard overlap", "node_listen:\n  - '[::]:80'\n  - '[::1]:80'\n", []string{`3: node_listen[1]: "[::1]:80" binds the same socket as node_listen[0] "[::]:80"`}},
+		{"listen v6 duplicate", "node_listen: ['[::]:80', '[0::0]:80']", []string{`1: node_listen[1]: "[::]:80" binds the same socket as node_listen[0] "[::]:80"`}},
+
+		{"user unknown", "user: no-such-user-gw", []string{`1: user: no user "no-such-user-gw" on this system, got "no-such-user-gw"`}},
+		{"user unknown id", "user: 4000000000", []string{`1: user: no user with id 4000000000 on this system, got 4000000000`}},
+		{"user unknown group", "user: root no-such-group-gw", []string{`1: user: no group "no-such-group-gw" on this system, got "root no-such-group-gw"`}},
+		{"user three words", "user: root root root", []string{`1: user: must be "user" or "user group", got "root root root"`}},
+		{"user list", "user: [root]", []string{`1: user: must be a string, got a list`}},
+		{"user bool", "user: true", []string{`1: user: must be a string, got true`}},
+		{"user null", "user:", []string{`1: user: must be a string, got nothing`}},
 		{"listen one bad one good", "node_listen: [9080, 99999]", []string{`1: node_listen[1]: port must be 1-65535, got 99999`}},
 
 		{"admin not a mapping", "admin: 127.0.0.1:9180", []string{`1: admin: must be a mapping of keys, got "127.0.0.1:9180"`}},

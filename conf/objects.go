@@ -56,8 +56,8 @@ type Upstream struct {
 	Scheme        string            `json:"scheme,omitempty"`
 	PassHost      string            `json:"pass_host,omitempty"`
 	UpstreamHost  string            `json:"upstream_host,omitempty"`
-	Checks        json.RawMessage   `json:"checks,omitempty"`
-	TLS           json.RawMessage   `json:"tls,omitempty"`
+	Checks        *HealthChecks     `json:"checks,omitempty"`
+	TLS           *UpstreamTLS      `json:"tls,omitempty"`
 	CreateTime    int64             `json:"create_time,omitempty"`
 	UpdateTime    int64             `json:"update_time,omitempty"`
 }
@@ -213,4 +213,6 @@ type Snapshot struct {
 	// PluginConfigs and GlobalRules are in the store's order (creation order).
 	PluginConfigs []PluginConfig `json:"plugin_configs"`
 	GlobalRules   []GlobalRule   `json:"global_rules"`
+	// SSLs carry private keys: the snapshot travels only over the workers' socketpairs.
+	SSLs []SSL `json:"ssls"`
 }

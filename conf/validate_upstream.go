@@ -25,12 +25,12 @@ var upstreamFields = fieldDecoders[Upstream]{
 	"scheme":         into(func(u *Upstream) *string { return &u.Scheme }, readScheme),
 	"pass_host":      into(func(u *Upstream) *string { return &u.PassHost }, readPassHost),
 	"upstream_host":  into(func(u *Upstream) *string { return &u.UpstreamHost }, readHost),
+	"checks":         intoAt(func(u *Upstream) **HealthChecks { return &u.Checks }, decodeHealthChecks),
+	"tls":            intoAt(func(u *Upstream) **UpstreamTLS { return &u.TLS }, decodeUpstreamTLS),
 	"create_time":    into(func(u *Upstream) *int64 { return &u.CreateTime }, asInteger),
 	"update_time":    into(func(u *Upstream) *int64 { return &u.UpdateTime }, asInteger),
 
 	// APISIX has these and gw does not yet.
-	"checks":         nil,
-	"tls":            nil,
 	"service_name":   nil,
 	"discovery_type": nil,
 	"discovery_args": nil,
@@ -56,6 +56,9 @@ func (u *Upstream) validate(path string) error {
 		return &ObjectError{Path: memberPath(path, "nodes"), Reason: "is required (service discovery is not supported yet)"}
 	case u.PassHost == "rewrite" && u.UpstreamHost == "":
 		return &ObjectError{Path: memberPath(path, "upstream_host"), Reason: `is required when pass_host is "rewrite"`}
+	}
+	if err := u.validateTLS(path); err != nil {
+		return err
 	}
 	return u.validateHashKey(path)
 }
@@ -163,9 +166,9 @@ func readHashOn(raw json.RawMessage) (string, error) {
 func readScheme(raw json.RawMessage) (string, error) {
 	return checkedString(raw, func(s string) error {
 		switch s {
-		case "http":
+		case "http", "https":
 			return nil
-		case "https", "grpc", "grpcs", "tcp", "tls", "udp", "kafka":
+		case "grpc", "grpcs", "tcp", "tls", "udp", "kafka":
 			return fmt.Errorf("%q is not supported yet", s)
 		}
 		return fmt.Errorf("matches none of the enum values (grpc, grpcs, http, https, tcp, tls, udp, kafka), got %q", s)
