@@ -103,6 +103,11 @@ func (m *Master) metricsFacts() prometheus.Facts {
 	for _, w := range f.Workers {
 		out.Workers[w.State]++
 	}
+	if m.health != nil {
+		for _, st := range m.health.Statuses() {
+			out.UpstreamStatus = append(out.UpstreamStatus, prometheus.UpstreamStatus{Name: st.Name, IP: st.Host, Port: st.Port, Healthy: st.Healthy})
+		}
+	}
 	return out
 }
 

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"gw/conf"
+	"gw/shm"
 )
 
 // Plugin is the registration record of one plugin. Each plugin package registers itself in
@@ -35,6 +36,45 @@ type Plugin struct {
 	// consumer's configuration of it is a credential, not a route configuration, and is
 	// never merged into a route's chain as the consumer's other plugins are.
 	Auth bool
+
+	// segmentOnly marks a record RegisterSegment made: a segment that belongs to no
+	// plugin. Lookup and Names do not see it, so no route can configure it.
+	segmentOnly bool
+}
+
+// HealthSegment names the upstream health table's segment (shm/health.go): the master's
+// checker writes it, every worker reads it and counts live traffic into it.
+const HealthSegment = shm.HealthLayoutName
+
+func init() {
+	RegisterSegment(HealthSegment, &SegmentSpec{Layout: shm.HealthLayout, Size: healthSegmentSize, Init: shm.InitHealthTable})
+}
+
+// defaultHealthSegmentBytes is shm.health_check's default, for a Config that leaves it unset.
+const defaultHealthSegmentBytes = 1 << 20
+
+// healthSegmentSize makes the whole segment, header included, the configured size.
+func healthSegmentSize(cfg *conf.Config) int {
+	total := int64(defaultHealthSegmentBytes)
+	if cfg != nil && cfg.Shm.HealthCheck > 0 {
+		total = cfg.Shm.HealthCheck
+	}
+	return int(total-shm.HeaderSize) &^ 7
+}
+
+// RegisterSegment asks for a shared-memory segment that belongs to no plugin: the master
+// creates it, hands it to every worker and to a new master on upgrade, exactly as a
+// plugin's, and workers find it in Shared.Segments[name]. It panics on a name taken.
+func RegisterSegment(name string, spec *SegmentSpec) {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	if name == "" || spec == nil {
+		panic("BUG: plugins: RegisterSegment needs a name and a spec")
+	}
+	if _, dup := registry[name]; dup {
+		panic("BUG: plugins: duplicate registration of " + name)
+	}
+	registry[name] = Plugin{Name: name, Segment: spec, segmentOnly: true}
 }
 
 var (
@@ -60,6 +100,9 @@ func Lookup(name string) (Plugin, bool) {
 	registryMu.RLock()
 	defer registryMu.RUnlock()
 	p, ok := registry[name]
+	if p.segmentOnly {
+		return Plugin{}, false
+	}
 	return p, ok
 }
 
@@ -68,8 +111,10 @@ func Names() []string {
 	registryMu.RLock()
 	defer registryMu.RUnlock()
 	names := make([]string, 0, len(registry))
-	for n := range registry {
-		names = append(names, n)
+	for n, p := range registry {
+		if !p.segmentOnly {
+			names = append(names, n)
+		}
 	}
 	sort.Strings(names)
 	return names

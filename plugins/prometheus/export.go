@@ -17,6 +17,16 @@ type Facts struct {
 	Reloads        uint64
 	ReloadFailures uint64
 	ConfigVersion  uint64
+	// UpstreamStatus is the health of every health-checked node, for
+	// apisix_upstream_status; empty when no upstream has checks.
+	UpstreamStatus []UpstreamStatus
+}
+
+// UpstreamStatus is one health-checked node: Name is the upstream's key
+// (/apisix/upstreams/1, or the route's or service's key for an inline upstream).
+type UpstreamStatus struct {
+	Name, IP, Port string
+	Healthy        bool
 }
 
 // WorkerStates are the states gw_worker_processes reports, always all of them.
@@ -146,6 +156,33 @@ func (e *Exporter) WritePrometheus(w io.Writer, facts Facts) {
 	e.conns = e.table.ConnStats()
 	e.sync()
 	e.set.WritePrometheus(w)
+	e.writeUpstreamStatus(w)
+}
+
+const helpUpstreamStatus = "# HELP apisix_upstream_status Upstream status from health check\n# TYPE apisix_upstream_status gauge\n"
+
+// writeUpstreamStatus writes apisix_upstream_status, 1 healthy and 0 unhealthy, only when
+// some node is health checked (as APISIX). It runs under e.mu and reuses e.buf.
+func (e *Exporter) writeUpstreamStatus(w io.Writer) {
+	if len(e.facts.UpstreamStatus) == 0 {
+		return
+	}
+	b := append(e.buf[:0], helpUpstreamStatus...)
+	for _, st := range e.facts.UpstreamStatus {
+		b = append(b, `apisix_upstream_status{name="`...)
+		b = appendEscaped(b, []byte(st.Name))
+		b = append(b, `",ip="`...)
+		b = appendEscaped(b, []byte(st.IP))
+		b = append(b, `",port="`...)
+		b = appendEscaped(b, []byte(st.Port))
+		if st.Healthy {
+			b = append(b, "\"} 1\n"...)
+		} else {
+			b = append(b, "\"} 0\n"...)
+		}
+	}
+	_, _ = w.Write(b)
+	e.buf = b
 }
 
 const (

@@ -188,3 +188,40 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 }
 
 var _ io.Writer = new(countingWriter)
+
+func TestUpstreamStatusGauge(t *testing.T) {
+	tab, _ := newTable(t, 10)
+	e := NewExporter(tab, ExporterOptions{Hostname: "h", Version: "v"})
+	var b bytes.Buffer
+	e.WritePrometheus(&b, Facts{})
+	if bytes.Contains(b.Bytes(), []byte("apisix_upstream_status")) {
+		t.Errorf("apisix_upstream_status present without health checks:\n%s", b.String())
+	}
+	b.Reset()
+	e.WritePrometheus(&b, Facts{UpstreamStatus: []UpstreamStatus{
+		{Name: "/apisix/upstreams/1", IP: "127.0.0.1", Port: "1980", Healthy: true},
+		{Name: "/apisix/upstreams/1", IP: "127.0.0.1", Port: "1981", Healthy: false},
+		{Name: `/apisix/routes/a"b`, IP: "::1", Port: "80", Healthy: true},
+	}})
+	fams, err := textparse.Parse(b.String())
+	if err != nil {
+		t.Fatalf("%v\n%s", err, b.String())
+	}
+	f := fams["apisix_upstream_status"]
+	if f == nil || f.Type != "gauge" || f.Help == "" {
+		t.Fatalf("family %+v\n%s", f, b.String())
+	}
+	for _, tt := range []struct {
+		match map[string]string
+		want  float64
+	}{
+		{map[string]string{"name": "/apisix/upstreams/1", "port": "1980"}, 1},
+		{map[string]string{"name": "/apisix/upstreams/1", "port": "1981"}, 0},
+		{map[string]string{"name": `/apisix/routes/a"b`, "ip": "::1", "port": "80"}, 1},
+		{map[string]string{"name": "/apisix/upstreams/1"}, 1},
+	} {
+		if got := f.Sum("apisix_upstream_status", tt.match); got != tt.want {
+			t.Errorf("apisix_upstream_status%v = %g, want %g", tt.match, got, tt.want)
+		}
+	}
+}
