@@ -46,7 +46,13 @@ func (w *Worker) handle(ctx *fasthttp.RequestCtx) {
 	if w.accessLog != nil {
 		x.start()
 	}
-	w.route(ctx, &x)
+	ec := edgeConnOf(ctx.Conn())
+	if w.edge == nil || w.edge.admit(ctx, ec) {
+		w.route(ctx, &x)
+		if w.edge != nil {
+			w.edge.finish(ctx, ec)
+		}
+	}
 	if w.draining.Load() {
 		// Set last: proxying replaces the response whole.
 		ctx.SetConnectionClose()
@@ -61,9 +67,10 @@ func (w *Worker) handle(ctx *fasthttp.RequestCtx) {
 
 func (w *Worker) route(ctx *fasthttp.RequestCtx, x *exchange) {
 	path := ctx.Path()
-	if bytes.HasPrefix(path, adminPrefix) && isLoopback(ctx.RemoteAddr()) {
+	if bytes.HasPrefix(path, adminPrefix) && isLoopback(tcpPeer(ctx)) {
 		// APISIX 2.x served the Admin API on the data port; scripts written for it still
-		// call :9080/apisix/admin. Only loopback peers, judged by the TCP peer alone.
+		// call :9080/apisix/admin. Only loopback peers, judged by the TCP peer alone:
+		// ctx.RemoteAddr may be the client real_ip_header named.
 		w.forwardAdmin(ctx)
 		return
 	}
@@ -84,6 +91,7 @@ func (w *Worker) route(ctx *fasthttp.RequestCtx, x *exchange) {
 	// as a global rule, say) ends the request; their log phase runs before the route's.
 	if !accessAll(r.global, c) && (r.chain == nil || !r.chain.Access(c)) {
 		x.up.Consumer = c.Consumer // for a chash upstream with hash_on consumer
+		x.up.Host = c.UpstreamHost
 		r.proxy(ctx, &x.up)
 		c.UpstreamNanos = x.up.UpstreamNanos
 		c.Node = append(c.Node[:0], x.up.Node...) // a copy: the Ctx outlives nothing, but is pooled
@@ -146,6 +154,14 @@ func writeJSON(ctx *fasthttp.RequestCtx, status int, body []byte) {
 	ctx.Response.SetStatusCode(status)
 	ctx.Response.Header.SetContentTypeBytes(contentTypeJSON)
 	ctx.Response.SetBodyRaw(body)
+}
+
+// tcpPeer is the connection's peer, whatever real_ip_header said.
+func tcpPeer(ctx *fasthttp.RequestCtx) net.Addr {
+	if c := ctx.Conn(); c != nil {
+		return c.RemoteAddr()
+	}
+	return nil
 }
 
 func isLoopback(addr net.Addr) bool {

@@ -107,7 +107,7 @@ func benchWorker(tb testing.TB, upstream string, routePlugins string) *Worker {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	w := &Worker{log: errlog.New(io.Discard, "bench"), pools: pools, shared: shared, conns: newConnTracker(), cfg: *cfg}
+	w := &Worker{log: errlog.New(io.Discard, "bench"), pools: pools, shared: shared, conns: newConnTracker(), cfg: *cfg, edge: newEdge(cfg)}
 	w.table.Store(t)
 	if cfg.AccessLog.Enabled {
 		logPath := filepath.Join(tb.TempDir(), "access.log")

@@ -1,0 +1,448 @@
+package worker
+
+import (
+	"bytes"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/valyala/fasthttp"
+
+	"gw/conf"
+)
+
+// The edge is what stands between the network and the handler: the client limits of
+// config.yaml (nginx's client_*, keepalive, send and worker_connections directives), the
+// checks that keep a request the upstream could frame differently from ever reaching it
+// (request smuggling), and real_ip_from. fasthttp enforces what it can (header buffer,
+// header and keep-alive timeouts); the rest is here, per connection (edgeListener,
+// edgeConn) and per request (edge.admit), without allocating per request.
+
+var (
+	badRequestBody      = []byte(`{"error_msg":"400 Bad Request"}` + "\n")
+	badFramingBody      = []byte(`{"error_msg":"400 Bad Request: the request's framing is ambiguous (Content-Length with Transfer-Encoding, or a Transfer-Encoding other than chunked)"}` + "\n")
+	badHeaderLineBody   = []byte(`{"error_msg":"400 Bad Request: malformed header line (bare CR or LF, obs-fold, or a name that is not a token)"}` + "\n")
+	badTargetBody       = []byte(`{"error_msg":"400 Bad Request: an absolute-form request target must name the Host header's host"}` + "\n")
+	badChunkBody        = []byte(`{"error_msg":"400 Bad Request: malformed chunked body"}` + "\n")
+	bodyTooLargeBody    = []byte(`{"error_msg":"413 Request Entity Too Large"}` + "\n")
+	headerTooLargeBody  = []byte(`{"error_msg":"431 Request Header Fields Too Large"}` + "\n")
+	requestTimeoutBody  = []byte(`{"error_msg":"408 Request Time-out"}` + "\n")
+	headerContentLength = []byte(fasthttp.HeaderContentLength)
+	headerTransferEnc   = []byte(fasthttp.HeaderTransferEncoding)
+	chunked             = []byte("chunked")
+	schemeSeparator     = []byte("://")
+	schemeHTTP          = []byte("http")
+	schemeHTTPS         = []byte("https")
+)
+
+// edge is one worker's edge configuration, fixed for the worker's life (a reload starts
+// new workers).
+type edge struct {
+	maxBody     int64 // 0: no limit
+	bodyTimeout time.Duration
+	sendTimeout time.Duration
+	trusted     []netip.Prefix
+	realIPName  string
+	recursive   bool
+}
+
+func newEdge(c *conf.Config) *edge {
+	return &edge{
+		maxBody:     c.ClientMaxBodySize,
+		bodyTimeout: c.ClientBodyTimeout,
+		sendTimeout: c.SendTimeout,
+		trusted:     c.RealIPNets(),
+		realIPName:  c.RealIPHeader,
+		recursive:   c.RealIPRecursive,
+	}
+}
+
+func (e *edge) trusts(ip netip.Addr) bool {
+	ip = ip.Unmap()
+	for _, p := range e.trusted {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// edgeListener holds at most worker_connections client connections open: past that,
+// Accept waits, so new connections queue in the kernel instead of costing this worker
+// files and memory. A token is returned when the connection closes, whoever closes it
+// (fasthttp, the drain, a websocket tunnel).
+type edgeListener struct {
+	net.Listener
+	e         *edge
+	slots     chan struct{}
+	closed    chan struct{}
+	closeOnce sync.Once
+}
+
+func newEdgeListener(ln net.Listener, e *edge, connections int) *edgeListener {
+	return &edgeListener{Listener: ln, e: e, slots: make(chan struct{}, connections), closed: make(chan struct{})}
+}
+
+func (l *edgeListener) Accept() (net.Conn, error) {
+	select {
+	case l.slots <- struct{}{}:
+	case <-l.closed:
+		return nil, net.ErrClosed
+	}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.slots
+		return nil, err
+	}
+	tcp, ok := c.(*net.TCPConn)
+	if !ok {
+		<-l.slots // not a TCP socket (tests only): no per-connection state
+		return c, nil
+	}
+	ec := &edgeConn{TCPConn: tcp, l: l}
+	if peer, ok := tcp.RemoteAddr().(*net.TCPAddr); ok {
+		ec.realAddr.Port = peer.Port
+		if ip, ok := netip.AddrFromSlice(peer.IP); ok {
+			ec.trusted = l.e.trusts(ip)
+		}
+	}
+	return ec, nil
+}
+
+func (l *edgeListener) Close() error {
+	l.closeOnce.Do(func() { close(l.closed) })
+	return l.Listener.Close()
+}
+
+// edgeConn is one client connection. It embeds *net.TCPConn so that io.Copy in a websocket
+// tunnel still splices. Its fields are used by the one goroutine serving the connection
+// (fasthttp's, then the tunnel's after a hijack), except closed.
+type edgeConn struct {
+	*net.TCPConn
+	l       *edgeListener
+	closed  atomic.Bool
+	trusted bool // the TCP peer is in real_ip_from
+
+	// realAddr is the client named by real_ip_header, given to fasthttp's RequestCtx so
+	// that every reader of RemoteAddr sees it; realIP backs its IP.
+	realAddr net.TCPAddr
+	realIP   [16]byte
+
+	// inBody is set while the handler runs a request with a body: reads then push the
+	// read deadline to client_body_timeout ahead (nginx's "between two reads").
+	inBody        bool
+	readRefreshAt time.Time
+	// writeRefreshAt is when the write deadline is next pushed send_timeout ahead.
+	writeRefreshAt time.Time
+
+	body limitedBody
+}
+
+// Close returns the connection's worker_connections slot, once.
+func (c *edgeConn) Close() error {
+	if c.closed.CompareAndSwap(false, true) {
+		<-c.l.slots
+	}
+	return c.TCPConn.Close()
+}
+
+// Read keeps client_body_timeout between reads while a body is read. A deadline is pushed
+// at most every quarter timeout, so a stalled client is cut after 3/4 to 4/4 of it.
+func (c *edgeConn) Read(p []byte) (int, error) {
+	if c.inBody {
+		if now := time.Now(); now.After(c.readRefreshAt) {
+			timeout := c.l.e.bodyTimeout
+			_ = c.TCPConn.SetReadDeadline(now.Add(timeout))
+			c.readRefreshAt = now.Add(timeout / 4)
+		}
+	}
+	return c.TCPConn.Read(p)
+}
+
+// Write keeps send_timeout between writes, as Read does client_body_timeout.
+func (c *edgeConn) Write(p []byte) (int, error) {
+	if timeout := c.l.e.sendTimeout; timeout > 0 {
+		if now := time.Now(); now.After(c.writeRefreshAt) {
+			_ = c.TCPConn.SetWriteDeadline(now.Add(timeout))
+			c.writeRefreshAt = now.Add(timeout / 4)
+		}
+	}
+	return c.TCPConn.Write(p)
+}
+
+// limitedBody stands between a chunked request body and whoever reads it: it counts the
+// bytes against client_max_body_size and remembers why reading stopped, so the handler
+// can answer 413 or 400 once the proxy gave up.
+type limitedBody struct {
+	r       io.Reader
+	left    int64 // < 0: no limit
+	err     error // the first error read, returned from then on
+	tooBig  bool
+	broken  bool
+	started bool
+}
+
+var errBodyTooLarge = errors.New("worker: request body larger than client_max_body_size")
+
+func (b *limitedBody) reset(r io.Reader, limit int64) {
+	*b = limitedBody{r: r, left: -1, started: true}
+	if limit > 0 {
+		b.left = limit
+	}
+}
+
+// Read stops for good at the first error. fasthttp's chunked writer ignores an error that
+// comes with data, and its chunked reader, once framing broke, would read on from
+// wherever it stopped: without this, "3\r\nabcdef" parses "ef" as the next chunk size.
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.err != nil {
+		return 0, b.err
+	}
+	n, err := b.r.Read(p)
+	if b.left >= 0 {
+		if int64(n) > b.left {
+			b.tooBig, b.err = true, errBodyTooLarge
+			return 0, b.err
+		}
+		b.left -= int64(n)
+	}
+	if err != nil {
+		b.err = err
+		b.broken = err != io.EOF
+	}
+	return n, err
+}
+
+// admit runs the edge's checks on a request before routing. It answers (with
+// Connection: close) and returns false for a request that must not go further.
+func (e *edge) admit(ctx *fasthttp.RequestCtx, ec *edgeConn) bool {
+	h := &ctx.Request.Header
+	if body := checkHeaderBlock(h.RawHeaders()); body != nil {
+		reject(ctx, fasthttp.StatusBadRequest, body)
+		return false
+	}
+	if !targetMatchesHost(h.RequestURI(), h.Host()) {
+		reject(ctx, fasthttp.StatusBadRequest, badTargetBody)
+		return false
+	}
+	length := h.ContentLength()
+	if e.maxBody > 0 && int64(length) > e.maxBody {
+		reject(ctx, fasthttp.StatusRequestEntityTooLarge, bodyTooLargeBody)
+		return false
+	}
+	if ec == nil {
+		return true
+	}
+	if ec.trusted {
+		e.setRealIP(ctx, ec)
+	}
+	if length == -1 || length > 0 {
+		ec.inBody = e.bodyTimeout > 0
+		ec.readRefreshAt = time.Time{}
+	}
+	if length == -1 {
+		if stream := ctx.RequestBodyStream(); stream != nil {
+			ec.body.reset(stream, e.maxBody)
+			ctx.Request.SetBodyStream(&ec.body, -1)
+		}
+	}
+	return true
+}
+
+// finish ends a request admit let through: a chunked body that broke or grew past
+// client_max_body_size replaces whatever the proxy answered (its own 502: the upstream
+// saw an unfinished message and lost its connection).
+func (e *edge) finish(ctx *fasthttp.RequestCtx, ec *edgeConn) {
+	if ec == nil {
+		return
+	}
+	ec.inBody = false
+	if !ec.body.started {
+		return
+	}
+	tooBig, broken := ec.body.tooBig, ec.body.broken
+	ec.body = limitedBody{}
+	switch {
+	case tooBig:
+		ctx.Response.Reset()
+		reject(ctx, fasthttp.StatusRequestEntityTooLarge, bodyTooLargeBody)
+	case broken:
+		ctx.Response.Reset()
+		reject(ctx, fasthttp.StatusBadRequest, badChunkBody)
+	}
+}
+
+// edgeConnOf finds the edgeConn under a client connection, TLS or not; nil for a
+// connection that did not come through an edgeListener.
+func edgeConnOf(c net.Conn) *edgeConn {
+	switch c := c.(type) {
+	case *edgeConn:
+		return c
+	case *tls.Conn:
+		ec, _ := c.NetConn().(*edgeConn)
+		return ec
+	}
+	return nil
+}
+
+func reject(ctx *fasthttp.RequestCtx, status int, body []byte) {
+	writeJSON(ctx, status, body)
+	ctx.SetConnectionClose()
+}
+
+// checkHeaderBlock checks the header lines as they came off the wire, for what fasthttp's
+// parser tolerates and a server behind gw might read differently: a line not ended by
+// CRLF (bare LF), a CR elsewhere, obs-fold (a line starting with white space), a name with
+// anything but token characters (a space before the colon, say), Content-Length together
+// with Transfer-Encoding, and a Transfer-Encoding other than chunked. It returns the body
+// of the 400 to send, or nil. raw is empty for a request not read from a connection.
+func checkHeaderBlock(raw []byte) []byte {
+	sawLength, sawEncoding := false, false
+	for len(raw) > 0 {
+		end := bytes.IndexByte(raw, '\n')
+		if end < 1 || raw[end-1] != '\r' {
+			return badHeaderLineBody
+		}
+		line := raw[:end-1]
+		raw = raw[end+1:]
+		if len(line) == 0 {
+			break // the blank line ending the block
+		}
+		if bytes.IndexByte(line, '\r') >= 0 {
+			return badHeaderLineBody
+		}
+		colon := bytes.IndexByte(line, ':')
+		if colon < 1 {
+			return badHeaderLineBody
+		}
+		name := line[:colon]
+		for _, c := range name {
+			if !conf.IsTokenByte(c) {
+				return badHeaderLineBody
+			}
+		}
+		switch {
+		case bytes.EqualFold(name, headerContentLength):
+			sawLength = true
+		case bytes.EqualFold(name, headerTransferEnc):
+			if sawEncoding || !bytes.EqualFold(bytes.Trim(line[colon+1:], " \t"), chunked) {
+				return badFramingBody
+			}
+			sawEncoding = true
+		}
+	}
+	if sawLength && sawEncoding {
+		return badFramingBody
+	}
+	return nil
+}
+
+// targetMatchesHost accepts an origin-form or asterisk-form target, and an absolute-form
+// one (http://host/path) only when its host is the Host header's: the upstream may route by
+// either, so they must not differ (RFC 9112 section 3.2.2).
+func targetMatchesHost(target, host []byte) bool {
+	if len(target) == 0 || target[0] == '/' || (len(target) == 1 && target[0] == '*') {
+		return true
+	}
+	i := bytes.Index(target, schemeSeparator)
+	if i < 0 {
+		return false
+	}
+	scheme := target[:i]
+	if !bytes.EqualFold(scheme, schemeHTTP) && !bytes.EqualFold(scheme, schemeHTTPS) {
+		return false
+	}
+	authority := target[i+len(schemeSeparator):]
+	if end := bytes.IndexAny(authority, "/?#"); end >= 0 {
+		authority = authority[:end]
+	}
+	return len(authority) > 0 && bytes.IndexByte(authority, '@') < 0 && bytes.EqualFold(authority, host)
+}
+
+// setRealIP takes the client's address from real_ip_header for a request from a trusted
+// peer: the last address, or with real_ip_recursive the last one not itself trusted. An
+// absent or unparsable value leaves the TCP peer. The address lives in the connection, so
+// this allocates nothing.
+func (e *edge) setRealIP(ctx *fasthttp.RequestCtx, ec *edgeConn) {
+	ctx.SetRemoteAddr(nil) // a previous request on this connection may have set one
+	values := ctx.Request.Header.PeekAll(e.realIPName)
+	for i := len(values) - 1; i >= 0; i-- {
+		list := values[i]
+		for len(list) > 0 {
+			item := list
+			if comma := bytes.LastIndexByte(list, ','); comma >= 0 {
+				item, list = list[comma+1:], list[:comma]
+			} else {
+				list = nil
+			}
+			item = bytes.Trim(item, " \t")
+			if len(item) == 0 {
+				continue
+			}
+			ip, err := netip.ParseAddr(unsafe.String(unsafe.SliceData(item), len(item)))
+			if err != nil || ip.Zone() != "" {
+				return // not an address: trust nothing further left in the list
+			}
+			ip = ip.Unmap()
+			if e.recursive && e.trusts(ip) {
+				ec.useRealIP(ctx, ip) // all trusted so far: the leftmost wins
+				continue
+			}
+			ec.useRealIP(ctx, ip)
+			return
+		}
+	}
+}
+
+func (c *edgeConn) useRealIP(ctx *fasthttp.RequestCtx, ip netip.Addr) {
+	if ip.Is4() {
+		b := ip.As4()
+		c.realAddr.IP = append(c.realIP[:0], b[:]...)
+	} else {
+		b := ip.As16()
+		c.realAddr.IP = append(c.realIP[:0], b[:]...)
+	}
+	ctx.SetRemoteAddr(&c.realAddr)
+}
+
+// errorHandler answers a request fasthttp could not read, in gw's JSON; fasthttp adds
+// Connection: close.
+func errorHandler(ctx *fasthttp.RequestCtx, err error) {
+	var small *fasthttp.ErrSmallBuffer
+	var netErr net.Error
+	switch {
+	case errors.As(err, &small):
+		writeJSON(ctx, fasthttp.StatusRequestHeaderFieldsTooLarge, headerTooLargeBody)
+	case errors.As(err, &netErr) && netErr.Timeout():
+		writeJSON(ctx, fasthttp.StatusRequestTimeout, requestTimeoutBody)
+	default:
+		writeJSON(ctx, fasthttp.StatusBadRequest, badRequestBody)
+	}
+}
+
+// headerReceived picks the body's read settings once the headers are in. A body declared
+// larger than client_max_body_size is refused by admit, which fasthttp calls only once it
+// has a first piece of the body: a limit of 1 makes that piece one byte instead of up to 8k.
+func (e *edge) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
+	cfg := fasthttp.RequestConfig{ReadTimeout: e.bodyTimeout}
+	if e.maxBody > 0 && int64(h.ContentLength()) > e.maxBody {
+		cfg.MaxRequestBodySize = 1
+	}
+	return cfg
+}
+
+// expectHandler refuses an Expect: 100-continue request whose declared body is too large
+// before the client sends it, as nginx does.
+func (e *edge) expectHandler(ctx *fasthttp.RequestCtx) int {
+	if e.maxBody > 0 && int64(ctx.Request.Header.ContentLength()) > e.maxBody {
+		writeJSON(ctx, fasthttp.StatusRequestEntityTooLarge, bodyTooLargeBody)
+		return fasthttp.StatusRequestEntityTooLarge
+	}
+	return fasthttp.StatusContinue
+}
