@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -48,10 +49,12 @@ type Worker struct {
 	pools     *proxy.Pools
 	shared    *plugins.Shared
 	table     atomic.Pointer[table]
+	certs     *certStore // the TLS listeners' certificates, swapped with table
 	admin     *fasthttp.HostClient
 	servers   []*fasthttp.Server
 	listeners []net.Listener
 	conns     *connTracker
+	edge      *edge // client limits and real IP, from the static config
 	// connMetrics records connection states into the metrics segment (nil without it).
 	connMetrics *prometheus.ConnTracker
 	// draining is set once the worker stops accepting: every response from then on
@@ -79,7 +82,12 @@ func Run(opts Options) error {
 	if err != nil {
 		return err
 	}
-	w.pools = proxy.NewPools()
+	// ssl.ssl_trusted_certificate is read once per worker: a reload starts new workers.
+	roots, err := conf.TrustedCertificates(setup.Prefix, w.cfg.SSLTrustedCertificate)
+	if err != nil {
+		return fmt.Errorf("worker: %w", err)
+	}
+	w.pools = proxy.NewPoolsWith(proxy.Options{RootCAs: roots, Logf: w.log.Errorf})
 	frame, err := conn.Receive()
 	if err != nil || frame.Kind != ipc.KindConfig {
 		return fmt.Errorf("worker: expected the first config snapshot, got %v %v", frame.Kind, err)
@@ -118,7 +126,9 @@ func (w *Worker) receiveSetup() (ipc.Setup, error) {
 	if err := json.Unmarshal(setup.Config, &w.cfg); err != nil {
 		return setup, fmt.Errorf("worker: decoding static config: %w", err)
 	}
+	w.edge = newEdge(&w.cfg)
 	w.log.SetLevel(errlog.ParseLevel(w.cfg.ErrorLogLevel))
+	w.certs = newCertStore(w.cfg.SSL.FallbackSNI, w.log)
 	w.errorLog = setup.ErrorLog
 	if w.cfg.AccessLog.Enabled {
 		path := w.cfg.AccessLog.Path
@@ -166,7 +176,11 @@ func (w *Worker) serveListeners(setup ipc.Setup) error {
 		if err != nil {
 			return fmt.Errorf("worker: inherited listener %s (fd %d): %w", l.Address, l.FD, err)
 		}
-		ln := countingListener{Listener: inherited, t: w.conns}
+		var ln net.Listener = newEdgeListener(countingListener{Listener: inherited, t: w.conns}, w.edge, w.cfg.WorkerConnections)
+		if w.cfg.IsTLSListen(l.Address) {
+			// Wrapped outside the counter: a connection counts from accept, handshake or not.
+			ln = tls.NewListener(ln, w.certs.listener)
+		}
 		srv := w.newServer()
 		w.servers = append(w.servers, srv)
 		w.listeners = append(w.listeners, ln)
@@ -181,12 +195,22 @@ func (w *Worker) serveListeners(setup ipc.Setup) error {
 
 func (w *Worker) newServer() *fasthttp.Server {
 	return &fasthttp.Server{
-		Handler:                      w.handle,
-		Name:                         "gw",
-		StreamRequestBody:            true,
-		CloseOnShutdown:              true,
-		IdleTimeout:                  60 * time.Second, // nginx keepalive_timeout 60s, as APISIX
-		ReadTimeout:                  60 * time.Second,
+		Handler:           w.handle,
+		Name:              "gw",
+		StreamRequestBody: true,
+		CloseOnShutdown:   true,
+		// The edge's limits (worker/edge.go): the request line and headers must fit the
+		// read buffer (else 431) and arrive within ReadTimeout of their first byte; an idle
+		// keep-alive connection waits IdleTimeout. From the end of the headers the body's
+		// reads are bounded by client_body_timeout, which edgeConn keeps per read, as it
+		// does send_timeout per write. client_max_body_size is the edge's too: the body
+		// streams to the upstream, and fasthttp's MaxRequestBodySize does not apply then.
+		ReadBufferSize:               w.cfg.ClientHeaderBufferSize,
+		ReadTimeout:                  w.cfg.ClientHeaderTimeout,
+		IdleTimeout:                  w.cfg.KeepaliveTimeout,
+		HeaderReceived:               w.edge.headerReceived,
+		ErrorHandler:                 errorHandler,
+		ExpectHandler:                w.edge.expectHandler,
 		DisablePreParseMultipartForm: true,
 		NoDefaultContentType:         true,
 		Logger:                       quietLogger{w.log},
@@ -251,11 +275,16 @@ func (w *Worker) load(payload []byte) (uint64, error) {
 	if old := w.table.Load(); old != nil && old.version > snap.Version {
 		return old.version, nil // a stale resend; the newer table stays
 	}
+	certs, pairs, err := w.certs.compile(snap.SSLs)
+	if err != nil {
+		return 0, err
+	}
 	t, err := compile(&snap, w.pools, w.shared)
 	if err != nil {
 		return 0, err
 	}
 	w.table.Store(t)
+	w.certs.commit(certs, pairs)
 	return snap.Version, nil
 }
 

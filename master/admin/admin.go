@@ -169,6 +169,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, peer string, che
 	case http.MethodPut, http.MethodPost, http.MethodPatch:
 		var bad *rejection
 		req.body, bad = readBody(r)
+		bad = res.shownRejection(bad) // an ssl body holds a private key: never echo it
 		if bad != nil {
 			status, body = bad.status, bad.body
 			break

@@ -274,7 +274,7 @@ func TestAuth(t *testing.T) {
 
 func TestRouting(t *testing.T) {
 	f := newFixture(t)
-	expect(t, f.call("GET", "/apisix/admin/ssls", ""), 404, `{"error_msg":"Unsupported resource type: ssls"}`)
+	expect(t, f.call("GET", "/apisix/admin/stream_routes", ""), 404, `{"error_msg":"Unsupported resource type: stream_routes"}`)
 	expect(t, f.call("GET", "/apisix/admin/", ""), 404, `{"error_msg":"Unsupported resource type: "}`)
 	expect(t, f.call("GET", "/apisix/administrator", ""), 404, `{"error_msg":"404 Not Found"}`)
 	expect(t, f.call("GET", "/other", ""), 404, `{"error_msg":"404 Not Found"}`)

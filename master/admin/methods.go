@@ -109,7 +109,7 @@ func (h *Handler) get(req request) (int, any) {
 		if !ok {
 			return http.StatusNotFound, notFound
 		}
-		return http.StatusOK, fullItem(obj)
+		return http.StatusOK, req.res.shownItem(fullItem(obj))
 	}
 	page, pageSize, paged, err := paging(req.query)
 	if err != nil {
@@ -126,7 +126,7 @@ func (h *Handler) get(req request) (int, any) {
 		objects = objects[start:min(start+pageSize, len(objects))]
 	}
 	for _, obj := range objects {
-		body.List = append(body.List, fullItem(obj))
+		body.List = append(body.List, req.res.shownItem(fullItem(obj)))
 	}
 	return http.StatusOK, body
 }
@@ -398,7 +398,7 @@ func (h *Handler) write(req request, id string, obj map[string]any, status func(
 	if err := h.publish(req.ctx); err != nil {
 		return notServed(err)
 	}
-	return status(created), item{Key: key(stored.Kind, stored.ID), Value: stored.Value}
+	return status(created), req.res.shownItem(item{Key: key(stored.Kind, stored.ID), Value: stored.Value})
 }
 
 // check validates obj with the resource's validator, then the objects it references in s.

@@ -23,6 +23,7 @@ const (
 	Consumers     Kind = "consumers"
 	PluginConfigs Kind = "plugin_configs"
 	GlobalRules   Kind = "global_rules"
+	SSLs          Kind = "ssls"
 )
 
 // Object is one stored object. Value is the JSON object as the Admin API stored it (with
@@ -89,6 +90,15 @@ var kindSpecs = []kindSpec{
 		g, err := conf.DecodeGlobalRule(value)
 		if err == nil {
 			snap.GlobalRules = append(snap.GlobalRules, *g)
+		}
+		return err
+	}},
+	// Stored ssls passed conf.DecodeSSL; re-parsing every key on every write would cost
+	// a key parse per certificate per Admin API call.
+	{SSLs, func(snap *conf.Snapshot, value []byte) error {
+		s, err := conf.DecodeStoredSSL(value)
+		if err == nil {
+			snap.SSLs = append(snap.SSLs, *s)
 		}
 		return err
 	}},
@@ -480,6 +490,7 @@ func (s *Store) Snapshot() (*conf.Snapshot, error) {
 
 		PluginConfigs: []conf.PluginConfig{},
 		GlobalRules:   []conf.GlobalRule{},
+		SSLs:          []conf.SSL{},
 	}
 	for _, spec := range kindSpecs {
 		for _, obj := range list(txn, spec.kind) {
