@@ -7,6 +7,7 @@ import (
 
 	"gw/conf"
 	"gw/plugins"
+	"gw/shm"
 	"gw/worker/proxy"
 	"gw/worker/router"
 )
@@ -40,6 +41,7 @@ type route struct {
 // compile builds a table from a snapshot. Upstreams referenced by id are compiled once and
 // shared by every route that uses them, so they share one balancer rotation.
 func compile(snap *conf.Snapshot, pools *proxy.Pools, shared *plugins.Shared) (*table, error) {
+	snap.ResolveClientCerts() // upstream tls.client_cert_id: the ssl's pair, copied in
 	upstreams := make(map[conf.ID]*conf.Upstream, len(snap.Upstreams))
 	for i := range snap.Upstreams {
 		upstreams[snap.Upstreams[i].ID] = &snap.Upstreams[i]
@@ -52,6 +54,10 @@ func compile(snap *conf.Snapshot, pools *proxy.Pools, shared *plugins.Shared) (*
 	for i := range snap.PluginConfigs {
 		pluginConfigs[snap.PluginConfigs[i].ID] = &snap.PluginConfigs[i]
 	}
+	health, err := healthTable(shared)
+	if err != nil {
+		return nil, err
+	}
 	compiledByID := map[conf.ID]*proxy.Upstream{}
 	upstreamByID := func(id conf.ID, timeout *conf.Timeout) (*proxy.Upstream, error) {
 		u, ok := upstreams[id]
@@ -59,12 +65,12 @@ func compile(snap *conf.Snapshot, pools *proxy.Pools, shared *plugins.Shared) (*
 			return nil, fmt.Errorf("upstream %s not found", id)
 		}
 		if timeout != nil { // a route's own timeout makes its upstream distinct
-			return pools.Upstream(u, timeout)
+			return pools.CheckedUpstream(u, timeout, health, conf.HealthUpstreamPrefix+string(id))
 		}
 		if c, ok := compiledByID[id]; ok {
 			return c, nil
 		}
-		c, err := pools.Upstream(u, nil)
+		c, err := pools.CheckedUpstream(u, nil, health, conf.HealthUpstreamPrefix+string(id))
 		if err != nil {
 			return nil, err
 		}
@@ -98,11 +104,11 @@ func compile(snap *conf.Snapshot, pools *proxy.Pools, shared *plugins.Shared) (*
 		var err error
 		switch {
 		case r.Upstream != nil:
-			up, err = pools.Upstream(r.Upstream, r.Timeout)
+			up, err = pools.CheckedUpstream(r.Upstream, r.Timeout, health, conf.HealthRoutePrefix+string(r.ID))
 		case r.UpstreamID != "":
 			up, err = upstreamByID(r.UpstreamID, r.Timeout)
 		case svc != nil && svc.Upstream != nil:
-			up, err = pools.Upstream(svc.Upstream, r.Timeout)
+			up, err = pools.CheckedUpstream(svc.Upstream, r.Timeout, health, conf.HealthServicePrefix+string(svc.ID))
 		case svc != nil && svc.UpstreamID != "":
 			up, err = upstreamByID(svc.UpstreamID, r.Timeout)
 		}
@@ -270,6 +276,19 @@ func buildGlobalRules(snap *conf.Snapshot, info *plugins.RouteInfo, shared *plug
 		}
 	}
 	return chains, nil
+}
+
+// healthTable is the upstream health table the master shares, nil when there is none
+// (unit tests build tables without segments).
+func healthTable(shared *plugins.Shared) (*shm.HealthTable, error) {
+	if shared == nil || shared.Segments[plugins.HealthSegment] == nil {
+		return nil, nil
+	}
+	table, err := shm.OpenHealthTable(shared.Segments[plugins.HealthSegment])
+	if err != nil {
+		return nil, fmt.Errorf("health checks: %w", err)
+	}
+	return table, nil
 }
 
 func routeInfo(r *conf.Route, svc *conf.Service, hosts []string) plugins.RouteInfo {

@@ -34,6 +34,8 @@ type resource struct {
 	// conflicts, when set, checks a valid object against the others stored (no two
 	// consumers with one key).
 	conflicts func(s *store.Store, value []byte) error
+	// hidden are the fields never returned (an ssl's private keys); see shown.
+	hidden []string
 }
 
 type reference struct {
@@ -42,6 +44,7 @@ type reference struct {
 }
 
 var resources = map[string]*resource{
+	"ssls": sslResource,
 	"routes": {
 		kind:     store.Routes,
 		singular: "route",
@@ -50,19 +53,27 @@ var resources = map[string]*resource{
 			if err != nil {
 				return err
 			}
+			if err := r.Upstream.CheckClientCertificate("upstream"); err != nil {
+				return err
+			}
 			return plugins.ValidateAll(r.Plugins)
 		},
 		refs: []reference{{"upstream_id", store.Upstreams}, {"service_id", store.Services},
 			{"plugin_config_id", store.PluginConfigs}},
+		conflicts: clientCertMissing,
 	},
 	"upstreams": {
 		kind:     store.Upstreams,
 		singular: "upstream",
 		validate: func(value []byte) error {
-			_, err := conf.DecodeUpstream(value)
-			return err
+			u, err := conf.DecodeUpstream(value)
+			if err != nil {
+				return err
+			}
+			return u.CheckClientCertificate("")
 		},
-		inUse: "can not delete this upstream",
+		inUse:     "can not delete this upstream",
+		conflicts: clientCertMissing,
 	},
 	"services": {
 		kind:     store.Services,
@@ -72,10 +83,14 @@ var resources = map[string]*resource{
 			if err != nil {
 				return err
 			}
+			if err := s.Upstream.CheckClientCertificate("upstream"); err != nil {
+				return err
+			}
 			return plugins.ValidateAll(s.Plugins)
 		},
-		refs:  []reference{{"upstream_id", store.Upstreams}},
-		inUse: "can not delete this service directly",
+		refs:      []reference{{"upstream_id", store.Upstreams}},
+		inUse:     "can not delete this service directly",
+		conflicts: clientCertMissing,
 	},
 	"consumers": {
 		kind:        store.Consumers,
@@ -179,6 +194,36 @@ func credentialTaken(s *store.Store, value []byte) error {
 		}
 	}
 	return nil
+}
+
+// clientCertMissing refuses an upstream, or a route or service with one inline, whose
+// tls.client_cert_id names no ssl of type client, as a dangling upstream_id is refused.
+func clientCertMissing(s *store.Store, value []byte) error {
+	var obj struct {
+		TLS      *conf.UpstreamTLS `json:"tls"`
+		Upstream *struct {
+			TLS *conf.UpstreamTLS `json:"tls"`
+		} `json:"upstream"`
+	}
+	if json.Unmarshal(value, &obj) != nil {
+		return nil // validate has reported it
+	}
+	t := obj.TLS
+	if obj.Upstream != nil {
+		t = obj.Upstream.TLS
+	}
+	if t == nil || t.ClientCertID == "" {
+		return nil
+	}
+	stored, ok := s.Get(store.SSLs, string(t.ClientCertID))
+	if !ok {
+		return conf.CheckClientSSL(t.ClientCertID, nil)
+	}
+	ssl, err := conf.DecodeStoredSSL(stored.Value)
+	if err != nil {
+		return err
+	}
+	return conf.CheckClientSSL(t.ClientCertID, ssl)
 }
 
 // credentialOf reads one string field of a plugin configuration, "" when absent.

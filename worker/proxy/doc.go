@@ -16,5 +16,10 @@
 // failure moves on to the next untried node, anything after the request was sent does not.
 // On a route with enable_websocket an Upgrade request becomes a tunnel: a 101 from the
 // node hands the client connection over (fasthttp's Hijack) and bytes flow both ways.
-// Steady-state forwarding does not allocate: per-request state and body streams are pooled.
+// Over https the node's certificate is verified (against the system's roots plus
+// ssl.ssl_trusted_certificate, unless the upstream's tls.verify is false) for the name sent
+// as SNI, which is the Host the node gets; idle connections are reused only for that same
+// name, and a pool is never shared between upstreams that authenticate differently (client
+// certificate, verify). Steady-state forwarding does not allocate: per-request state and
+// body streams are pooled (over TLS, crypto/tls allocates once per record read).
 package proxy

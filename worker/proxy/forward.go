@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -51,15 +52,23 @@ const (
 	// staleConn: a reused keep-alive connection turned out closed before any response byte,
 	// and the request may be sent again on a fresh connection to the same node.
 	staleConn
+	// tlsFailed: as connectFailed, because the TLS handshake failed; tlsUnverified, because
+	// the node's certificate did not verify.
+	tlsFailed
+	tlsUnverified
 )
 
 // exchange is the per-request scratch state, pooled so that Forward does not allocate.
 type exchange struct {
 	tried []uint64
-	buf   []byte
-	xff   []byte
-	ip    []byte
-	port  []byte
+	// avoid is tried plus the unhealthy nodes, scratch for choose.
+	avoid []uint64
+	// failure is how the current try failed after connecting, for passive checks.
+	failure tryFailure
+	buf     []byte
+	xff     []byte
+	ip      []byte
+	port    []byte
 	// key is scratch for reading chash variables; hash is the request's ring position.
 	key  []byte
 	hash uint64
@@ -68,6 +77,8 @@ type exchange struct {
 	// handedOff is set by try when something that outlives it (a streamed body, a
 	// tunnel) took over releasing the node's least_conn count.
 	handedOff bool
+	// hostSet is set when the caller chose the Host (Info.Host): pass_host does not apply.
+	hostSet bool
 }
 
 var exchangePool = sync.Pool{New: func() any { return new(exchange) }}
@@ -95,6 +106,10 @@ type Info struct {
 	// Consumer is an input: the authenticated consumer's name ("" for none), which a chash
 	// upstream with hash_on consumer hashes on. ForwardInfo leaves it as it is.
 	Consumer string
+	// Host is an input: when not empty, the Host header sent upstream, whatever pass_host
+	// says (proxy-rewrite's host, as APISIX's upstream_host). X-Forwarded-Host keeps the
+	// client's. ForwardInfo leaves it as it is; the caller owns the bytes.
+	Host []byte
 }
 
 // ForwardInfo is Forward that also fills info, which the caller owns (it may live on the
@@ -107,6 +122,10 @@ func (u *Upstream) ForwardInfo(ctx *fasthttp.RequestCtx, info *Info) {
 func (u *Upstream) forward(ctx *fasthttp.RequestCtx, info *Info) {
 	if len(u.nodes) == 0 {
 		writeError(ctx, fasthttp.StatusBadGateway, msgNoNodes)
+		return
+	}
+	if u.unusable != nil {
+		writeError(ctx, fasthttp.StatusBadGateway, u.unusable)
 		return
 	}
 	x := exchangePool.Get().(*exchange)
@@ -129,12 +148,12 @@ func (u *Upstream) forward(ctx *fasthttp.RequestCtx, info *Info) {
 	if tunnel {
 		x.upgrade = append(x.upgrade[:0], ctx.Request.Header.Peek(fasthttp.HeaderUpgrade)...)
 	}
-	u.prepareRequest(ctx, x)
+	u.prepareRequest(ctx, x, info)
 	if tunnel {
 		ctx.Request.Header.SetBytesV(fasthttp.HeaderUpgrade, x.upgrade)
 		ctx.Request.Header.SetBytesV(fasthttp.HeaderConnection, connectionUpgrade)
 	}
-	picked, timedOut := false, false
+	picked, failed := false, done
 	var start, tryStart time.Time
 	for range u.retries + 1 {
 		i := u.choose(x)
@@ -154,11 +173,15 @@ func (u *Upstream) forward(ctx *fasthttp.RequestCtx, info *Info) {
 		}
 		picked = true
 		x.handedOff = false
+		x.failure = tryAnswered
 		result := u.try(ctx, x, i, tunnel, false)
 		if result == staleConn {
 			result = u.try(ctx, x, i, tunnel, true)
 		}
 		u.tryEnded(i, result, x, tryStart)
+		if u.passive != nil {
+			u.reportPassive(i, result, x.failure, ctx.Response.StatusCode())
+		}
 		if result == done {
 			exchangePool.Put(x)
 			if info != nil {
@@ -166,7 +189,7 @@ func (u *Upstream) forward(ctx *fasthttp.RequestCtx, info *Info) {
 			}
 			return
 		}
-		timedOut = result == connectTimedOut
+		failed = result
 	}
 	exchangePool.Put(x)
 	if info != nil && picked {
@@ -175,8 +198,12 @@ func (u *Upstream) forward(ctx *fasthttp.RequestCtx, info *Info) {
 	switch {
 	case !picked:
 		writeError(ctx, fasthttp.StatusBadGateway, msgNoNodes)
-	case timedOut:
+	case failed == connectTimedOut:
 		writeError(ctx, fasthttp.StatusGatewayTimeout, u.msgConnectTimeout)
+	case failed == tlsUnverified:
+		writeError(ctx, fasthttp.StatusBadGateway, msgTLSVerify)
+	case failed == tlsFailed:
+		writeError(ctx, fasthttp.StatusBadGateway, msgTLSFailed)
 	default:
 		writeError(ctx, fasthttp.StatusBadGateway, msgNoAnswer)
 	}
@@ -201,7 +228,7 @@ func (u *Upstream) tryEnded(i int, result outcome, x *exchange, tryStart time.Ti
 
 // prepareRequest does the node-independent rewriting of ctx.Request: hop-by-hop headers
 // out, X-Real-IP and X-Forwarded-* in, Host for pass_host=rewrite.
-func (u *Upstream) prepareRequest(ctx *fasthttp.RequestCtx, x *exchange) {
+func (u *Upstream) prepareRequest(ctx *fasthttp.RequestCtx, x *exchange, info *Info) {
 	h := &ctx.Request.Header
 
 	// X-Forwarded-For first: deleting headers below reorders the ones left.
@@ -243,7 +270,11 @@ func (u *Upstream) prepareRequest(ctx *fasthttp.RequestCtx, x *exchange) {
 		h.SetBytesV("X-Forwarded-Port", x.port)
 	}
 
-	if u.passHost == passHostRewrite {
+	x.hostSet = info != nil && len(info.Host) > 0
+	switch {
+	case x.hostSet:
+		h.SetHostBytes(info.Host)
+	case u.passHost == passHostRewrite:
 		h.SetHostBytes(u.upstreamHost)
 	}
 	// Keep-alive to the upstream needs HTTP/1.1 whatever the client spoke; the server has
@@ -278,18 +309,30 @@ func appendPeerIP(dst []byte, ctx *fasthttp.RequestCtx) []byte {
 // and a 101 answer turns the client connection into a tunnel to that node.
 func (u *Upstream) try(ctx *fasthttp.RequestCtx, x *exchange, i int, tunnel, fresh bool) outcome {
 	n := &u.nodes[i]
-	c, reused, err := n.pool.get(u.connectTimeout, fresh || tunnel)
+	req := &ctx.Request
+	if !x.hostSet && (u.passHost == passHostNode || len(req.Header.Host()) == 0) {
+		req.Header.SetHostBytes(n.hostHeader)
+	}
+	// Over TLS the name sent (SNI) and checked against the node's certificate is the Host
+	// the node gets, as APISIX's proxy_ssl_name $upstream_host.
+	var sni []byte
+	if n.pool.tlsConfig != nil {
+		sni = hostWithoutPort(req.Header.Host())
+	}
+	c, reused, err := n.pool.get(u.connectTimeout, fresh || tunnel, sni)
 	if err != nil {
 		if isTimeout(err) {
 			return connectTimedOut
 		}
+		if te, ok := err.(*tlsError); ok {
+			if te.verify {
+				return tlsUnverified
+			}
+			return tlsFailed
+		}
 		return connectFailed
 	}
 	c.readTimeout, c.writeTimeout = u.readTimeout, u.sendTimeout
-	req := &ctx.Request
-	if u.passHost == passHostNode || len(req.Header.Host()) == 0 {
-		req.Header.SetHostBytes(n.hostHeader)
-	}
 
 	// From here on the request may have reached the node, so there is no next node.
 	err = req.Write(c.bw)
@@ -305,19 +348,30 @@ func (u *Upstream) try(ctx *fasthttp.RequestCtx, x *exchange, i int, tunnel, fre
 			return staleConn
 		}
 		if isTimeout(err) {
+			x.failure = tryTimedOut
 			writeError(ctx, fasthttp.StatusGatewayTimeout, u.msgSendTimeout)
 			return done
 		}
-		return u.failAfterSend(ctx, err)
+		return u.failAfterSend(ctx, x, err)
 	}
 
 	resp := &ctx.Response
 	if err = readResponseHeader(&resp.Header, c.br); err != nil {
-		c.close()
 		if reused && replayable(ctx) && err == io.EOF {
+			c.close()
 			return staleConn
 		}
-		return u.failAfterSend(ctx, err)
+		if alert := c.tlsAlert(err); alert != nil {
+			// With TLS 1.3 a node checks the client certificate after the handshake has
+			// completed on gw's side, so its refusal comes with the response.
+			c.close()
+			n.pool.logf("upstream %s: refused the TLS connection for name %q: %v", n.addr, c.sni, alert)
+			x.failure = tryBroken
+			writeError(ctx, fasthttp.StatusBadGateway, msgTLSRefused)
+			return done
+		}
+		c.close()
+		return u.failAfterSend(ctx, x, err)
 	}
 	status := resp.Header.StatusCode()
 	if status == fasthttp.StatusSwitchingProtocols {
@@ -344,7 +398,7 @@ func (u *Upstream) try(ctx *fasthttp.RequestCtx, x *exchange, i int, tunnel, fre
 	case contentLength >= 0 && contentLength <= maxBufferedBody:
 		if err = resp.ReadBody(c.br, 0); err != nil {
 			c.close()
-			return u.failAfterSend(ctx, err)
+			return u.failAfterSend(ctx, x, err)
 		}
 		c.pool.put(c, reusable)
 	default:
@@ -360,6 +414,43 @@ func (u *Upstream) try(ctx *fasthttp.RequestCtx, x *exchange, i int, tunnel, fre
 		resp.SetBodyStream(s, contentLength)
 	}
 	return done
+}
+
+// hostWithoutPort is host without its port (and an IPv6 address without brackets): the name
+// a TLS connection for that Host is made for. It returns a slice of host.
+func hostWithoutPort(host []byte) []byte {
+	if len(host) > 0 && host[0] == '[' {
+		if end := bytes.IndexByte(host, ']'); end > 0 {
+			return host[1:end]
+		}
+		return host
+	}
+	if colon := bytes.IndexByte(host, ':'); colon >= 0 && bytes.IndexByte(host[colon+1:], ':') < 0 {
+		return host[:colon]
+	}
+	return host
+}
+
+// tlsAlert returns the TLS alert the node sent (crypto/tls's "remote error: tls: ..."),
+// when err, from reading c's response, came from one; nil otherwise. fasthttp reports any
+// failure of a response's first read as io.EOF, so the alert is read back from the TLS
+// connection, which keeps its first error. Only failing requests call it.
+func (c *upConn) tlsAlert(err error) error {
+	tc, ok := c.conn.(*tls.Conn)
+	if !ok {
+		return nil
+	}
+	if err == io.EOF {
+		// Never wait: the kept error comes back at once, and without one there is none.
+		_ = tc.SetReadDeadline(time.Now())
+		var b [1]byte
+		_, err = tc.Read(b[:])
+	}
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "remote error" {
+		return op
+	}
+	return nil
 }
 
 // readResponseHeader reads the final response header, skipping interim 1xx responses.
@@ -417,10 +508,12 @@ func stripResponseHeader(h *fasthttp.ResponseHeader, buf []byte) []byte {
 var protoHTTP11Bytes = []byte("HTTP/1.1")
 
 // failAfterSend writes the error for a failure once the request may have been sent.
-func (u *Upstream) failAfterSend(ctx *fasthttp.RequestCtx, err error) outcome {
+func (u *Upstream) failAfterSend(ctx *fasthttp.RequestCtx, x *exchange, err error) outcome {
 	if isTimeout(err) {
+		x.failure = tryTimedOut
 		writeError(ctx, fasthttp.StatusGatewayTimeout, u.msgReadTimeout)
 	} else {
+		x.failure = tryBroken
 		writeError(ctx, fasthttp.StatusBadGateway, msgBadResponse)
 	}
 	return done

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
@@ -406,6 +407,34 @@ func TestForwardPassHost(t *testing.T) {
 	}
 }
 
+// TestForwardInfoHost: a Host chosen by the caller (proxy-rewrite's host) wins over every
+// pass_host mode, and X-Forwarded-Host stays the client's.
+func TestForwardInfoHost(t *testing.T) {
+	s := startStub(t, func(ctx *fasthttp.RequestCtx) {
+		ctx.Write(ctx.Host())                                                        //nolint:errcheck
+		ctx.Write([]byte(" " + string(ctx.Request.Header.Peek("X-Forwarded-Host")))) //nolint:errcheck
+	})
+	for _, u := range []*conf.Upstream{{}, {PassHost: "node"}, {PassHost: "rewrite", UpstreamHost: "rewritten.example"}} {
+		u.Nodes = conf.Nodes{s.node(1)}
+		up, _ := newUpstream(t, u)
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		host := []byte("chosen.example")
+		srv := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) {
+			up.ForwardInfo(ctx, &Info{Host: host})
+		}}
+		go srv.Serve(ln) //nolint:errcheck
+		t.Cleanup(func() { ln.Close() })
+		req, _ := http.NewRequest(http.MethodGet, "http://"+ln.Addr().String()+"/", nil)
+		req.Host = "client.example"
+		if status, body := do(t, req); status != 200 || body != "chosen.example client.example" {
+			t.Errorf("pass_host %q: upstream saw %q (status %d), want Host chosen.example, X-Forwarded-Host client.example", u.PassHost, body, status)
+		}
+	}
+}
+
 // rawExchange sends raw request bytes to addr and returns the response head and body.
 func rawExchange(t *testing.T, addr, request string) (head, body string) {
 	t.Helper()
@@ -607,8 +636,15 @@ func TestForwardHTTPS(t *testing.T) {
 	}))
 	t.Cleanup(s.Close)
 	port := s.Listener.Addr().(*net.TCPAddr).Port
-	up, _ := newUpstream(t, &conf.Upstream{Scheme: "https", PassHost: "node",
-		Nodes: conf.Nodes{{Host: "127.0.0.1", Port: port, Weight: 1}}})
+	roots := x509.NewCertPool()
+	roots.AddCert(s.Certificate()) // valid for 127.0.0.1, which pass_host node sends
+	p := NewPoolsWith(Options{RootCAs: roots})
+	t.Cleanup(p.Close)
+	up, err := p.Upstream(&conf.Upstream{Scheme: "https", PassHost: "node",
+		Nodes: conf.Nodes{{Host: "127.0.0.1", Port: port, Weight: 1}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	proxy := startProxy(t, up)
 	want := "secure 127.0.0.1:" + strconv.Itoa(port)
 	if status, body := get(t, proxy, "/"); status != 200 || body != want {

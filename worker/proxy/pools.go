@@ -3,11 +3,14 @@ package proxy
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"net"
 	"net/netip"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -22,6 +25,9 @@ const (
 	tickInterval  = time.Second
 	lookupTimeout = 5 * time.Second
 	connBufSize   = 4096
+	// sessionCacheSize is how many TLS sessions a node's pool keeps for resumption, so
+	// that a new connection to a node skips most of the full handshake.
+	sessionCacheSize = 64
 )
 
 var errUnresolved = errors.New("proxy: node's host name has not resolved")
@@ -30,10 +36,16 @@ var errUnresolved = errors.New("proxy: node's host name has not resolved")
 // that a config change does not drop warm upstream keep-alive connections. Safe for
 // concurrent use.
 type Pools struct {
+	roots *x509.CertPool // nil: the system's
+	logf  func(format string, args ...any)
+
 	mu        sync.Mutex
 	pools     map[poolKey]*nodePool
 	resolvers map[string]*resolver
-	closed    bool
+	// clientCerts are the parsed client certificates by clientCertDigest, so that a new
+	// snapshot does not parse an unchanged key again.
+	clientCerts map[[sha256.Size]byte]*tls.Certificate
+	closed      bool
 
 	kick   chan struct{} // a new name wants resolving now
 	ctx    context.Context
@@ -42,11 +54,17 @@ type Pools struct {
 }
 
 // poolSettings are what, besides the address, makes two nodes' connections interchangeable.
+// Over TLS that includes how the node was authenticated and how gw authenticated itself;
+// the name sent as SNI varies per request and is matched per connection (nodePool.get).
 type poolSettings struct {
 	secure      bool
 	size        int
 	requests    int
 	idleTimeout time.Duration
+	// skipVerify is tls.verify false; clientCert is the client certificate's digest (zero
+	// for none).
+	skipVerify bool
+	clientCert [sha256.Size]byte
 }
 
 type poolKey struct {
@@ -55,15 +73,38 @@ type poolKey struct {
 	poolSettings
 }
 
-// NewPools starts the background resolver and idle-connection sweeper; Close stops them.
+// Options configure Pools. The zero value verifies upstream certificates against the
+// system's roots and logs nothing.
+type Options struct {
+	// RootCAs are the roots https nodes' certificates must chain to; nil means the
+	// system's (conf.TrustedCertificates builds the pool for ssl.ssl_trusted_certificate).
+	RootCAs *x509.CertPool
+	// Logf, when set, is told why a connection failed in a way the 502 cannot explain (a
+	// certificate that did not verify, a TLS alert from the node). Called concurrently.
+	Logf func(format string, args ...any)
+}
+
+// NewPools is NewPoolsWith the zero Options.
 func NewPools() *Pools {
+	return NewPoolsWith(Options{})
+}
+
+// NewPoolsWith starts the background resolver and idle-connection sweeper; Close stops
+// them.
+func NewPoolsWith(opts Options) *Pools {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Pools{
-		pools:     make(map[poolKey]*nodePool),
-		resolvers: make(map[string]*resolver),
-		kick:      make(chan struct{}, 1),
-		ctx:       ctx,
-		cancel:    cancel,
+		roots:       opts.RootCAs,
+		logf:        opts.Logf,
+		pools:       make(map[poolKey]*nodePool),
+		resolvers:   make(map[string]*resolver),
+		clientCerts: make(map[[sha256.Size]byte]*tls.Certificate),
+		kick:        make(chan struct{}, 1),
+		ctx:         ctx,
+		cancel:      cancel,
+	}
+	if p.logf == nil {
+		p.logf = func(string, ...any) {}
 	}
 	p.wg.Add(1)
 	go p.run()
@@ -104,12 +145,14 @@ func (p *Pools) Retain(live []*Upstream) {
 	}
 	var dropped []*nodePool
 	names := make(map[string]bool)
+	certs := make(map[[sha256.Size]byte]bool)
 	p.mu.Lock()
 	for k, np := range p.pools {
 		if keep[np] {
 			if np.resolver != nil {
 				names[np.resolver.name] = true
 			}
+			certs[k.clientCert] = true
 			continue
 		}
 		delete(p.pools, k)
@@ -120,6 +163,11 @@ func (p *Pools) Retain(live []*Upstream) {
 			delete(p.resolvers, name)
 		}
 	}
+	for digest := range p.clientCerts {
+		if !certs[digest] {
+			delete(p.clientCerts, digest)
+		}
+	}
 	p.mu.Unlock()
 	for _, np := range dropped {
 		np.shut()
@@ -127,14 +175,15 @@ func (p *Pools) Retain(live []*Upstream) {
 }
 
 // pool returns the shared pool for host:port with settings, creating it when needed.
-func (p *Pools) pool(host string, port uint16, settings poolSettings) *nodePool {
+// clientCert is the certificate settings.clientCert digests, nil for none.
+func (p *Pools) pool(host string, port uint16, settings poolSettings, clientCert *tls.Certificate) *nodePool {
 	key := poolKey{host: host, port: port, poolSettings: settings}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if np := p.pools[key]; np != nil {
 		return np
 	}
-	np := &nodePool{key: key}
+	np := &nodePool{key: key, logf: p.logf}
 	if ip, ok := ipLiteral(host); ok {
 		np.ip = ip
 	} else {
@@ -150,11 +199,7 @@ func (p *Pools) pool(host string, port uint16, settings poolSettings) *nodePool 
 		np.resolver = r
 	}
 	if settings.secure {
-		// nginx's proxy_ssl_verify is off by default, and APISIX leaves it so.
-		np.tlsConfig = &tls.Config{InsecureSkipVerify: true} //nolint:gosec // see above
-		if np.resolver != nil {
-			np.tlsConfig.ServerName = host
-		}
+		np.tlsConfig = p.clientTLSConfig(settings, clientCert)
 	}
 	if !p.closed {
 		p.pools[key] = np
@@ -228,6 +273,58 @@ func (p *Pools) evictIdle(now time.Time) {
 	}
 }
 
+// clientTLSConfig is what every connection of a pool shares; dial adds the server name.
+// Unlike nginx's proxy_ssl_verify (off by default, and APISIX leaves it so), the node's
+// certificate is verified unless tls.verify is false.
+func (p *Pools) clientTLSConfig(settings poolSettings, clientCert *tls.Certificate) *tls.Config {
+	c := &tls.Config{
+		RootCAs:            p.roots,
+		InsecureSkipVerify: settings.skipVerify, //nolint:gosec // the upstream's tls.verify false asks for it
+		MinVersion:         tls.VersionTLS12,
+		ClientSessionCache: tls.NewLRUClientSessionCache(sessionCacheSize),
+	}
+	if clientCert != nil {
+		// Sent whatever CAs the node names in its request, as nginx's
+		// proxy_ssl_certificate is: crypto/tls would otherwise send none when the names
+		// do not match, and the node's refusal would say less than its own check.
+		c.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			return clientCert, nil
+		}
+	}
+	return c
+}
+
+// clientCertificate parses a client certificate and key, or returns the one parsed for
+// an earlier snapshot.
+func (p *Pools) clientCertificate(certPEM, keyPEM string) (*tls.Certificate, [sha256.Size]byte, error) {
+	h := sha256.New()
+	h.Write([]byte(certPEM))
+	h.Write([]byte{0}) // a PEM holds no NUL: the boundary is unambiguous
+	h.Write([]byte(keyPEM))
+	var digest [sha256.Size]byte
+	h.Sum(digest[:0])
+	p.mu.Lock()
+	cert := p.clientCerts[digest]
+	p.mu.Unlock()
+	if cert != nil {
+		return cert, digest, nil
+	}
+	pair, err := tls.X509KeyPair([]byte(certPEM), []byte(keyPEM))
+	if err != nil {
+		// crypto/tls words its errors without key material.
+		return nil, digest, err
+	}
+	p.mu.Lock()
+	if cached := p.clientCerts[digest]; cached != nil {
+		cert = cached
+	} else {
+		cert = &pair
+		p.clientCerts[digest] = cert
+	}
+	p.mu.Unlock()
+	return cert, digest, nil
+}
+
 // resolver holds the current address of one host name.
 type resolver struct {
 	name string
@@ -242,7 +339,8 @@ type nodePool struct {
 	key       poolKey
 	ip        netip.Addr // for an IP literal; otherwise resolver has the address
 	resolver  *resolver
-	tlsConfig *tls.Config
+	tlsConfig *tls.Config // nil for plain http
+	logf      func(format string, args ...any)
 
 	mu     sync.Mutex
 	idle   []*upConn // a stack: the most recently used is reused first, so the rest age out
@@ -250,13 +348,22 @@ type nodePool struct {
 }
 
 // get returns an idle connection (reused true) or, when there is none or fresh is set,
-// dials a new one within timeout.
-func (np *nodePool) get(timeout time.Duration, fresh bool) (c *upConn, reused bool, err error) {
+// dials a new one within timeout. Over TLS, sni is the server name the request needs
+// (the Host it carries, without port): an idle connection is reused only when it was
+// made for that name, since its certificate was checked for it and the node may serve
+// each name differently. Plain connections ignore sni.
+func (np *nodePool) get(timeout time.Duration, fresh bool, sni []byte) (c *upConn, reused bool, err error) {
 	if !fresh {
 		now := time.Now()
 		np.mu.Lock()
-		for len(np.idle) > 0 {
-			c = np.idle[len(np.idle)-1]
+		// From the most recently used down; what is taken out leaves the rest in
+		// idleSince order, as evictIdle needs.
+		for i := len(np.idle) - 1; i >= 0; i-- {
+			c = np.idle[i]
+			if np.tlsConfig != nil && c.sni != string(sni) {
+				continue
+			}
+			copy(np.idle[i:], np.idle[i+1:])
 			np.idle[len(np.idle)-1] = nil
 			np.idle = np.idle[:len(np.idle)-1]
 			if now.Sub(c.idleSince) < np.key.idleTimeout {
@@ -267,11 +374,21 @@ func (np *nodePool) get(timeout time.Duration, fresh bool) (c *upConn, reused bo
 		}
 		np.mu.Unlock()
 	}
-	c, err = np.dial(timeout)
+	c, err = np.dial(timeout, sni)
 	return c, false, err
 }
 
-func (np *nodePool) dial(timeout time.Duration) (*upConn, error) {
+// tlsError is a failed TLS handshake with a node, which dial has already logged.
+type tlsError struct {
+	err error
+	// verify is set when the node's certificate did not verify.
+	verify bool
+}
+
+func (e *tlsError) Error() string { return e.err.Error() }
+func (e *tlsError) Unwrap() error { return e.err }
+
+func (np *nodePool) dial(timeout time.Duration, sni []byte) (*upConn, error) {
 	ip := np.ip
 	if np.resolver != nil {
 		a := np.resolver.addr.Load()
@@ -286,18 +403,26 @@ func (np *nodePool) dial(timeout time.Duration) (*upConn, error) {
 	if err != nil {
 		return nil, err
 	}
+	var serverName string
 	if np.tlsConfig != nil {
-		tc := tls.Client(conn, np.tlsConfig)
+		serverName = string(sni)
+		config := np.tlsConfig.Clone()
+		// An IP address is not sent as SNI; the certificate must then hold it as an IP SAN.
+		config.ServerName = serverName
+		tc := tls.Client(conn, config)
 		ctx, cancel := context.WithDeadline(context.Background(), deadline)
 		err = tc.HandshakeContext(ctx)
 		cancel()
 		if err != nil {
 			conn.Close()
-			return nil, err
+			if isTimeout(err) {
+				return nil, err
+			}
+			return nil, np.handshakeFailed(serverName, err)
 		}
 		conn = tc
 	}
-	c := &upConn{conn: conn, pool: np}
+	c := &upConn{conn: conn, pool: np, sni: serverName}
 	if tc, ok := conn.(*net.TCPConn); ok {
 		if raw, err := tc.SyscallConn(); err == nil {
 			c.raw = raw
@@ -307,6 +432,20 @@ func (np *nodePool) dial(timeout time.Duration) (*upConn, error) {
 	c.br = bufio.NewReaderSize(c, connBufSize)
 	c.bw = bufio.NewWriterSize(c, connBufSize)
 	return c, nil
+}
+
+// handshakeFailed logs why the TLS handshake with the node failed, with what to do about
+// it, and returns the error dial reports.
+func (np *nodePool) handshakeFailed(serverName string, err error) error {
+	addr := net.JoinHostPort(np.key.host, strconv.Itoa(int(np.key.port)))
+	var verr *tls.CertificateVerificationError
+	if errors.As(err, &verr) {
+		np.logf("upstream %s: the certificate did not verify for name %q: %v; the name is the Host sent upstream (see pass_host). "+
+			"Trust its CA with ssl.ssl_trusted_certificate in config.yaml, or set the upstream's tls.verify to false", addr, serverName, verr.Err)
+		return &tlsError{err: err, verify: true}
+	}
+	np.logf("upstream %s: TLS handshake for name %q failed: %v", addr, serverName, err)
+	return &tlsError{err: err}
 }
 
 // put returns c to the pool after a complete exchange, or closes it when it must not be
@@ -374,6 +513,8 @@ type upConn struct {
 	writeTimeout time.Duration
 	requests     int
 	idleSince    time.Time
+	// sni is the server name the TLS connection was made for ("" over plain TCP).
+	sni string
 
 	// raw reaches a plain TCP connection's descriptor (nil over TLS). With awaitReply set,
 	// the next Write sends the request's last bytes from inside a raw read and parks on the

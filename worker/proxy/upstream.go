@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"gw/conf"
+	"gw/shm"
 )
 
 // defaultTimeout is nginx's proxy_{connect,send,read}_timeout, in seconds, which APISIX
@@ -39,6 +41,10 @@ type Upstream struct {
 	hashKey  hashKey        // chash only: where the key comes from
 	// websocket is the route's enable_websocket: an Upgrade request becomes a tunnel.
 	websocket bool
+	// health is each node's entry in the shared health table, nil without health checks;
+	// passive is set when live traffic is counted into it (health.go).
+	health  []shm.HealthNode
+	passive *passiveRule
 
 	retries        int
 	connectTimeout time.Duration
@@ -47,6 +53,10 @@ type Upstream struct {
 	passHost       passHostMode
 	upstreamHost   []byte
 	forwardedProto []byte
+
+	// unusable, when set, is the 502 body every request gets: the upstream cannot work
+	// as configured (its tls.client_cert_id names no client ssl).
+	unusable []byte
 
 	// Error bodies, formatted once here so that a failing request formats nothing.
 	msgConnectTimeout []byte
@@ -93,6 +103,9 @@ var (
 	msgNoNodes     = errorBody("502 Bad Gateway: upstream has no node that can take requests")
 	msgNoAnswer    = errorBody("502 Bad Gateway: no upstream node answered")
 	msgBadResponse = errorBody("502 Bad Gateway: upstream sent an invalid or incomplete response")
+	msgTLSVerify   = errorBody("502 Bad Gateway: the upstream's TLS certificate did not verify; the error log says why")
+	msgTLSFailed   = errorBody("502 Bad Gateway: the TLS handshake with the upstream failed; the error log says why")
+	msgTLSRefused  = errorBody("502 Bad Gateway: the upstream refused the TLS connection (does it require a client certificate?); the error log says why")
 )
 
 // errorBody is APISIX's error envelope, {"error_msg":"..."}.
@@ -192,6 +205,22 @@ func (p *Pools) Upstream(u *conf.Upstream, routeTimeout *conf.Timeout) (*Upstrea
 		requests:    kp.Requests,
 		idleTimeout: time.Duration(kp.IdleTimeout * float64(time.Second)),
 	}
+	var clientCert *tls.Certificate
+	if secure && d.TLS != nil {
+		settings.skipVerify = !d.TLS.Verifies()
+		switch {
+		case d.TLS.ClientCert != "":
+			if clientCert, settings.clientCert, err = p.clientCertificate(d.TLS.ClientCert, d.TLS.ClientKey); err != nil {
+				return nil, fmt.Errorf("proxy: tls.client_cert, tls.client_key: %v", err)
+			}
+		case d.TLS.ClientCertID != "":
+			// Snapshot.ResolveClientCerts found no ssl of type client under that id: it was
+			// deleted since the upstream was stored. The rest of the snapshot still serves.
+			msg := fmt.Sprintf("upstream's tls.client_cert_id names ssl %s, which does not exist or is not of type client", d.TLS.ClientCertID)
+			p.logf("%s; its requests get 502 until the ssl is restored or the upstream changed", msg)
+			up.unusable = errorBody("502 Bad Gateway: " + msg)
+		}
+	}
 	up.nodes = make([]node, 0, len(d.Nodes))
 	for i, n := range d.Nodes {
 		host := strings.TrimSuffix(strings.TrimPrefix(n.Host, "["), "]")
@@ -216,7 +245,7 @@ func (p *Pools) Upstream(u *conf.Upstream, routeTimeout *conf.Timeout) (*Upstrea
 			hostHeader = net.JoinHostPort(host, strconv.Itoa(port))
 		}
 		up.nodes = append(up.nodes, node{
-			pool:       p.pool(host, uint16(port), settings),
+			pool:       p.pool(host, uint16(port), settings, clientCert),
 			weight:     n.Weight,
 			priority:   n.Priority,
 			hostHeader: []byte(hostHeader),
@@ -291,17 +320,22 @@ func (u *Upstream) WithWebsocket() *Upstream {
 }
 
 // choose picks the node for the next try of x's request among the nodes not tried yet, or
-// returns -1 when none is left. Every balancer keeps to the highest priority left.
+// returns -1 when none is left. Every balancer keeps to the highest priority left. With
+// health checks, unhealthy nodes are left out unless no node is healthy.
 func (u *Upstream) choose(x *exchange) int {
+	skip := x.tried
+	if u.health != nil {
+		skip = u.avoidUnhealthy(x)
+	}
 	switch u.balancer {
 	case balanceChash:
-		return u.pickChash(x.hash, x.tried)
+		return u.pickChash(x.hash, skip)
 	case balanceLeastConn:
-		return u.pickLeastConn(x.tried)
+		return u.pickLeastConn(skip)
 	case balanceEWMA:
-		return u.pickEWMA(x.tried)
+		return u.pickEWMA(skip)
 	}
-	return u.pick(x.tried)
+	return u.pick(skip)
 }
 
 // topPriority is the highest priority among the nodes that can still be tried (weight
