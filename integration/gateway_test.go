@@ -333,3 +333,21 @@ func TestConsumerPlugins(t *testing.T) {
 		t.Errorf("jack on /open under a key-auth global rule: %d, X-Consumer %q, want 200 and jack", resp.StatusCode, resp.Header.Get("X-Seen-X-Consumer"))
 	}
 }
+
+// proxy-rewrite's host is the Host the upstream sees whatever the upstream's pass_host, as
+// APISIX's upstream_host; X-Forwarded-Host and $host keep the client's.
+func TestProxyRewriteHostWinsOverPassHost(t *testing.T) {
+	node := echoUpstream(t, "X-Forwarded-Host", "X-Client-Host")
+	in := newInstance(t, "")
+	in.start("--workers", "1")
+	for i, passHost := range []string{`"pass_host":"pass"`, `"pass_host":"node"`, `"pass_host":"rewrite","upstream_host":"up.example"`} {
+		in.mustPut(fmt.Sprintf("/apisix/admin/routes/%d", i), fmt.Sprintf(`{"uri":"/h%d",
+			"plugins":{"proxy-rewrite":{"host":"chosen.example","headers":{"set":{"X-Client-Host":"$host"}}}},
+			"upstream":{"nodes":{%q:1},%s}}`, i, node, passHost))
+		resp, _ := in.get(fmt.Sprintf("/h%d", i), "Host", "client.example")
+		got := []string{resp.Header.Get("X-Seen-Host"), resp.Header.Get("X-Seen-X-Forwarded-Host"), resp.Header.Get("X-Seen-X-Client-Host")}
+		if want := []string{"chosen.example", "client.example", "client.example"}; !slices.Equal(got, want) {
+			t.Errorf("%s: upstream saw Host, X-Forwarded-Host, $host = %q, want %q", passHost, got, want)
+		}
+	}
+}

@@ -85,6 +85,11 @@ type Ctx struct {
 	Node []byte
 	// Consumer is the authenticated consumer's name, empty without one.
 	Consumer string
+	// UpstreamHost, when set, is the Host header sent upstream in place of the one
+	// pass_host would choose (proxy-rewrite's host, APISIX's upstream_host variable). The
+	// request's own Host, $host to later plugins and X-Forwarded-Host, stays the client's.
+	// It must stay valid until the request ends (plugins point it at their configuration).
+	UpstreamHost []byte
 
 	// headers queued by AddResponseHeader: name and value pairs, flattened.
 	headers [][]byte
@@ -104,7 +109,7 @@ func AcquireCtx(req *fasthttp.RequestCtx, route *RouteInfo, startNanos int64) *C
 
 // ReleaseCtx returns c to the pool.
 func ReleaseCtx(c *Ctx) {
-	c.Request, c.Route, c.Consumer = nil, nil, ""
+	c.Request, c.Route, c.Consumer, c.UpstreamHost = nil, nil, "", nil
 	c.merged, c.mergedBase = nil, nil
 	c.Node = c.Node[:0]
 	for i := range c.headers {

@@ -33,7 +33,7 @@ func (c *Config) Access(pc *plugins.Ctx) bool {
 	st.resolver = resolver{ctx: ctx, value: st.resolver.value}
 
 	if c.Host != nil {
-		req.Header.SetHostBytes(c.Host)
+		pc.UpstreamHost = c.Host
 	}
 	switch {
 	case c.URI != nil:

@@ -50,6 +50,10 @@ func run(t testing.TB, cfg string, ctx *fasthttp.RequestCtx) {
 	if c.Access(pc) {
 		t.Fatal("proxy-rewrite answered the request")
 	}
+	// The proxy sends UpstreamHost as the Host header (worker/proxy tests that part).
+	if pc.UpstreamHost != nil {
+		ctx.Request.Header.SetHostBytes(pc.UpstreamHost)
+	}
 }
 
 func TestAccess(t *testing.T) {
@@ -92,6 +96,8 @@ func TestAccess(t *testing.T) {
 			[]string{"GET /b%3Fx HTTP/1.1"}, nil},
 		{"host", `{"host":"backend.local:8080"}`, "GET /p HTTP/1.1\r\nHost: gw\r\n\r\n",
 			[]string{"Host: backend.local:8080"}, []string{"Host: gw"}},
+		{"host leaves $host the client's", `{"host":"backend","headers":{"X-Host":"$host"}}`, "GET /p HTTP/1.1\r\nHost: gw\r\n\r\n",
+			[]string{"Host: backend", "X-Host: gw"}, nil},
 		{"method", `{"method":"POST"}`, "GET /p HTTP/1.1\r\nHost: gw\r\n\r\n",
 			[]string{"POST /p HTTP/1.1"}, nil},
 		{"flat headers set", `{"headers":{"X-Api-Version":"v2","X-Num":3}}`, "GET /p HTTP/1.1\r\nHost: gw\r\nX-Api-Version: v1\r\n\r\n",
