@@ -21,6 +21,7 @@ import (
 
 	"gw/conf"
 	"gw/internal/errlog"
+	"gw/master/health"
 	"gw/master/store"
 	"gw/plugins"
 	"gw/shm"
@@ -67,11 +68,15 @@ type Master struct {
 	lock    *os.File
 
 	segments map[string]*shm.Segment // plugins' shared memory, by plugin name
+	health   *health.Checker         // active health checks; nil until the segments exist
 	store    *store.Store
 	admin    *adminServers
 	control  net.Listener
 	metrics  *http.Server
 	status   *http.Server // the status API, nil when disabled
+
+	// workerUser is who the workers run as (config.yaml's user); nil: as the master.
+	workerUser *workerUser
 
 	// mu guards the fields below. publishMu serialises whole publications (and reloads),
 	// so snapshot versions reach every worker in order and no worker misses one.
@@ -121,11 +126,16 @@ func Run(opts Options) (err error) {
 			opts.Notify.Close()
 		}
 	}()
+	// Handlers go in first: as PID 1 in a container a signal without a handler is dropped
+	// by the kernel, and one that comes during start is acted on once start is done.
+	signals := make(chan os.Signal, 8)
+	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2)
+	defer signal.Stop(signals)
 	if err := m.start(); err != nil {
 		m.teardown()
 		return err
 	}
-	return m.loop()
+	return m.loop(signals)
 }
 
 func (m *Master) start() error {
@@ -176,6 +186,9 @@ func (m *Master) start() error {
 	}
 	m.log.SetLevel(errlog.ParseLevel(cfg.ErrorLogLevel))
 	m.raiseFileLimit(cfg.WorkerRlimitNofile)
+	if err := m.setUpWorkerUser(cfg); err != nil {
+		return err
+	}
 	gen, err := m.newGeneration(cfg, 1)
 	if err != nil {
 		return err
@@ -186,8 +199,19 @@ func (m *Master) start() error {
 	if err := m.createSegments(cfg); err != nil {
 		return err
 	}
+	healthTable, err := shm.OpenHealthTable(m.segments[plugins.HealthSegment])
+	if err != nil {
+		return fmt.Errorf("shared memory for %s: %w", plugins.HealthSegment, err)
+	}
+	m.health = health.New(healthTable, m.log)
 	m.store, err = store.Open(paths.DataDir(cfg.DataDir))
 	if err != nil {
+		return err
+	}
+	if err := m.secureInstanceFiles(paths.DataDir(cfg.DataDir)); err != nil {
+		return err
+	}
+	if err := m.prepareWorkerFiles(cfg); err != nil {
 		return err
 	}
 	snap, err := m.store.Snapshot()
@@ -223,7 +247,10 @@ func (m *Master) start() error {
 	if err := m.listenAdminSocket(); err != nil {
 		return err
 	}
-	if err := writeFileAtomic(paths.PIDFile, []byte(fmt.Sprintf("%d\n", os.Getpid())), 0o644); err != nil {
+	if err := m.handAdminSocketToWorkers(); err != nil {
+		return err
+	}
+	if err := writeFileAtomic(paths.PIDFile, []byte(fmt.Sprintf("%d\n", os.Getpid())), 0o600); err != nil {
 		return fmt.Errorf("writing pid file: %w", err)
 	}
 	m.owner = true
@@ -235,7 +262,7 @@ func (m *Master) start() error {
 		how = fmt.Sprintf("took over from master %d", m.parentPID)
 	}
 	m.log.Infof("gw %s %s: %d workers, listening on %s, admin on %s",
-		m.opts.Version, how, gen.workers, strings.Join(cfg.NodeListen, ", "), cfg.Admin.Listen)
+		m.opts.Version, how, gen.workers, strings.Join(cfg.DataListen(), ", "), cfg.Admin.Listen)
 	if m.opts.Notify != nil {
 		fmt.Fprintf(m.opts.Notify, "ready pid=%d workers=%d listen=%s admin=%s\n", os.Getpid(), gen.workers,
 			strings.Join(cfg.NodeListen, ","), cfg.Admin.Listen)
@@ -265,7 +292,7 @@ func (m *Master) ensureSockets(gen *generation) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var opened []*slotSockets
-	for _, address := range gen.cfg.NodeListen {
+	for _, address := range gen.cfg.DataListen() {
 		set, ok := m.sockets[address]
 		if !ok {
 			inherited, err := m.inheritedSockets(address)
@@ -305,7 +332,7 @@ func (m *Master) closeUnusedSockets() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	keep := map[string]bool{}
-	for _, a := range m.gen.cfg.NodeListen {
+	for _, a := range m.gen.cfg.DataListen() {
 		keep[a] = true
 	}
 	for address, set := range m.sockets {
@@ -381,6 +408,10 @@ func (m *Master) setSnapshot(snap *conf.Snapshot) error {
 	if err != nil {
 		return fmt.Errorf("encoding snapshot: %w", err)
 	}
+	// Before any worker sees snap: workers look up the health entries it needs.
+	if m.health != nil {
+		m.health.Update(snap)
+	}
 	m.mu.Lock()
 	m.snapshot, m.version = data, snap.Version
 	m.mu.Unlock()
@@ -444,10 +475,8 @@ func (m *Master) currentSnapshot() []byte {
 }
 
 // loop handles signals, control commands and worker exits until the master stops.
-func (m *Master) loop() error {
-	signals := make(chan os.Signal, 8)
-	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2)
-	defer signal.Stop(signals)
+func (m *Master) loop(signals <-chan os.Signal) error {
+	defer m.startReaper()()
 	for {
 		select {
 		case sig := <-signals:
@@ -513,6 +542,9 @@ func (m *Master) reload() (err error) {
 	if err := staticChangeAllowed(old.cfg, cfg); err != nil {
 		return err
 	}
+	if err := m.prepareWorkerFiles(cfg); err != nil {
+		return err
+	}
 	gen, err := m.newGeneration(cfg, old.id+1)
 	if err != nil {
 		return err
@@ -550,7 +582,7 @@ func (m *Master) reload() (err error) {
 	m.closeUnusedSockets()
 	m.raiseFileLimit(cfg.WorkerRlimitNofile)
 	m.log.SetLevel(errlog.ParseLevel(cfg.ErrorLogLevel))
-	m.log.Infof("reloaded: generation %d, %d workers, listening on %s", gen.id, gen.workers, strings.Join(cfg.NodeListen, ", "))
+	m.log.Infof("reloaded: generation %d, %d workers, listening on %s", gen.id, gen.workers, strings.Join(cfg.DataListen(), ", "))
 	return nil
 }
 
@@ -558,8 +590,11 @@ func (m *Master) reload() (err error) {
 // shared zones: segments hold live counters that every worker maps.
 func staticChangeAllowed(old, cfg *conf.Config) error {
 	if old.Shm != cfg.Shm {
-		return fmt.Errorf("shm sizes are fixed at start (shm.limit_count %d → %d, shm.metrics %d → %d, limit_count_on_full %q → %q): restart to change them",
-			old.Shm.LimitCount, cfg.Shm.LimitCount, old.Shm.Metrics, cfg.Shm.Metrics, old.Shm.LimitCountOnFull, cfg.Shm.LimitCountOnFull)
+		return fmt.Errorf("shm sizes are fixed at start (shm.limit_count %d → %d, shm.metrics %d → %d, shm.health_check %d → %d, limit_count_on_full %q → %q): restart to change them",
+			old.Shm.LimitCount, cfg.Shm.LimitCount, old.Shm.Metrics, cfg.Shm.Metrics, old.Shm.HealthCheck, cfg.Shm.HealthCheck, old.Shm.LimitCountOnFull, cfg.Shm.LimitCountOnFull)
+	}
+	if old.User != cfg.User {
+		return fmt.Errorf("user is fixed at start (%q → %q): restart to change it", old.User, cfg.User)
 	}
 	if old.DataDir != cfg.DataDir {
 		return fmt.Errorf("data_dir is fixed at start (%q → %q): restart to change it", old.DataDir, cfg.DataDir)
@@ -598,6 +633,10 @@ func (m *Master) reopen() {
 	if fd := int(m.logFile.Current().Fd()); m.opts.Stderr == nil {
 		_ = unix.Dup2(fd, 1)
 		_ = unix.Dup2(fd, 2)
+	}
+	// Workers reopen by path, as the worker user: the new files must be theirs first.
+	if err := m.prepareWorkerFiles(m.currentConfig()); err != nil {
+		m.log.Errorf("reopening: %v", err)
 	}
 	m.mu.Lock()
 	workers := m.allWorkersLocked()
@@ -754,6 +793,9 @@ func (m *Master) teardown() {
 		}
 	}
 	m.admin.close()
+	if m.health != nil {
+		m.health.Stop()
+	}
 	if m.metrics != nil {
 		_ = m.metrics.Close()
 	}

@@ -56,7 +56,7 @@ func (m *Master) spawn(slot int, gen *generation) (*workerProc, error) {
 	files := []*os.File{remote}
 	var listeners []ipc.ListenerFD
 	m.mu.Lock()
-	for _, address := range gen.cfg.NodeListen {
+	for _, address := range gen.cfg.DataListen() {
 		set := m.sockets[address]
 		for i, f := range set.files {
 			// Socket i belongs to slot i; when there are more sockets than workers (the
@@ -88,9 +88,10 @@ func (m *Master) spawn(slot int, gen *generation) (*workerProc, error) {
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	cmd.Dir = m.paths.Prefix
+	cmd.SysProcAttr = m.workerSysProcAttr()
 	if err := cmd.Start(); err != nil {
 		conn.Close()
-		return nil, fmt.Errorf("starting worker slot %d: %w", slot, err)
+		return nil, fmt.Errorf("starting worker slot %d: %w", slot, m.explainSpawnError(err))
 	}
 	w := &workerProc{
 		slot: slot, generation: gen.id, pid: cmd.Process.Pid, cmd: cmd, conn: conn,

@@ -85,6 +85,13 @@ func probeBind(sa unix.Sockaddr, family int) error {
 	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
 		return err
 	}
+	if family == unix.AF_INET6 {
+		// As the group it probes for (see listenReusePort): a dual-stack probe of [::]:p
+		// would find 0.0.0.0:p, which may rightly be listed too, "in use".
+		if err := unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 1); err != nil {
+			return err
+		}
+	}
 	if err := unix.Bind(fd, sa); err != nil {
 		if errors.Is(err, unix.EADDRINUSE) {
 			return errors.New("address already in use")
@@ -106,8 +113,12 @@ func listenReusePort(sa unix.Sockaddr, family int, name string) (*os.File, error
 		}
 	}
 	if family == unix.AF_INET6 {
-		// "[::]:9080" means IPv6 only, as nginx's "listen [::]:9080" does (ipv6only=on).
-		_ = unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 1)
+		// "[::]:9080" means IPv6 only, as nginx's "listen [::]:9080" does (ipv6only=on),
+		// so that 0.0.0.0:9080 may be listed beside it.
+		if err := unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 1); err != nil {
+			unix.Close(fd)
+			return nil, err
+		}
 	}
 	if err := unix.Bind(fd, sa); err != nil {
 		unix.Close(fd)
@@ -118,6 +129,21 @@ func listenReusePort(sa unix.Sockaddr, family int, name string) (*os.File, error
 		return nil, err
 	}
 	return os.NewFile(uintptr(fd), name), nil
+}
+
+// listenStream listens on address for the master's own servers (admin, metrics, status)
+// with the data plane's rules: "[::]:p" is IPv6 only and "0.0.0.0:p" IPv4 only, so both
+// may be listed. net.Listen("tcp", ...) would make either wildcard one dual-stack socket;
+// "tcp6" sets IPV6_V6ONLY.
+func listenStream(address string) (net.Listener, error) {
+	_, family, err := sockaddr(address)
+	if err != nil {
+		return nil, err
+	}
+	if family == unix.AF_INET6 {
+		return net.Listen("tcp6", address)
+	}
+	return net.Listen("tcp4", address)
 }
 
 func sockaddr(address string) (unix.Sockaddr, int, error) {

@@ -100,10 +100,10 @@ func (m *Master) listenTCP(name, address string) (net.Listener, error) {
 		if err == nil && ln.Addr().String() != address {
 			// The address changed with the new config: the old socket is not ours to keep.
 			ln.Close()
-			ln, err = net.Listen("tcp", address)
+			ln, err = listenStream(address)
 		}
 	} else {
-		ln, err = net.Listen("tcp", address)
+		ln, err = listenStream(address)
 	}
 	if err != nil {
 		return nil, err
