@@ -14,7 +14,9 @@ import (
 )
 
 // DecodeRoute decodes and validates one route as the Admin API received it. Every error
-// is an *ObjectError naming the offending field, in APISIX's wording where APISIX has one.
+// is an *ObjectError naming the offending field, in APISIX's wording where APISIX has one,
+// except for a vars expression that does not compile: that is a *VarsError, which APISIX
+// words without the "invalid configuration" prefix.
 // The route's plugin configurations are kept raw; the plugin registry checks them.
 func DecodeRoute(data []byte) (*Route, error) {
 	raw, err := document(data)

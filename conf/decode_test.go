@@ -675,8 +675,10 @@ func FuzzDecodeRoute(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		_, err := DecodeRoute(data)
 		if err != nil {
-			if _, ok := errors.AsType[*ObjectError](err); !ok {
-				t.Fatalf("error %v is %T, not *ObjectError", err, err)
+			_, object := errors.AsType[*ObjectError](err)
+			_, vars := errors.AsType[*VarsError](err)
+			if !object && !vars {
+				t.Fatalf("error %v is %T, not *ObjectError or *VarsError", err, err)
 			}
 			return
 		}

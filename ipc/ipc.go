@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -171,14 +172,35 @@ func (c *Conn) Receive() (Frame, error) {
 	if size > MaxPayload {
 		return Frame{}, fmt.Errorf("%w: %d bytes", ErrOversized, size)
 	}
-	payload := make([]byte, size)
-	if _, err := io.ReadFull(c.reader, payload); err != nil {
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
-		}
+	payload, err := readPayload(c.reader, int(size))
+	if err != nil {
 		return Frame{}, err
 	}
 	return Frame{Kind: Kind(header[3]), Payload: payload}, nil
+}
+
+// firstPayloadChunk is what Receive allocates for a payload before any of it has arrived.
+// A larger payload grows as its bytes come in, so a corrupt or hostile length field costs
+// memory in proportion to the bytes really sent, not to the length it claims.
+const firstPayloadChunk = 1 << 20
+
+// readPayload reads exactly size bytes, doubling its buffer as they arrive.
+func readPayload(r io.Reader, size int) ([]byte, error) {
+	payload := make([]byte, 0, min(size, firstPayloadChunk))
+	for len(payload) < size {
+		if len(payload) == cap(payload) {
+			payload = slices.Grow(payload, min(size-len(payload), len(payload)))
+		}
+		n, err := io.ReadFull(r, payload[len(payload):min(size, cap(payload))])
+		payload = payload[:len(payload)+n]
+		if err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+	}
+	return payload, nil
 }
 
 // Close closes this end; the peer's next Receive returns io.EOF.

@@ -87,40 +87,80 @@ func patternStart(p string, parameters bool) int {
 	return -1
 }
 
-// matchTokens reports whether path matches tokens whole. It allocates nothing; a
-// catch-all backtracks over the split points, of which real paths have few.
+// matchTokens reports whether path matches tokens whole. It allocates nothing, and its
+// time is at most quadratic in the path's length, never exponential: the tokens
+// between two catch-alls (a run) match at a given start in one way only, and where that
+// match ends never moves left as the start moves right, so placing each run at its
+// leftmost match leaves the most room for the rest and no choice is ever revisited.
 func matchTokens(tokens []token, path []byte) bool {
-	for len(tokens) > 0 {
-		t := tokens[0]
-		tokens = tokens[1:]
-		switch t.kind {
-		case literal:
-			if len(path) < len(t.text) || string(path[:len(t.text)]) != t.text {
-				return false
+	run, rest, more := cutAtCatchAll(tokens)
+	pos, ok := matchRun(run, path, 0)
+	if !ok {
+		return false
+	}
+	if !more {
+		return pos == len(path)
+	}
+	for {
+		run, rest, more = cutAtCatchAll(rest)
+		if !more {
+			break
+		}
+		start := pos
+		for ; start <= len(path); start++ {
+			if end, ok := matchRun(run, path, start); ok {
+				pos = end
+				break
 			}
-			path = path[len(t.text):]
-		case param:
-			// A parameter is a whole segment, so what follows it is '/' or the end:
-			// taking the segment whole is the only way to match.
-			end := bytes.IndexByte(path, '/')
-			if end < 0 {
-				end = len(path)
-			}
-			if end == 0 {
-				return false
-			}
-			path = path[end:]
-		case catchAll:
-			if len(tokens) == 0 {
-				return true
-			}
-			for i := len(path); i >= 0; i-- {
-				if matchTokens(tokens, path[i:]) {
-					return true
-				}
-			}
+		}
+		if start > len(path) {
 			return false
 		}
 	}
-	return len(path) == 0
+	// The last run must end the path: the rightmost start that matches ends furthest.
+	if len(run) == 0 {
+		return true
+	}
+	for start := len(path); start >= pos; start-- {
+		if end, ok := matchRun(run, path, start); ok {
+			return end == len(path)
+		}
+	}
+	return false
+}
+
+// cutAtCatchAll splits tokens at the first catch-all; more is false when there is none.
+func cutAtCatchAll(tokens []token) (run, rest []token, more bool) {
+	for i, t := range tokens {
+		if t.kind == catchAll {
+			return tokens[:i], tokens[i+1:], true
+		}
+	}
+	return tokens, nil, false
+}
+
+// matchRun matches literals and parameters at path[start:] and returns where they end.
+func matchRun(run []token, path []byte, start int) (end int, ok bool) {
+	end = start
+	for _, t := range run {
+		switch t.kind {
+		case literal:
+			if len(path)-end < len(t.text) || string(path[end:end+len(t.text)]) != t.text {
+				return 0, false
+			}
+			end += len(t.text)
+		case param:
+			// A parameter is a whole segment, so what follows it is '/' or the end:
+			// taking the segment whole is the only way to match.
+			n := bytes.IndexByte(path[end:], '/')
+			if n < 0 {
+				n = len(path) - end
+			}
+			if n == 0 {
+				return 0, false
+			}
+			end += n
+		}
+	}
+	return end, true
 }
