@@ -33,19 +33,12 @@ integration:
 microbench:
 	$(GO) test -run '^$$' -bench . -benchmem ./worker/... ./shm/... ./plugins/... ./ipc/... ./conf/... ./master/...
 
-# Every fuzz target (func FuzzXxx in a _test.go file) for FUZZTIME each, one at a time
-# since go test fuzzes one target per run. A failing input is written to the package's
-# testdata/fuzz/FuzzXxx/ and stops the run; commit it with the fix, as a regression test.
-# CI runs it briefly: make fuzz FUZZTIME=5s.
+# Every fuzz target (func FuzzXxx in a _test.go file) for FUZZTIME each, one at a time.
+# A failing input is written to the package's testdata/fuzz/FuzzXxx/ and fails the run;
+# commit it with the fix, as a regression test. CI runs it briefly (FUZZTIME=3s).
 FUZZTIME ?= 30s
-FUZZFLAGS ?= -parallel 1 -fuzzminimizetime 10s
 fuzz:
-	@set -e; for dir in $$(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u); do \
-		for target in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go | cut -c6-); do \
-			echo "== $$dir $$target"; \
-			$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) $(FUZZFLAGS) $$dir; \
-		done; \
-	done
+	FUZZTIME=$(FUZZTIME) GO=$(GO) tools/fuzz.sh
 
 # gw against nginx with wrk, pinned to CPUs; see benchmark/README.md. Pass options with
 # BENCH_ARGS, e.g. make bench BENCH_ARGS="--workers 1 --duration 5s".
