@@ -263,7 +263,11 @@ func (u *Upstream) prepareRequest(ctx *fasthttp.RequestCtx, x *exchange, info *I
 	h.SetBytesV("X-Real-IP", x.ip)
 	h.Del(fasthttp.HeaderXForwardedFor)
 	h.SetBytesV(fasthttp.HeaderXForwardedFor, x.xff)
-	h.SetBytesV(fasthttp.HeaderXForwardedProto, u.forwardedProto)
+	proto := protoHTTP
+	if ctx.IsTLS() {
+		proto = protoHTTPS
+	}
+	h.SetBytesV(fasthttp.HeaderXForwardedProto, proto)
 	h.SetBytesV(fasthttp.HeaderXForwardedHost, h.Host())
 	if a, ok := ctx.LocalAddr().(*net.TCPAddr); ok {
 		x.port = strconv.AppendInt(x.port[:0], int64(a.Port), 10)
@@ -289,6 +293,9 @@ func (u *Upstream) prepareRequest(ctx *fasthttp.RequestCtx, x *exchange, info *I
 }
 
 var (
+	// X-Forwarded-Proto: the scheme the client spoke to gw ($scheme).
+	protoHTTP, protoHTTPS = []byte("http"), []byte("https")
+
 	comma               = []byte(",")
 	headerHost          = []byte(fasthttp.HeaderHost)
 	headerContentLength = []byte(fasthttp.HeaderContentLength)

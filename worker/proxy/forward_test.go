@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bufio"
+	"crypto/tls"
 	"crypto/x509"
 	"fmt"
 	"io"
@@ -770,5 +771,35 @@ func TestForwardConcurrent(t *testing.T) {
 	wg.Wait()
 	if failures.Load() != 0 {
 		t.Errorf("%d of 400 concurrent requests failed", failures.Load())
+	}
+}
+
+// TestForwardedProto: X-Forwarded-Proto is the scheme the client spoke to the gateway.
+func TestForwardedProto(t *testing.T) {
+	s := startStub(t, func(ctx *fasthttp.RequestCtx) {
+		ctx.Write(ctx.Request.Header.Peek("X-Forwarded-Proto")) //nolint:errcheck
+	})
+	up, _ := newUpstream(t, &conf.Upstream{Nodes: conf.Nodes{s.node(1)}})
+	if status, body := get(t, startProxy(t, up), "/"); status != 200 || body != "http" {
+		t.Errorf("plain client: %d %q, want http", status, body)
+	}
+
+	ca := newTestCA(t, "gateway CA")
+	_, _, pair := ca.issue(t, x509.ExtKeyUsageServerAuth, "127.0.0.1")
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{pair}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go (&fasthttp.Server{Handler: up.Forward}).Serve(ln) //nolint:errcheck
+	t.Cleanup(func() { ln.Close() })
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.pool()}}}
+	resp, err := client.Get("https://" + ln.Addr().String() + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if string(body) != "https" {
+		t.Errorf("TLS client: X-Forwarded-Proto %q, want https", body)
 	}
 }

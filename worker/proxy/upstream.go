@@ -52,7 +52,6 @@ type Upstream struct {
 	readTimeout    time.Duration
 	passHost       passHostMode
 	upstreamHost   []byte
-	forwardedProto []byte
 
 	// unusable, when set, is the 502 body every request gets: the upstream cannot work
 	// as configured (its tls.client_cert_id names no client ssl).
@@ -176,7 +175,6 @@ func (p *Pools) Upstream(u *conf.Upstream, routeTimeout *conf.Timeout) (*Upstrea
 		connectTimeout:    connect,
 		sendTimeout:       send,
 		readTimeout:       read,
-		forwardedProto:    []byte("http"),
 		msgConnectTimeout: errorBody("504 Gateway Timeout: no upstream node accepted a connection within " + formatSeconds(timeout.Connect)),
 		msgSendTimeout:    errorBody("504 Gateway Timeout: upstream did not take the request within " + formatSeconds(timeout.Send)),
 		msgReadTimeout:    errorBody("504 Gateway Timeout: upstream did not answer within " + formatSeconds(timeout.Read)),
