@@ -50,10 +50,7 @@ func (m *Master) serveMetrics() error {
 				}
 				return int(uint64(seg.Size()) * (capacity - used) / capacity)
 			}
-			opts.Evictions = func() (uint64, bool) {
-				_, _, evictions := limitcount.Stats(seg)
-				return evictions, true
-			}
+			opts.Evictions = func() (uint64, bool) { return limitcount.Evictions(seg), true }
 		}
 		opts.Segments = append(opts.Segments, info)
 	}

@@ -2,6 +2,8 @@ package shm
 
 import (
 	"errors"
+	"fmt"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -517,5 +519,45 @@ func TestClaimRecheck(t *testing.T) {
 				t.Fatalf("the key owns %d slots", owners)
 			}
 		})
+	}
+}
+
+// TestLiveEstimate: exact for a table within the sample, and within a few percent of Live
+// for a large, partly filled one whose keys spread by hash.
+func TestLiveEstimate(t *testing.T) {
+	small := newTable(t, 64)
+	fill(t, small, 40, 1000, 5)
+	if got, want := small.LiveEstimate(50, 1024), small.Live(50); got != want || want != 40 {
+		t.Errorf("small table: LiveEstimate %d, Live %d, want both 40", got, want)
+	}
+
+	big := newTable(t, 1<<14) // 131,072 slots
+	for i := range 30000 {
+		fp := fpOf(big, fmt.Sprintf("client-%d", i))
+		if r := big.Hit(fp, 100, 1000, 5, EvictOnFull); r.Outcome != Allowed {
+			t.Fatalf("key %d: %+v", i, r)
+		}
+	}
+	live := big.Live(50)
+	got := big.LiveEstimate(50, 4096)
+	if live < 29000 || math.Abs(float64(got-live)) > 0.1*float64(live) {
+		t.Errorf("large table: LiveEstimate %d from 4096 slots, Live %d: more than 10%% apart", got, live)
+	}
+	if got := big.LiveEstimate(5000, 4096); got != 0 {
+		t.Errorf("after every window ended: LiveEstimate %d, want 0", got)
+	}
+}
+
+func BenchmarkLiveEstimate(b *testing.B) {
+	tbl := newTable(b, 40960) // about a 10m segment
+	for b.Loop() {
+		tbl.LiveEstimate(50, 4096)
+	}
+}
+
+func BenchmarkLive(b *testing.B) {
+	tbl := newTable(b, 40960)
+	for b.Loop() {
+		tbl.Live(50)
 	}
 }
