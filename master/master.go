@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"gw/conf"
+	"gw/internal/atomicfile"
 	"gw/internal/errlog"
 	"gw/master/health"
 	"gw/master/store"
@@ -258,7 +259,7 @@ func (m *Master) start() error {
 	if err := m.handAdminSocketToWorkers(); err != nil {
 		return err
 	}
-	if err := writeFileAtomic(paths.PIDFile, []byte(fmt.Sprintf("%d\n", os.Getpid())), 0o600); err != nil {
+	if err := atomicfile.Write(paths.PIDFile, []byte(fmt.Sprintf("%d\n", os.Getpid())), 0o600, ".gwctl.pid.tmp-*"); err != nil {
 		return fmt.Errorf("writing pid file: %w", err)
 	}
 	m.owner = true

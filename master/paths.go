@@ -109,16 +109,6 @@ func (p Paths) lockInstance() (*os.File, error) {
 	return f, nil
 }
 
-// writeFileAtomic writes data to path through a temporary file and a rename, so a reader
-// sees the old content or the new, never a torn one.
-func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, mode); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
-}
-
 // WaitGone blocks until no master holds the instance lock, or timeout passes. The lock, not
 // the pid, is watched: an exited master that nobody has reaped yet still has a pid.
 func (p Paths) WaitGone(timeout time.Duration) bool {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"gw/internal/atomicfile"
 	"gw/master"
 )
 
@@ -55,24 +56,10 @@ func exportCommand() *cli.Command {
 	}
 }
 
-// writeBackup replaces path with data, never leaving a half-written backup behind.
+// writeBackup replaces path with data, never leaving a half-written backup behind. Mode
+// 0600: a backup holds credentials and private keys.
 func writeBackup(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("--output %s: %w", path, err)
-	}
-	_, err = tmp.Write(data)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if closeErr := tmp.Close(); err == nil {
-		err = closeErr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
+	if err := atomicfile.Write(path, data, 0o600, "."+filepath.Base(path)+".tmp-*"); err != nil {
 		return fmt.Errorf("--output %s: %w", path, err)
 	}
 	return nil

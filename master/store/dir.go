@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"gw/internal/atomicfile"
 )
 
 const (
@@ -267,42 +269,18 @@ func (b *dirBackend) SetRevision(revision uint64) error {
 func (b *dirBackend) Close() error { return nil }
 
 // writeFileAtomic replaces path with data so that after a crash the file holds either
-// the old or the new contents, and the new contents are on disk when it returns.
+// the old or the new contents, and the new contents are on disk when it returns. Its
+// temporary files start with tmpPrefix, so that a load can clean up after a crash.
 func writeFileAtomic(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, tmpPrefix+"*")
-	if err != nil {
+	if err := atomicfile.Write(path, data, 0o600, tmpPrefix+"*"); err != nil {
 		return fmt.Errorf("store: writing %s: %w", path, err)
 	}
-	tmpName := tmp.Name()
-	_, err = tmp.Write(data)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if closeErr := tmp.Close(); err == nil {
-		err = closeErr
-	}
-	if err == nil {
-		err = os.Rename(tmpName, path)
-	}
-	if err != nil {
-		os.Remove(tmpName)
-		return fmt.Errorf("store: writing %s: %w", path, err)
-	}
-	return syncDir(dir)
+	return nil
 }
 
 func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("store: syncing %s: %w", dir, err)
-	}
-	err = d.Sync()
-	if closeErr := d.Close(); err == nil {
-		err = closeErr
-	}
-	if err != nil {
-		return fmt.Errorf("store: syncing %s: %w", dir, err)
+	if err := atomicfile.SyncDir(dir); err != nil {
+		return fmt.Errorf("store: %w", err)
 	}
 	return nil
 }
