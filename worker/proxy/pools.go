@@ -244,20 +244,8 @@ func (p *Pools) resolve(all bool) {
 	p.mu.Unlock()
 	for _, r := range todo {
 		ctx, cancel := context.WithTimeout(p.ctx, lookupTimeout)
-		addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", r.name)
+		r.lookup(ctx)
 		cancel()
-		if err != nil || len(addrs) == 0 {
-			continue
-		}
-		// Like fasthttp's default dialer, prefer IPv4, which works on more networks.
-		best := addrs[0].Unmap()
-		for _, a := range addrs {
-			if a.Unmap().Is4() {
-				best = a.Unmap()
-				break
-			}
-		}
-		r.addr.Store(&best)
 	}
 }
 
@@ -329,6 +317,44 @@ func (p *Pools) clientCertificate(certPEM, keyPEM string) (*tls.Certificate, [sh
 type resolver struct {
 	name string
 	addr atomic.Pointer[netip.Addr] // nil until the first answer
+	// first serialises the lookups of a name that has no answer yet, so that the
+	// requests arriving before the background resolver answered wait for one lookup.
+	first sync.Mutex
+}
+
+// lookup resolves the name and stores the answer; a failed lookup keeps the previous one.
+func (r *resolver) lookup(ctx context.Context) *netip.Addr {
+	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", r.name)
+	if err != nil || len(addrs) == 0 {
+		return r.addr.Load()
+	}
+	// Like fasthttp's default dialer, prefer IPv4, which works on more networks.
+	best := addrs[0].Unmap()
+	for _, a := range addrs {
+		if a.Unmap().Is4() {
+			best = a.Unmap()
+			break
+		}
+	}
+	r.addr.Store(&best)
+	return &best
+}
+
+// current returns the name's address, looking it up now, within the connect deadline,
+// when the background resolver has not answered yet: a route written a moment ago, whose
+// write the Admin API already acknowledged, must not answer 502 for want of a lookup.
+func (r *resolver) current(deadline time.Time) *netip.Addr {
+	if a := r.addr.Load(); a != nil {
+		return a
+	}
+	r.first.Lock()
+	defer r.first.Unlock()
+	if a := r.addr.Load(); a != nil {
+		return a // looked up while this request waited
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	return r.lookup(ctx)
 }
 
 // nodePool is the keep-alive pool of one node. It maps keepalive_pool like nginx's
@@ -390,14 +416,14 @@ func (e *tlsError) Unwrap() error { return e.err }
 
 func (np *nodePool) dial(timeout time.Duration, sni []byte) (*upConn, error) {
 	ip := np.ip
+	deadline := time.Now().Add(timeout)
 	if np.resolver != nil {
-		a := np.resolver.addr.Load()
+		a := np.resolver.current(deadline)
 		if a == nil {
 			return nil, errUnresolved
 		}
 		ip = *a
 	}
-	deadline := time.Now().Add(timeout)
 	d := net.Dialer{Deadline: deadline}
 	conn, err := d.Dial("tcp", netip.AddrPortFrom(ip, np.key.port).String())
 	if err != nil {
