@@ -30,8 +30,9 @@ var magic = [2]byte{'g', 'w'}
 // Kind says what a frame carries.
 type Kind uint8
 
-// The frame kinds. Worker → master: Hello, Ready, Ack. Master → worker: Setup, Config,
-// Shutdown.
+// The frame kinds. Worker → master: Hello, Ready, Ack, Stats. Master → worker: Setup,
+// Config, Shutdown, Reopen, TicketKeys. A new kind changes no other frame, so
+// ProtocolVersion stays: a master and its workers are always one binary (Hello.Version).
 const (
 	KindHello    Kind = 1 // worker → master: Hello
 	KindSetup    Kind = 2 // master → worker: Setup
@@ -41,6 +42,8 @@ const (
 	KindShutdown Kind = 6 // master → worker: Shutdown
 	KindReopen   Kind = 7 // master → worker: reopen log files (USR1)
 	KindStats    Kind = 8 // worker → master: Stats, about once a second
+	// master → worker: TicketKeys, whenever the master rotates the TLS session ticket keys
+	KindTicketKeys Kind = 9
 )
 
 func (k Kind) String() string {
@@ -61,6 +64,8 @@ func (k Kind) String() string {
 		return "reopen"
 	case KindStats:
 		return "stats"
+	case KindTicketKeys:
+		return "ticket-keys"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }

@@ -22,6 +22,8 @@ type Setup struct {
 	Prefix string `json:"prefix"`
 	// SegmentFDs maps inherited shared-memory segments to the plugins that own them.
 	SegmentFDs []SegmentFD `json:"segment_fds"`
+	// TicketKeys are the TLS session ticket keys every worker shares, as in TicketKeys.Keys.
+	TicketKeys [][]byte `json:"ticket_keys"`
 }
 
 // SegmentFD names one inherited shared-memory segment.
@@ -60,4 +62,12 @@ type Shutdown struct {
 type Stats struct {
 	Requests    uint64 `json:"requests"`
 	Connections int64  `json:"connections"`
+}
+
+// TicketKeys is the whole set of TLS session ticket keys, newest first: the first encrypts
+// new tickets (TLS 1.2) and PSK identities (TLS 1.3), every one decrypts. Each is 32 random
+// bytes. The master holds them in memory only and sends the whole set to every worker at
+// setup and on each rotation, so a ticket one worker issued resumes on any other.
+type TicketKeys struct {
+	Keys [][]byte `json:"keys"`
 }

@@ -80,6 +80,11 @@ type Master struct {
 	// workerUser is who the workers run as (config.yaml's user); nil: as the master.
 	workerUser *workerUser
 
+	// tickets are the TLS session ticket keys every worker shares (tickets.go);
+	// stopTickets ends their rotation.
+	tickets     *ticketKeyRing
+	stopTickets func()
+
 	// mu guards the fields below. publishMu serialises whole publications (and reloads),
 	// so snapshot versions reach every worker in order and no worker misses one.
 	mu        sync.Mutex
@@ -190,6 +195,9 @@ func (m *Master) start() error {
 	m.log = errlog.New(out, "master")
 
 	cfg, err := conf.Load(paths.Config)
+	if err == nil {
+		err = cfg.CheckFiles(paths.Prefix) // files the workers would read, checked first
+	}
 	if err != nil {
 		return err
 	}
@@ -240,6 +248,9 @@ func (m *Master) start() error {
 	if err := m.serveStatus(); err != nil {
 		return err
 	}
+	if err := m.initTicketKeys(); err != nil {
+		return err
+	}
 	slots, err := m.startGeneration(gen)
 	if err != nil {
 		return err
@@ -273,8 +284,13 @@ func (m *Master) start() error {
 	m.log.Infof("gw %s %s: %d workers, listening on %s, admin on %s",
 		m.opts.Version, how, gen.workers, strings.Join(cfg.DataListen(), ", "), cfg.Admin.Listen)
 	if m.opts.Notify != nil {
-		fmt.Fprintf(m.opts.Notify, "ready pid=%d workers=%d listen=%s admin=%s\n", os.Getpid(), gen.workers,
-			strings.Join(cfg.NodeListen, ","), cfg.Admin.Listen)
+		// The TLS addresses are named apart: a client must know which ports speak TLS.
+		tlsListen := ""
+		if cfg.SSL.Enabled {
+			tlsListen = " tls=" + strings.Join(cfg.SSL.Listen, ",")
+		}
+		fmt.Fprintf(m.opts.Notify, "ready pid=%d workers=%d listen=%s%s admin=%s\n", os.Getpid(), gen.workers,
+			strings.Join(cfg.NodeListen, ","), tlsListen, cfg.Admin.Listen)
 		m.opts.Notify.Close()
 		m.opts.Notify = nil
 	}
@@ -542,6 +558,9 @@ func (m *Master) reload() (err error) {
 		}
 	}()
 	cfg, err := conf.Load(m.paths.Config)
+	if err == nil {
+		err = cfg.CheckFiles(m.paths.Prefix)
+	}
 	if err != nil {
 		return err
 	}
@@ -804,6 +823,9 @@ func (m *Master) teardown() {
 	m.admin.close()
 	if m.health != nil {
 		m.health.Stop()
+	}
+	if m.stopTickets != nil {
+		m.stopTickets()
 	}
 	if m.metrics != nil {
 		_ = m.metrics.Close()

@@ -141,11 +141,16 @@ func (m *Master) talk(w *workerProc, setup ipc.Setup) {
 		_ = w.cmd.Process.Kill()
 		return
 	}
+	// The keys are taken as late as possible; forwardTicketKeys sends any set that
+	// replaces these.
+	keys := m.tickets.keySet()
+	setup.TicketKeys = keys.wire()
 	if err := w.conn.SendJSON(ipc.KindSetup, setup); err != nil {
 		return
 	}
 	_ = w.conn.Send(ipc.KindConfig, m.currentSnapshot())
 	close(w.setUp)
+	go m.forwardTicketKeys(w, keys)
 	for {
 		frame, err := w.conn.Receive()
 		if err != nil {

@@ -17,15 +17,19 @@ import (
 // master to a new master started from the binary now on disk: the data-plane sockets (all
 // N per address, as named files: tableflip keys its listeners by address, which cannot
 // hold N sockets of one address), the shared-memory segments, the admin and metrics
-// listeners and the instance lock. The new master starts its workers; once they are ready
-// it tells the old one, which drains its workers and exits at once, leaving the pid file,
-// the sockets and the segments to the new master.
+// listeners, the instance lock and the TLS session ticket keys (in a memfd, tickets.go).
+// The new master starts its workers; once they are ready it tells the old one, which
+// drains its workers and exits at once, leaving the pid file, the sockets and the segments
+// to the new master.
 
 // File names in the hand-over.
 const (
 	handOverLock    = "lock"
 	handOverAdmin   = "admin"
 	handOverMetrics = "metrics"
+	// handOverTicketKeys is a memfd the old master fills at the upgrade and the new one
+	// empties once read.
+	handOverTicketKeys = "tls ticket keys"
 )
 
 func handOverSocket(address string, slot int) string {
@@ -203,11 +207,18 @@ func (m *Master) upgrade() (newPID int, err error) {
 		m.readOnly.Store(false)
 		return 0, err
 	}
+	ticketKeys, err := m.registerTicketKeys()
+	if err != nil {
+		m.readOnly.Store(false)
+		return 0, err
+	}
 	saved := os.Args
 	os.Args = m.childArgs()
 	m.log.Infof("upgrading: starting %s", m.binary)
 	err = m.upg.Upgrade()
 	os.Args = saved
+	// A new master that took over has read the keys already; one that failed never will.
+	emptyAndClose(ticketKeys)
 	if err != nil {
 		m.readOnly.Store(false)
 		reason := lastLinesSince(m.paths.ErrorLog, logStart, 3, fmt.Sprintf(" %d#", m.pid))

@@ -129,6 +129,9 @@ func (w *Worker) receiveSetup() (ipc.Setup, error) {
 	w.edge = newEdge(&w.cfg)
 	w.log.SetLevel(errlog.ParseLevel(w.cfg.ErrorLogLevel))
 	w.certs = newCertStore(w.cfg.SSL.FallbackSNI, w.log)
+	if err := w.certs.setTicketKeys(setup.TicketKeys); err != nil {
+		return setup, fmt.Errorf("worker: setup: %w", err)
+	}
 	w.errorLog = setup.ErrorLog
 	if w.cfg.AccessLog.Enabled {
 		path := w.cfg.AccessLog.Path
@@ -200,8 +203,9 @@ func (w *Worker) newServer() *fasthttp.Server {
 		StreamRequestBody: true,
 		CloseOnShutdown:   true,
 		// The edge's limits (worker/edge.go): the request line and headers must fit the
-		// read buffer (else 431) and arrive within ReadTimeout of their first byte; an idle
-		// keep-alive connection waits IdleTimeout. From the end of the headers the body's
+		// read buffer (else 431, or 414 when the request line alone does not fit) and
+		// arrive within ReadTimeout of their first byte; an idle keep-alive connection
+		// waits IdleTimeout. From the end of the headers the body's
 		// reads are bounded by client_body_timeout, which edgeConn keeps per read, as it
 		// does send_timeout per write. client_max_body_size is the edge's too: the body
 		// streams to the upstream, and fasthttp's MaxRequestBodySize does not apply then.
@@ -258,6 +262,15 @@ func (w *Worker) listen() error {
 			return nil
 		case ipc.KindReopen:
 			w.reopen()
+		case ipc.KindTicketKeys:
+			var keys ipc.TicketKeys
+			err := frame.Decode(&keys)
+			if err == nil {
+				err = w.certs.setTicketKeys(keys.Keys)
+			}
+			if err != nil {
+				w.log.Errorf("TLS session ticket keys rejected, keeping the previous ones: %v", err)
+			}
 		default:
 			w.log.Warnf("unexpected %s frame from master", frame.Kind)
 		}
