@@ -14,7 +14,7 @@ import (
 // nginx_config.http); each is a top-level key of config.yaml.
 type Edge struct {
 	// ClientHeaderBufferSize bounds the request line and the headers together, in bytes;
-	// a request past it gets 431. nginx splits this into client_header_buffer_size and
+	// a request past it gets 431, or 414 when the request line alone does not fit. nginx splits this into client_header_buffer_size and
 	// large_client_header_buffers; gw has one buffer per connection.
 	ClientHeaderBufferSize int `json:"client_header_buffer_size"`
 	// ClientMaxBodySize bounds a request body, in bytes; 0 means no limit (APISIX's

@@ -290,9 +290,7 @@ func (l *loader) config(root *yaml.Node, c *Config) {
 		{"access_log", func(p string, v *yaml.Node) { l.accessLog(p, v, &c.AccessLog) }},
 		{"shm", func(p string, v *yaml.Node) { l.shm(p, v, &c.Shm) }},
 		{"prometheus", func(p string, v *yaml.Node) { l.prometheus(p, v, &c.Prometheus) }},
-		{"ssl", func(p string, v *yaml.Node) {
-			l.sslSection(p, l.takeTrustedCertificate(p, v, &c.SSLTrustedCertificate), &c.SSL)
-		}},
+		{"ssl", func(p string, v *yaml.Node) { l.sslSection(p, v, &c.SSL, &c.UpstreamTrust) }},
 		{"status", func(p string, v *yaml.Node) {
 			l.mapping(v, p, []yamlField{
 				{"enabled", func(p string, v *yaml.Node) {

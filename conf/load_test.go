@@ -550,3 +550,44 @@ func BenchmarkParse(b *testing.B) {
 		}
 	}
 }
+
+// CheckFiles reads the CA bundle config.yaml names, relative to the prefix, and names the
+// key and the path of one that is missing or is not certificates.
+func TestCheckFiles(t *testing.T) {
+	prefix := t.TempDir()
+	ca := newTestPair(t, ecKey(t), time.Now().Add(time.Hour), "ca.example")
+	files := map[string]string{"conf/ca.pem": ca.cert, "conf/key.pem": ca.key, "conf/junk.pem": "not PEM at all\n"}
+	for name, text := range files {
+		path := filepath.Join(prefix, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		path    string
+		wantErr string // "" accepts
+	}{
+		{"", ""},
+		{"conf/ca.pem", ""},
+		{filepath.Join(prefix, "conf/ca.pem"), ""},
+		{"conf/missing.pem", "ssl.ssl_trusted_certificate: open " + filepath.Join(prefix, "conf/missing.pem") + ": no such file"},
+		{"/nowhere/ca.pem", "ssl.ssl_trusted_certificate: open /nowhere/ca.pem: no such file"},
+		{"conf", "ssl.ssl_trusted_certificate: read " + filepath.Join(prefix, "conf") + ": is a directory"},
+		{"conf/key.pem", "ssl.ssl_trusted_certificate: " + filepath.Join(prefix, "conf/key.pem") + `: failed to parse cert: PEM block 1 is "PRIVATE KEY"`},
+		{"conf/junk.pem", "ssl.ssl_trusted_certificate: " + filepath.Join(prefix, "conf/junk.pem") + ": "},
+	}
+	for _, tt := range tests {
+		c := Default()
+		c.SSLTrustedCertificate = tt.path
+		err := c.CheckFiles(prefix)
+		switch {
+		case tt.wantErr == "" && err != nil:
+			t.Errorf("%q: %v", tt.path, err)
+		case tt.wantErr != "" && (err == nil || !strings.HasPrefix(err.Error(), tt.wantErr)):
+			t.Errorf("%q: error %v, want %q", tt.path, err, tt.wantErr)
+		}
+	}
+}

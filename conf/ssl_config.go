@@ -40,7 +40,9 @@ func (c *Config) IsTLSListen(address string) bool {
 	return false
 }
 
-func (l *loader) sslSection(path string, n *yaml.Node, t *TLSListener) {
+// sslSection reads config.yaml's ssl section: the TLS listener's keys into t, and
+// ssl_trusted_certificate, which is about upstreams but lives here as in APISIX, into trust.
+func (l *loader) sslSection(path string, n *yaml.Node, t *TLSListener, trust *UpstreamTrust) {
 	l.mapping(n, path, []yamlField{
 		{"enabled", func(p string, v *yaml.Node) {
 			if b, ok := l.boolean(p, v); ok {
@@ -66,6 +68,14 @@ func (l *loader) sslSection(path string, n *yaml.Node, t *TLSListener) {
 				s = NormalizeSNI(s)
 			}
 			t.FallbackSNI = s
+		}},
+		{trustedCertificateKey, func(p string, v *yaml.Node) {
+			if isYAMLNull(v) {
+				return // the default: the system's roots alone
+			}
+			if s, ok := l.scalarString(p, v); ok {
+				trust.SSLTrustedCertificate = s
+			}
 		}},
 	})
 }

@@ -11,6 +11,7 @@ func TestParseSSLSection(t *testing.T) {
 		name    string
 		yaml    string
 		want    TLSListener
+		trust   string // ssl_trusted_certificate
 		wantErr string // prefix of the one error line after "f.yaml:"
 	}{
 		{name: "default off", yaml: "", want: TLSListener{Listen: []string{"0.0.0.0:9443"}}},
@@ -22,6 +23,9 @@ func TestParseSSLSection(t *testing.T) {
 		{name: "fallback empty", yaml: `ssl: {fallback_sni: ""}`, want: TLSListener{Listen: []string{"0.0.0.0:9443"}}},
 		// Off, the addresses are not bound, so they cannot collide.
 		{name: "off collides with nothing", yaml: "ssl: {listen: [9080]}", want: TLSListener{Listen: []string{"0.0.0.0:9080"}}},
+		{name: "trusted certificate", yaml: "ssl: {enabled: true, ssl_trusted_certificate: conf/ca.pem}",
+			want: TLSListener{Enabled: true, Listen: []string{"0.0.0.0:9443"}}, trust: "conf/ca.pem"},
+		{name: "trusted certificate null", yaml: "ssl: {ssl_trusted_certificate: }", want: TLSListener{Listen: []string{"0.0.0.0:9443"}}},
 
 		{name: "enabled not bool", yaml: "ssl: {enabled: yes please}", wantErr: `1: ssl.enabled: must be true or false, got "yes please"`},
 		{name: "listen empty", yaml: "ssl: {listen: []}", wantErr: `1: ssl.listen: needs at least one address`},
@@ -31,6 +35,11 @@ func TestParseSSLSection(t *testing.T) {
 		{name: "fallback ip", yaml: "ssl: {fallback_sni: 10.0.0.1}", wantErr: `1: ssl.fallback_sni: must be a host name, got the IP address "10.0.0.1"`},
 		{name: "fallback bad", yaml: "ssl: {fallback_sni: 'a b'}", wantErr: `1: ssl.fallback_sni: must be a host name`},
 		{name: "fallback not string", yaml: "ssl: {fallback_sni: [a]}", wantErr: `1: ssl.fallback_sni: must be a string, got a list`},
+		{name: "trusted certificate not string", yaml: "ssl: {ssl_trusted_certificate: {a: b}}", wantErr: `1: ssl.ssl_trusted_certificate: must be a string, got a mapping`},
+		{name: "trusted certificate twice", yaml: "ssl:\n  ssl_trusted_certificate: a\n  ssl_trusted_certificate: b",
+			wantErr: `3: ssl.ssl_trusted_certificate: set twice (first at line 2); keep one`},
+		{name: "unknown key lists every key", yaml: "ssl: {bogus: 1}",
+			wantErr: `1: ssl.bogus: unknown key; known keys here are enabled, listen, fallback_sni, ssl_trusted_certificate`},
 		{name: "on node_listen", yaml: "node_listen: [9080]\nssl:\n  enabled: true\n  listen: ['127.0.0.1:9080']",
 			wantErr: `4: ssl.listen[0]: "127.0.0.1:9080" binds the same socket as node_listen[0] "0.0.0.0:9080"`},
 		{name: "on admin", yaml: "ssl: {enabled: true, listen: ['127.0.0.1:9180']}",
@@ -49,6 +58,9 @@ func TestParseSSLSection(t *testing.T) {
 				}
 				if !reflect.DeepEqual(c.SSL, tt.want) {
 					t.Fatalf("Parse(%q).SSL = %+v, want %+v", tt.yaml, c.SSL, tt.want)
+				}
+				if c.SSLTrustedCertificate != tt.trust {
+					t.Fatalf("Parse(%q).SSLTrustedCertificate = %q, want %q", tt.yaml, c.SSLTrustedCertificate, tt.trust)
 				}
 				return
 			}

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-
-	"go.yaml.in/yaml/v3"
 )
 
 // trustedCertificateKey is APISIX's apisix.ssl.ssl_trusted_certificate: the CA bundle
@@ -23,36 +21,13 @@ type UpstreamTrust struct {
 	SSLTrustedCertificate string `json:"ssl_trusted_certificate"`
 }
 
-// takeTrustedCertificate reads ssl.ssl_trusted_certificate out of the ssl section n into
-// dst and returns n without it, for sslSection to read the rest.
-func (l *loader) takeTrustedCertificate(path string, n *yaml.Node, dst *string) *yaml.Node {
-	if n == nil || n.Kind != yaml.MappingNode {
-		return n // sslSection reports what is wrong with it
-	}
-	rest := *n
-	rest.Content = make([]*yaml.Node, 0, len(n.Content))
-	firstLine := 0
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := yamlDeref(n.Content[i]), yamlDeref(n.Content[i+1])
-		if k.Kind != yaml.ScalarNode || k.Value != trustedCertificateKey {
-			rest.Content = append(rest.Content, n.Content[i], n.Content[i+1])
-			continue
-		}
-		p := memberPath(path, trustedCertificateKey)
-		if firstLine != 0 {
-			l.errorf(k.Line, p, "set twice (first at line %d); keep one", firstLine)
-			continue
-		}
-		firstLine = k.Line
-		l.lines[p] = v.Line
-		if isYAMLNull(v) {
-			continue
-		}
-		if s, ok := l.scalarString(p, v); ok {
-			*dst = s
-		}
-	}
-	return &rest
+// CheckFiles reads the files config.yaml names, as the workers will: today the CA bundle
+// of ssl.ssl_trusted_certificate. Parse checks the text alone; gwctl test and gwctl start
+// call this to report a missing or broken file with its key and path before any worker
+// fails on it. Relative paths are relative to prefix.
+func (c *Config) CheckFiles(prefix string) error {
+	_, err := TrustedCertificates(prefix, c.SSLTrustedCertificate)
+	return err
 }
 
 // TrustedCertificates returns the roots that upstream certificates are verified against:

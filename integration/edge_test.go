@@ -156,7 +156,8 @@ func TestEdgeRejectsMalformedAndSmuggling(t *testing.T) {
 		{"absolute-form with userinfo", "GET http://a@a/r HTTP/1.1\r\nHost: a\r\n\r\n", 400},
 		{"absolute-form other scheme", "GET ftp://a/r HTTP/1.1\r\nHost: a\r\n\r\n", 400},
 		{"headers past the buffer", "GET /r HTTP/1.1\r\nHost: a\r\nX-Big: " + big + "\r\n\r\n", 431},
-		{"request line past the buffer", "GET /r?" + big + " HTTP/1.1\r\nHost: a\r\n\r\n", 431},
+		{"request line past the buffer", "GET /r?" + big + " HTTP/1.1\r\nHost: a\r\n\r\n", 414},
+		{"request line past the buffer, no version yet", "GET /r?" + big, 414},
 		{"declared body past the limit", "POST /r HTTP/1.1\r\nHost: a\r\nContent-Length: 1025\r\n\r\nabc", 413},
 		{"chunked body past the limit", "POST /r HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n400\r\n" + strings.Repeat("b", 1024) + "\r\n1\r\nb\r\n0\r\n\r\n", 413},
 	}
@@ -432,5 +433,70 @@ func TestEdgeRealIP(t *testing.T) {
 	}
 	if got := resp.Header.Get("X-Seen-X-Forwarded-For"); got != "198.51.100.1, 203.0.113.9, 10.1.1.1, 203.0.113.9" {
 		t.Errorf("recursive X-Forwarded-For: upstream saw X-Forwarded-For %q", got)
+	}
+}
+
+// send_timeout: a client that stops reading a large response is cut once the gateway's
+// writes have waited send_timeout, and the worker serves on.
+func TestEdgeSendTimeoutCutsStalledReader(t *testing.T) {
+	const size = 10 << 20 // past any socket buffers: the worker's writes must block
+	const timeout = 2 * time.Second
+	big := startUpstream(t, strings.Repeat("x", size))
+	small := startUpstream(t, "small")
+	in := newInstance(t, fmt.Sprintf("send_timeout: %v\n", timeout))
+	in.start("--workers", "1")
+	in.putRoute("1", "/big", big.addr)
+	in.putRoute("2", "/small", small.addr)
+	worker := in.status().Workers[0].PID
+
+	// A small receive buffer, set before connecting so the window is small from the SYN.
+	dialer := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		var err error
+		if cerr := rc.Control(func(fd uintptr) {
+			err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
+		}); cerr != nil {
+			return cerr
+		}
+		return err
+	}}
+	c, err := dialer.Dial("tcp", in.data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sent := time.Now()
+	if _, err := io.WriteString(c, "GET /big HTTP/1.1\r\nHost: a\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	// The worker reports its open connections at most a second late: wait to see this
+	// one, then to see it gone. The client reads nothing meanwhile.
+	connections := func() int64 { return in.status().Workers[0].Connections }
+	if !waitFor(timeout, func() bool { return connections() == 1 }) {
+		t.Fatalf("the worker never reported the stalled connection open (%d open)", connections())
+	}
+	if !waitFor(timeout+5*time.Second, func() bool { return connections() == 0 }) {
+		t.Fatalf("the stalled connection is still open %v after its request (send_timeout %v)", time.Since(sent), timeout)
+	}
+	if after := time.Since(sent); after < timeout {
+		t.Fatalf("the stalled connection was cut %v after its request, before send_timeout %v", after, timeout)
+	}
+
+	// What the kernel had buffered is still there, then the connection ends short.
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	got, err := io.Copy(io.Discard, c)
+	var netErr net.Error
+	if errors.As(err, &netErr) && netErr.Timeout() {
+		t.Fatalf("after %d bytes the connection is still open", got)
+	}
+	if got >= size {
+		t.Fatalf("the client received %d bytes, the whole %d-byte body", got, size)
+	}
+	t.Logf("cut after %v with %d of %d bytes delivered", time.Since(sent), got, size)
+
+	if resp, body := in.get("/small"); resp.StatusCode != 200 || body != "small" {
+		t.Fatalf("after the cut: %d %q", resp.StatusCode, body)
+	}
+	if now := in.status().Workers[0].PID; now != worker {
+		t.Fatalf("the worker changed from pid %d to %d", worker, now)
 	}
 }

@@ -15,6 +15,8 @@ import (
 	"math/big"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -91,7 +93,10 @@ func tlsGet(t *testing.T, address, sni, path string, client *tls.Config) (*big.I
 func TestTLSCertificatesFollowTheAdminAPI(t *testing.T) {
 	tlsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	in := newInstance(t, fmt.Sprintf("ssl:\n  enabled: true\n  listen: [%q]\n", tlsAddr))
-	in.start("--workers", "2")
+	// `gwctl start` names the TLS addresses apart from the plain ones.
+	if out := in.start("--workers", "2"); !strings.Contains(out, " listen="+in.data+" tls="+tlsAddr+" ") {
+		t.Errorf("gwctl start printed %q, want listen=%s tls=%s", out, in.data, tlsAddr)
+	}
 	up := startUpstream(t, "hello from upstream")
 	in.putRoute("1", "/hello", up.addr)
 	if status, body := in.adminCall("PUT", "/apisix/admin/routes/2",
@@ -204,5 +209,50 @@ func TestTLSFallbackSNI(t *testing.T) {
 		if got.Cmp(def.serial) != 0 || resp.StatusCode != 200 || body != "ok" {
 			t.Fatalf("SNI %q: certificate %v, %d %q; want the fallback and the upstream", sni, got, resp.StatusCode, body)
 		}
+	}
+}
+
+// ssl.ssl_trusted_certificate is read by `gwctl test` and `gwctl start`: a missing file,
+// or one that holds anything but certificates, is reported with the key and the path, and
+// nothing starts.
+func TestTLSTrustedCertificateIsChecked(t *testing.T) {
+	in := newInstance(t, "ssl:\n  ssl_trusted_certificate: conf/ca.pem\n")
+	path := filepath.Join(in.prefix, "conf", "ca.pem")
+	ca := newTLSTestCert(t, "ca.test")
+	cases := []struct {
+		name, file, want string // file "": absent; want "": accepted
+	}{
+		{"missing", "", "ssl.ssl_trusted_certificate: open " + path + ": no such file or directory"},
+		{"a private key", ca.key, "ssl.ssl_trusted_certificate: " + path + `: failed to parse cert: PEM block 1 is "PRIVATE KEY"`},
+		{"a certificate", ca.cert, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_ = os.Remove(path)
+			if tc.file != "" {
+				if err := os.WriteFile(path, []byte(tc.file), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.want == "" {
+				if out, err := in.gwctl("test"); err != nil {
+					t.Fatalf("gwctl test: %v\n%s", err, out)
+				}
+				in.start("--workers", "1")
+				return
+			}
+			for _, verb := range []string{"test", "start"} {
+				out, err := in.gwctl(verb)
+				if err == nil || !strings.Contains(out, tc.want) {
+					t.Errorf("gwctl %s: %v\n%s\nwant a failure saying %q", verb, err, out, tc.want)
+				}
+				if strings.Contains(out, "BEGIN") {
+					t.Errorf("gwctl %s shows the file's content:\n%s", verb, out)
+				}
+			}
+			if _, err := os.Stat(filepath.Join(in.prefix, "logs", "gwctl.pid")); err == nil {
+				t.Fatalf("a master runs after gwctl start failed")
+			}
+		})
 	}
 }

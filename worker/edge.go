@@ -32,6 +32,7 @@ var (
 	badChunkBody        = []byte(`{"error_msg":"400 Bad Request: malformed chunked body"}` + "\n")
 	bodyTooLargeBody    = []byte(`{"error_msg":"413 Request Entity Too Large"}` + "\n")
 	headerTooLargeBody  = []byte(`{"error_msg":"431 Request Header Fields Too Large"}` + "\n")
+	uriTooLargeBody     = []byte(`{"error_msg":"414 Request-URI Too Large"}` + "\n")
 	requestTimeoutBody  = []byte(`{"error_msg":"408 Request Time-out"}` + "\n")
 	headerContentLength = []byte(fasthttp.HeaderContentLength)
 	headerTransferEnc   = []byte(fasthttp.HeaderTransferEncoding)
@@ -140,6 +141,15 @@ type edgeConn struct {
 	readRefreshAt time.Time
 	// writeRefreshAt is when the write deadline is next pushed send_timeout ahead.
 	writeRefreshAt time.Time
+	// lineEnded is set once an LF is read after the last response write. fasthttp reports
+	// a request line and a header block too large for its buffer with one error and keeps
+	// no copy of the buffer: an LF read since the request began means the request line fit
+	// (431), none means the request line itself is past the buffer (414, as nginx). A
+	// pipelined request whose line arrived before the previous response was written, and
+	// whose headers then overflow in a single line, is misnamed 414: both close the
+	// connection, so only the status differs. Atomic because a websocket tunnel reads and
+	// writes from two goroutines; a store happens only on a change.
+	lineEnded atomic.Bool
 
 	body limitedBody
 }
@@ -154,6 +164,8 @@ func (c *edgeConn) Close() error {
 
 // Read keeps client_body_timeout between reads while a body is read. A deadline is pushed
 // at most every quarter timeout, so a stalled client is cut after 3/4 to 4/4 of it.
+// Outside a body it looks for a line's end (lineEnded) until it finds one: a request
+// usually costs one scan of its first read.
 func (c *edgeConn) Read(p []byte) (int, error) {
 	if c.inBody {
 		if now := time.Now(); now.After(c.readRefreshAt) {
@@ -162,11 +174,19 @@ func (c *edgeConn) Read(p []byte) (int, error) {
 			c.readRefreshAt = now.Add(timeout / 4)
 		}
 	}
-	return c.TCPConn.Read(p)
+	n, err := c.TCPConn.Read(p)
+	if n > 0 && !c.inBody && !c.lineEnded.Load() && bytes.IndexByte(p[:n], '\n') >= 0 {
+		c.lineEnded.Store(true)
+	}
+	return n, err
 }
 
-// Write keeps send_timeout between writes, as Read does client_body_timeout.
+// Write keeps send_timeout between writes, as Read does client_body_timeout. A write
+// answers the request being read, so the next request starts with no line ended.
 func (c *edgeConn) Write(p []byte) (int, error) {
+	if c.lineEnded.Load() {
+		c.lineEnded.Store(false)
+	}
 	if timeout := c.l.e.sendTimeout; timeout > 0 {
 		if now := time.Now(); now.After(c.writeRefreshAt) {
 			_ = c.TCPConn.SetWriteDeadline(now.Add(timeout))
@@ -412,12 +432,18 @@ func (c *edgeConn) useRealIP(ctx *fasthttp.RequestCtx, ip netip.Addr) {
 }
 
 // errorHandler answers a request fasthttp could not read, in gw's JSON; fasthttp adds
-// Connection: close.
+// Connection: close. A request past the read buffer is 414 when its request line alone
+// is (see edgeConn.lineEnded), else 431. Over TLS the edgeConn reads ciphertext, so the
+// distinction is not made and both are 431.
 func errorHandler(ctx *fasthttp.RequestCtx, err error) {
 	var small *fasthttp.ErrSmallBuffer
 	var netErr net.Error
 	switch {
 	case errors.As(err, &small):
+		if ec, plain := ctx.Conn().(*edgeConn); plain && !ec.lineEnded.Load() {
+			writeJSON(ctx, fasthttp.StatusRequestURITooLong, uriTooLargeBody)
+			return
+		}
 		writeJSON(ctx, fasthttp.StatusRequestHeaderFieldsTooLarge, headerTooLargeBody)
 	case errors.As(err, &netErr) && netErr.Timeout():
 		writeJSON(ctx, fasthttp.StatusRequestTimeout, requestTimeoutBody)

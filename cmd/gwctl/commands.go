@@ -83,7 +83,11 @@ func startCommand() *cli.Command {
 // daemonize starts the master in its own session, detached from the terminal, and waits on
 // a pipe for its verdict so that the exit code tells the truth about the start.
 func daemonize(c *cli.Context, paths master.Paths) error {
-	if _, err := conf.Load(paths.Config); err != nil {
+	cfg, err := conf.Load(paths.Config)
+	if err != nil {
+		return err
+	}
+	if err := cfg.CheckFiles(paths.Prefix); err != nil {
 		return err
 	}
 	if pid, err := paths.RunningMaster(); err == nil {
@@ -167,7 +171,11 @@ func testCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			if _, err := conf.Load(paths.Config); err != nil {
+			cfg, err := conf.Load(paths.Config)
+			if err == nil {
+				err = cfg.CheckFiles(paths.Prefix)
+			}
+			if err != nil {
 				return fmt.Errorf("configuration test failed:\n%w", err)
 			}
 			fmt.Printf("configuration %s test is successful\n", paths.Config)

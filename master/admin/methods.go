@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 
 	"gw/conf"
 	"gw/master/store"
@@ -414,7 +415,7 @@ func check(s *store.Store, res *resource, obj map[string]any) (int, any) {
 		}
 	}
 	for _, ref := range res.refs {
-		id := idString(obj[ref.field])
+		id := idString(fieldAt(obj, ref.field))
 		if id == "" {
 			continue
 		}
@@ -444,19 +445,25 @@ func (h *Handler) stillUsed(res *resource, id string) string {
 	return ""
 }
 
-// storedField returns one top-level field of a stored object, decoded, or nil.
-func storedField(obj store.Object, field string) any {
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(obj.Value, &fields); err != nil {
-		return nil
-	}
-	raw, ok := fields[field]
-	if !ok {
-		return nil
-	}
-	v, err := decodeJSON(raw)
+// storedField returns the field of a stored object at path (see reference), decoded, or
+// nil.
+func storedField(obj store.Object, path string) any {
+	v, err := decodeJSON(obj.Value)
 	if err != nil {
 		return nil
+	}
+	return fieldAt(v, path)
+}
+
+// fieldAt walks a decoded JSON value down path, a dot between levels; nil when a level is
+// missing or not an object.
+func fieldAt(v any, path string) any {
+	for name := range strings.SplitSeq(path, ".") {
+		fields, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = fields[name]
 	}
 	return v
 }

@@ -38,10 +38,18 @@ type resource struct {
 	hidden []string
 }
 
+// reference is a field that names another object. field is its path, with a dot between
+// levels: an upstream's client certificate is "tls.client_cert_id".
 type reference struct {
 	field string
 	kind  store.Kind
 }
+
+// clientCertRef is tls.client_cert_id, the ssl of type client an upstream presents.
+var clientCertRef = reference{"tls.client_cert_id", store.SSLs}
+
+// inlineClientCertRef is the same in a route's or a service's inline upstream.
+var inlineClientCertRef = reference{"upstream.tls.client_cert_id", store.SSLs}
 
 var resources = map[string]*resource{
 	"ssls": sslResource,
@@ -59,7 +67,7 @@ var resources = map[string]*resource{
 			return plugins.ValidateAll(r.Plugins)
 		},
 		refs: []reference{{"upstream_id", store.Upstreams}, {"service_id", store.Services},
-			{"plugin_config_id", store.PluginConfigs}},
+			{"plugin_config_id", store.PluginConfigs}, inlineClientCertRef},
 		conflicts: clientCertMissing,
 	},
 	"upstreams": {
@@ -72,6 +80,7 @@ var resources = map[string]*resource{
 			}
 			return u.CheckClientCertificate("")
 		},
+		refs:      []reference{clientCertRef},
 		inUse:     "can not delete this upstream",
 		conflicts: clientCertMissing,
 	},
@@ -88,7 +97,7 @@ var resources = map[string]*resource{
 			}
 			return plugins.ValidateAll(s.Plugins)
 		},
-		refs:      []reference{{"upstream_id", store.Upstreams}},
+		refs:      []reference{{"upstream_id", store.Upstreams}, inlineClientCertRef},
 		inUse:     "can not delete this service directly",
 		conflicts: clientCertMissing,
 	},
@@ -240,8 +249,9 @@ func credentialOf(raw json.RawMessage, field string) string {
 }
 
 // referrerOrder is the order in which referrers are searched before a delete, as in
-// APISIX (routes before services), so the message names the same object.
-var referrerOrder = []string{"routes", "services"}
+// APISIX (routes before services), so the message names the same object. Only ssls are
+// referenced by upstreams, so where upstreams stand changes no APISIX message.
+var referrerOrder = []string{"routes", "services", "upstreams"}
 
 func resourceOf(kind store.Kind) *resource {
 	for _, res := range resources {

@@ -15,7 +15,8 @@ import (
 var sslSecretFields = []string{"key", "keys"}
 
 // sslResource is APISIX's ssls collection: every method, the pairs checked with their
-// keys, and no SNI served by two ssls.
+// keys, and no SNI served by two ssls. An ssl of type client that an upstream presents
+// (tls.client_cert_id) is deleted only with ?force=true, as an upstream a route uses.
 var sslResource = &resource{
 	kind:     store.SSLs,
 	singular: "ssl",
@@ -23,6 +24,7 @@ var sslResource = &resource{
 		_, err := conf.DecodeSSL(value)
 		return err
 	},
+	inUse:     "can not delete this ssl",
 	conflicts: sniTaken,
 	hidden:    sslSecretFields,
 }

@@ -174,3 +174,46 @@ func TestWithoutFields(t *testing.T) {
 		t.Errorf("no hidden fields: got %s", got)
 	}
 }
+
+// An ssl an upstream presents as its client certificate (tls.client_cert_id, in an
+// upstream or inline in a route or a service) is deleted only with ?force=true, as an
+// upstream a route uses; the refusal changes nothing.
+func TestSSLInUseByUpstream(t *testing.T) {
+	f := newFixture(t)
+	client := newTestSSL(t, "client.test")
+	server := newTestSSL(t, "server.test")
+	upstream := func(certID string) string {
+		return `{"scheme":"https","nodes":{"127.0.0.1:443":1},"tls":{"client_cert_id":` + certID + `}}`
+	}
+	clientBody, _ := json.Marshal(map[string]any{"type": "client", "cert": client.cert, "key": client.key})
+	expect(t, f.call("PUT", Prefix+"/ssls/c", string(clientBody)), 201, "")
+	expect(t, f.call("PUT", Prefix+"/ssls/7", string(clientBody)), 201, "")
+	expect(t, f.call("PUT", Prefix+"/ssls/s", server.body(nil, "server.test")), 201, "")
+	expect(t, f.call("PUT", Prefix+"/upstreams/u", upstream(`"c"`)), 201, "")
+	expect(t, f.call("PUT", Prefix+"/upstreams/n", upstream(`7`)), 201, "") // an integer id
+	expect(t, f.call("PUT", Prefix+"/services/sv", `{"upstream":`+upstream(`"c"`)+`}`), 201, "")
+	expect(t, f.call("PUT", Prefix+"/routes/1", `{"uri":"/a","upstream":`+upstream(`"c"`)+`}`), 201, "")
+
+	refused := func(path, by string) {
+		t.Helper()
+		before := f.store.Revision()
+		expect(t, f.call("DELETE", Prefix+path, ""), 400,
+			`{"error_msg":"can not delete this ssl, `+by+` is still using it now"}`)
+		if f.store.Revision() != before {
+			t.Fatalf("a refused DELETE %s changed the store", path)
+		}
+	}
+	refused("/ssls/c", "route [1]")
+	expect(t, f.call("DELETE", Prefix+"/routes/1", ""), 200, "")
+	refused("/ssls/c", "service [sv]")
+	expect(t, f.call("DELETE", Prefix+"/services/sv", ""), 200, "")
+	refused("/ssls/c", "upstream [u]")
+	refused("/ssls/7", "upstream [n]")
+
+	// An ssl nothing presents is deleted as before; force deletes one in use.
+	expect(t, f.call("DELETE", Prefix+"/ssls/s", ""), 200, `{"deleted":"1","key":"/apisix/ssls/s"}`)
+	expect(t, f.call("DELETE", Prefix+"/ssls/c?force=true", ""), 200, `{"deleted":"1","key":"/apisix/ssls/c"}`)
+	// Once its upstream lets go, the other one goes without force.
+	expect(t, f.call("PATCH", Prefix+"/upstreams/n", `{"tls":null}`), 200, "")
+	expect(t, f.call("DELETE", Prefix+"/ssls/7", ""), 200, `{"deleted":"1","key":"/apisix/ssls/7"}`)
+}
