@@ -7,15 +7,15 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"strings"
 	"testing"
 	"time"
+
+	"gw/internal/testcert"
 )
 
 // testPair is a certificate and its key in PEM, generated per test run: no private key is
@@ -24,25 +24,8 @@ type testPair struct{ cert, key string }
 
 func newTestPair(t testing.TB, key crypto.Signer, notAfter time.Time, names ...string) testPair {
 	t.Helper()
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()),
-		Subject:      pkix.Name{CommonName: names[0]},
-		DNSNames:     names,
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     notAfter,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return testPair{
-		cert: string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})),
-		key:  string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})),
-	}
+	c := testcert.SelfSigned(t, testcert.Options{Names: names, Signer: key, NotAfter: notAfter})
+	return testPair{cert: c.CertPEM, key: c.KeyPEM}
 }
 
 func ecKey(t testing.TB) *ecdsa.PrivateKey {

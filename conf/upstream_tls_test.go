@@ -1,18 +1,16 @@
 package conf
 
 import (
-	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
-	"math/big"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"gw/internal/testcert"
 )
 
 // upstreamWithTLS is an https upstream's JSON with tls set to tlsJSON.
@@ -99,29 +97,12 @@ func TestDecodeUpstreamTLS(t *testing.T) {
 	}
 }
 
-// clientPair is newTestPair with extended key usages.
+// clientPair is a self-signed client certificate with extended key usages.
 func clientPair(t *testing.T, notAfter time.Time, usage ...x509.ExtKeyUsage) testPair {
 	t.Helper()
-	key := ecKey(t)
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()),
-		Subject:      pkix.Name{CommonName: "gw-client"},
-		NotBefore:    time.Now().Add(-2 * time.Hour),
-		NotAfter:     notAfter,
-		ExtKeyUsage:  usage,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return testPair{
-		cert: string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})),
-		key:  string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})),
-	}
+	c := testcert.SelfSigned(t, testcert.Options{CommonName: "gw-client", Usage: usage,
+		NotBefore: time.Now().Add(-2 * time.Hour), NotAfter: notAfter})
+	return testPair{cert: c.CertPEM, key: c.KeyPEM}
 }
 
 func TestCheckClientCertificate(t *testing.T) {

@@ -1,78 +1,34 @@
 package integration
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io"
 	"log"
-	"math/big"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"gw/internal/testcert"
 )
 
-// upstreamCA is a certificate authority made for one test.
-type upstreamCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  string
-}
+// upstreamCA is a testcert.CA with the short call these tests make.
+type upstreamCA struct{ *testcert.CA }
 
-func newUpstreamCA(t *testing.T, name string) *upstreamCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true, IsCA: true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	return &upstreamCA{cert: cert, key: key, pem: string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))}
+func newUpstreamCA(t *testing.T, name string) upstreamCA {
+	return upstreamCA{testcert.NewCA(t, name)}
 }
 
 // issue returns a certificate for name (an IP address or a host name) and its key, PEM.
-func (ca *upstreamCA) issue(t *testing.T, usage x509.ExtKeyUsage, name string) (certPEM, keyPEM string) {
+func (ca upstreamCA) issue(t *testing.T, usage x509.ExtKeyUsage, name string) (certPEM, keyPEM string) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
-	tmpl := &x509.Certificate{
-		SerialNumber: serial, Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
-	}
-	if ip := net.ParseIP(name); ip != nil {
-		tmpl.IPAddresses = []net.IP{ip}
-	} else {
-		tmpl.DNSNames = []string{name}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, _ := x509.MarshalPKCS8PrivateKey(key)
-	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})),
-		string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}))
+	c := ca.Issue(t, testcert.Options{Names: []string{name}, Usage: []x509.ExtKeyUsage{usage}})
+	return c.CertPEM, c.KeyPEM
 }
 
 // startTLSUpstream serves HTTPS on loopback with config, answering with body and the
@@ -116,18 +72,16 @@ func TestHTTPSUpstreams(t *testing.T) {
 	rogueCert, rogueKey := rogue.issue(t, x509.ExtKeyUsageServerAuth, "127.0.0.1")
 	clientCert, clientKey := clientCA.issue(t, x509.ExtKeyUsageClientAuth, "gw-client")
 
-	clientCAs := x509.NewCertPool()
-	clientCAs.AddCert(clientCA.cert)
 	trusted := startTLSUpstream(t, "trusted", &tls.Config{Certificates: []tls.Certificate{serverPair(t, trustedCert, trustedKey)}})
 	untrusted := startTLSUpstream(t, "untrusted", &tls.Config{Certificates: []tls.Certificate{serverPair(t, rogueCert, rogueKey)}})
 	mutual := startTLSUpstream(t, "mutual", &tls.Config{
 		Certificates: []tls.Certificate{serverPair(t, trustedCert, trustedKey)},
 		ClientAuth:   tls.RequireAndVerifyClientCert,
-		ClientCAs:    clientCAs,
+		ClientCAs:    clientCA.Pool(),
 	})
 
 	in := newInstance(t, "worker_processes: 1\nssl:\n  ssl_trusted_certificate: conf/upstream-ca.pem\n")
-	if err := os.WriteFile(filepath.Join(in.prefix, "conf", "upstream-ca.pem"), []byte(ca.pem), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(in.prefix, "conf", "upstream-ca.pem"), []byte(ca.CertPEM), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	in.start()

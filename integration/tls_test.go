@@ -2,14 +2,8 @@ package integration
 
 import (
 	"bufio"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"io"
 	"math/big"
@@ -20,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"gw/internal/testcert"
 )
 
 // tlsTestCert is a self-signed ECDSA certificate made for one test: no private key is
@@ -31,25 +27,8 @@ type tlsTestCert struct {
 
 func newTLSTestCert(t *testing.T, names ...string) tlsTestCert {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
-	tmpl := &x509.Certificate{
-		SerialNumber: serial, Subject: pkix.Name{CommonName: names[0]}, DNSNames: names,
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, _ := x509.MarshalPKCS8PrivateKey(key)
-	return tlsTestCert{
-		cert:   string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})),
-		key:    string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})),
-		serial: serial,
-	}
+	c := testcert.SelfSigned(t, testcert.Options{Names: names})
+	return tlsTestCert{cert: c.CertPEM, key: c.KeyPEM, serial: c.Leaf.SerialNumber}
 }
 
 func (c tlsTestCert) sslBody(snis ...string) string {

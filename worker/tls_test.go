@@ -1,25 +1,17 @@
 package worker
 
 import (
-	"crypto"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/rsa"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"io"
 	"math/big"
 	"net"
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"gw/conf"
 	"gw/internal/errlog"
+	"gw/internal/testcert"
 )
 
 // testCert is a self-signed certificate generated per run (no committed private keys).
@@ -28,45 +20,18 @@ type testCert struct {
 	serial    *big.Int
 }
 
-func newTestCert(t testing.TB, key crypto.Signer, names ...string) testCert {
+func newTestCert(t testing.TB, key testcert.KeyType, names ...string) testCert {
 	t.Helper()
-	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
-	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: names[0]},
-		DNSNames:     names,
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return testCert{
-		cert:   string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})),
-		key:    string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})),
-		serial: serial,
-	}
+	c := testcert.SelfSigned(t, testcert.Options{Names: names, Key: key})
+	return testCert{cert: c.CertPEM, key: c.KeyPEM, serial: c.Leaf.SerialNumber}
 }
 
 func newECCert(t testing.TB, names ...string) testCert {
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return newTestCert(t, k, names...)
+	return newTestCert(t, testcert.EC, names...)
 }
 
 func newRSACert(t testing.TB, names ...string) testCert {
-	k, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return newTestCert(t, k, names...)
+	return newTestCert(t, testcert.RSA, names...)
 }
 
 func testLog() *errlog.Logger { return errlog.New(os.Stderr, "test") }

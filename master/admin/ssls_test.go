@@ -1,18 +1,14 @@
 package admin
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"math/big"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"gw/internal/testcert"
 )
 
 // testSSL is a generated certificate and key (no private key is committed).
@@ -20,23 +16,8 @@ type testSSL struct{ cert, key string }
 
 func newTestSSL(t *testing.T, name string) testSSL {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name}, DNSNames: []string{name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, _ := x509.MarshalPKCS8PrivateKey(key)
-	return testSSL{
-		cert: string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})),
-		key:  string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})),
-	}
+	c := testcert.SelfSigned(t, testcert.Options{Names: []string{name}, Serial: big.NewInt(1), NotAfter: time.Now().Add(time.Hour)})
+	return testSSL{cert: c.CertPEM, key: c.KeyPEM}
 }
 
 // body is an ssl object for these snis, with extra fields merged in.

@@ -1,17 +1,11 @@
 package proxy
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
 	"io"
 	"log"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -23,85 +17,22 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"gw/conf"
+	"gw/internal/testcert"
 )
 
-// testCA is a certificate authority made at test time.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  string
-}
+// testCA is a testcert.CA with the short calls these tests make.
+type testCA struct{ *testcert.CA }
 
-func newTestCA(t testing.TB, name string) *testCA {
+func newTestCA(t testing.TB, name string) testCA { return testCA{testcert.NewCA(t, name)} }
+
+func (ca testCA) pool() *x509.CertPool { return ca.Pool() }
+
+// issue makes a certificate for names (host names or IP addresses) with usage, valid for an
+// hour, returning it as PEM and as a tls.Certificate.
+func (ca testCA) issue(t testing.TB, usage x509.ExtKeyUsage, names ...string) (certPEM, keyPEM string, pair tls.Certificate) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &testCA{cert: cert, key: key, pem: string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))}
-}
-
-func (ca *testCA) pool() *x509.CertPool {
-	p := x509.NewCertPool()
-	p.AddCert(ca.cert)
-	return p
-}
-
-// issue makes a certificate for names (host names or IP addresses) with usage, returning
-// it as PEM and as a tls.Certificate.
-func (ca *testCA) issue(t testing.TB, usage x509.ExtKeyUsage, names ...string) (certPEM, keyPEM string, pair tls.Certificate) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()),
-		Subject:      pkix.Name{CommonName: names[0]},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
-	}
-	for _, n := range names {
-		if ip := net.ParseIP(n); ip != nil {
-			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
-		} else {
-			tmpl.DNSNames = append(tmpl.DNSNames, n)
-		}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certPEM = string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
-	keyPEM = string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}))
-	pair, err = tls.X509KeyPair([]byte(certPEM), []byte(keyPEM))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return certPEM, keyPEM, pair
+	c := ca.Issue(t, testcert.Options{Names: names, Usage: []x509.ExtKeyUsage{usage}, NotAfter: time.Now().Add(time.Hour)})
+	return c.CertPEM, c.KeyPEM, c.Pair
 }
 
 // tlsNode is an https upstream that answers with what it saw: the SNI, the Host, the
