@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"crypto/rand"
 	"crypto/tls"
-	"io"
-	"net"
 	"strings"
 	"testing"
 
@@ -61,39 +59,14 @@ func TestDecodeTicketKeys(t *testing.T) {
 	}
 }
 
-// resumes connects a client to store over loopback TCP, reads until the server closes (so
-// a TLS 1.3 ticket reaches the client's cache), and reports whether the session resumed.
+// resumes connects a client to store and reports whether the session resumed.
 func resumes(t testing.TB, store *certStore, sni string, client *tls.Config) bool {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	done := make(chan error, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			done <- err
-			return
-		}
-		srv := tls.Server(c, store.listener)
-		err = srv.Handshake()
-		srv.Close()
-		done <- err
-	}()
-	cfg := client.Clone()
-	cfg.InsecureSkipVerify, cfg.ServerName = true, sni
-	c, err := tls.Dial("tcp", ln.Addr().String(), cfg)
+	state, err := connect(t, store, sni, client)
 	if err != nil {
 		t.Fatalf("handshake: %v", err)
 	}
-	defer c.Close()
-	_, _ = io.Copy(io.Discard, c) // the ticket, then close_notify
-	if err := <-done; err != nil {
-		t.Fatalf("server handshake: %v", err)
-	}
-	return c.ConnectionState().DidResume
+	return state.DidResume
 }
 
 // newTicketTestStore is one worker's certificate store: the same certificates for every

@@ -41,6 +41,18 @@ func testLog() *errlog.Logger { return errlog.New(os.Stderr, "test") }
 // serial of the certificate the server sent, or the client's error.
 func handshake(t testing.TB, store *certStore, sni string, client *tls.Config) (*big.Int, error) {
 	t.Helper()
+	state, err := connect(t, store, sni, client)
+	if err != nil {
+		return nil, err
+	}
+	return state.PeerCertificates[0].SerialNumber, nil
+}
+
+// connect makes one TLS connection to store over loopback TCP and reads it to the end, so
+// that a TLS 1.3 session ticket, sent after the handshake, reaches client's session cache;
+// it returns the client's view of the connection, or the client's handshake error.
+func connect(t testing.TB, store *certStore, sni string, client *tls.Config) (tls.ConnectionState, error) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -69,16 +81,16 @@ func handshake(t testing.TB, store *certStore, sni string, client *tls.Config) (
 		cfg.InsecureSkipVerify, cfg.ServerName = true, sni
 	}
 	c := tls.Client(clientSide, cfg)
-	err = c.Handshake()
-	if err != nil {
+	if err := c.Handshake(); err != nil {
 		clientSide.Close()
 		<-done
-		return nil, err
+		return tls.ConnectionState{}, err
 	}
-	serial := c.ConnectionState().PeerCertificates[0].SerialNumber
-	go io.Copy(io.Discard, c) // let the server's close_notify through the pipe
-	<-done
-	return serial, nil
+	_, _ = io.Copy(io.Discard, c) // a session ticket, then the server's close_notify
+	if err := <-done; err != nil {
+		t.Fatalf("server side of the handshake: %v", err)
+	}
+	return c.ConnectionState(), nil
 }
 
 func TestCertStoreChoosesBySNI(t *testing.T) {
