@@ -1,12 +1,16 @@
 package worker
 
 import (
+	"crypto/tls"
 	"net"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"gw/internal/monotime"
+	"gw/plugins/prometheus"
 )
 
 // idleGrace is how long a draining worker leaves an idle keep-alive connection open before
@@ -15,11 +19,29 @@ import (
 // answered with Connection: close, so busy clients leave on their own.
 const idleGrace = 1500 * time.Millisecond
 
+// connMark is what the worker tracks of one client connection, kept in the connection (an
+// edgeConn) so that a request's two state changes cost no lookup and no lock.
+type connMark struct {
+	// idleSince is when the connection went idle (monotime); 0 while a request is in
+	// progress. The drain reads it from another goroutine.
+	idleSince atomic.Int64
+	// gauge is the state apisix_nginx_http_current_connections last counted it in; only
+	// the connection's own goroutine touches it.
+	gauge prometheus.ConnGauge
+	// tracked is set while the connection is in the tracker's set, so that StateClosed
+	// after StateHijacked (or the reverse) removes it once.
+	tracked bool
+}
+
 // connTracker knows every open client connection and since when it has been idle, so a
-// draining worker can close exactly the ones that have been quiet long enough.
+// draining worker can close exactly the ones that have been quiet long enough. The set
+// changes when a connection opens or closes, not per request.
 type connTracker struct {
-	mu    sync.Mutex
-	conns map[net.Conn]int64 // idle since (unix nanos); 0 while a request is in progress
+	mu sync.Mutex
+	// conns maps each open connection to its mark: the edgeConn's own, or for a
+	// connection that is not an edgeConn (a listener that is not TCP, in tests) one
+	// allocated here.
+	conns map[net.Conn]*connMark
 	// open counts from accept to close. fasthttp reports StateNew only once a pool
 	// goroutine picks the connection up, so counting at accept closes the window in which a
 	// draining worker would see no connection and exit with one just accepted.
@@ -40,46 +62,62 @@ func (l countingListener) Accept() (net.Conn, error) {
 	return c, err
 }
 
-func newConnTracker() *connTracker { return &connTracker{conns: map[net.Conn]int64{}} }
+func newConnTracker() *connTracker { return &connTracker{conns: map[net.Conn]*connMark{}} }
 
-// hook is the fasthttp Server's ConnState callback. Map assignments to existing keys do
-// not allocate, so the per-request cost is two uncontended lock/lookup pairs.
-func (t *connTracker) hook(c net.Conn, state fasthttp.ConnState) {
+// markOf finds c's mark: in its edgeConn when it has one, else in the tracker's set.
+func (t *connTracker) markOf(c net.Conn, state fasthttp.ConnState) *connMark {
+	if ec := edgeConnOf(c); ec != nil {
+		return &ec.mark
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	m := t.conns[c]
+	if m == nil && state == fasthttp.StateNew {
+		m = new(connMark)
+	}
+	return m
+}
+
+// hook is the fasthttp Server's ConnState callback, for the drain and, when metrics is set,
+// the connection gauges.
+func (t *connTracker) hook(c net.Conn, state fasthttp.ConnState, metrics *prometheus.ConnTracker) {
+	m := t.markOf(c, state)
+	if m == nil {
+		return // a state change after the connection left the set
+	}
 	switch state {
 	case fasthttp.StateNew:
+		m.idleSince.Store(monotime.Now())
 		t.mu.Lock()
-		t.conns[c] = time.Now().UnixNano()
+		t.conns[c] = m
+		m.tracked = true
 		t.mu.Unlock()
 	case fasthttp.StateActive:
-		t.mu.Lock()
-		if _, ok := t.conns[c]; ok {
-			t.conns[c] = 0
-		}
-		t.mu.Unlock()
+		m.idleSince.Store(0)
 	case fasthttp.StateIdle:
-		t.mu.Lock()
-		if _, ok := t.conns[c]; ok {
-			t.conns[c] = time.Now().UnixNano()
-		}
-		t.mu.Unlock()
+		m.idleSince.Store(monotime.Now())
 	case fasthttp.StateHijacked, fasthttp.StateClosed:
 		t.mu.Lock()
-		if _, ok := t.conns[c]; ok {
+		if m.tracked {
+			m.tracked = false
 			delete(t.conns, c)
 			t.open.Add(-1)
 		}
 		t.mu.Unlock()
+	}
+	if metrics != nil {
+		metrics.ConnState(&m.gauge, state)
 	}
 }
 
 // closeIdle closes connections idle for at least grace and returns how many remain open,
 // counting those accepted but not yet picked up.
 func (t *connTracker) closeIdle(grace time.Duration) int {
-	cutoff := time.Now().Add(-grace).UnixNano()
+	cutoff := monotime.Now() - int64(grace)
 	t.mu.Lock()
 	var quiet []net.Conn
-	for c, idleSince := range t.conns {
-		if idleSince != 0 && idleSince <= cutoff {
+	for c, m := range t.conns {
+		if idleSince := m.idleSince.Load(); idleSince != 0 && idleSince <= cutoff {
 			quiet = append(quiet, c)
 		}
 	}
@@ -87,8 +125,21 @@ func (t *connTracker) closeIdle(grace time.Duration) int {
 	remaining := int(t.open.Load())
 	for _, c := range quiet {
 		// fasthttp's goroutine for c sees the error on its next read and reports
-		// StateClosed, which removes it from the map.
+		// StateClosed, which removes it from the set.
 		_ = c.Close()
 	}
 	return remaining
+}
+
+// edgeConnOf finds the edgeConn under a client connection, TLS or not; nil for a
+// connection that did not come through an edgeListener.
+func edgeConnOf(c net.Conn) *edgeConn {
+	switch c := c.(type) {
+	case *edgeConn:
+		return c
+	case *tls.Conn:
+		ec, _ := c.NetConn().(*edgeConn)
+		return ec
+	}
+	return nil
 }

@@ -12,14 +12,34 @@ import (
 
 // The tracker's count must return to zero once clients are gone, or a draining worker
 // waits for worker_shutdown_timeout for nothing.
+// Both kinds of connection are tracked: an edgeConn carries its own mark, any other
+// connection gets one in the tracker's set.
 func TestConnTrackerCountsBackToZero(t *testing.T) {
+	for _, edged := range []bool{false, true} {
+		t.Run(map[bool]string{false: "plain", true: "edge"}[edged], func(t *testing.T) {
+			testConnTrackerCountsBackToZero(t, edged)
+		})
+	}
+}
+
+func testConnTrackerCountsBackToZero(t *testing.T, edged bool) {
 	tracker := newConnTracker()
 	inner, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) { ctx.WriteString("ok") }, ConnState: tracker.hook}
-	go srv.Serve(countingListener{Listener: inner, t: tracker})
+	hook := func(c net.Conn, s fasthttp.ConnState) {
+		if _, isEdge := c.(*edgeConn); isEdge != edged {
+			t.Errorf("connection %T, want an edgeConn: %v", c, edged)
+		}
+		tracker.hook(c, s, nil)
+	}
+	srv := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) { ctx.WriteString("ok") }, ConnState: hook}
+	var ln net.Listener = countingListener{Listener: inner, t: tracker}
+	if edged {
+		ln = newEdgeListener(ln, &edge{}, 100)
+	}
+	go srv.Serve(ln)
 	defer srv.Shutdown()
 	for _, keepAlive := range []bool{true, false} {
 		client := &http.Client{Transport: &http.Transport{DisableKeepAlives: !keepAlive}}

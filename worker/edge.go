@@ -2,7 +2,6 @@ package worker
 
 import (
 	"bytes"
-	"crypto/tls"
 	"errors"
 	"io"
 	"net"
@@ -15,6 +14,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"gw/conf"
+	"gw/internal/rawio"
 )
 
 // The edge is what stands between the network and the handler: the client limits of
@@ -107,6 +107,10 @@ func (l *edgeListener) Accept() (net.Conn, error) {
 		return c, nil
 	}
 	ec := &edgeConn{TCPConn: tcp, l: l}
+	if raw, err := tcp.SyscallConn(); err == nil {
+		ec.io.Init(raw)
+		ec.rawIO = true
+	}
 	if peer, ok := tcp.RemoteAddr().(*net.TCPAddr); ok {
 		ec.realAddr.Port = peer.Port
 		if ip, ok := netip.AddrFromSlice(peer.IP); ok {
@@ -152,6 +156,13 @@ type edgeConn struct {
 	lineEnded atomic.Bool
 
 	body limitedBody
+
+	mark connMark // the connection tracker's and the gauges' state (conns.go)
+
+	// io reads and writes the socket with raw system calls (see package rawio); rawIO is
+	// set once it is bound, which it always is for a TCP socket.
+	io    rawio.Stream
+	rawIO bool
 }
 
 // Close returns the connection's worker_connections slot, once.
@@ -174,7 +185,7 @@ func (c *edgeConn) Read(p []byte) (int, error) {
 			c.readRefreshAt = now.Add(timeout / 4)
 		}
 	}
-	n, err := c.TCPConn.Read(p)
+	n, err := c.read(p)
 	if n > 0 && !c.inBody && !c.lineEnded.Load() && bytes.IndexByte(p[:n], '\n') >= 0 {
 		c.lineEnded.Store(true)
 	}
@@ -193,7 +204,19 @@ func (c *edgeConn) Write(p []byte) (int, error) {
 			c.writeRefreshAt = now.Add(timeout / 4)
 		}
 	}
-	return c.TCPConn.Write(p)
+	if !c.rawIO {
+		return c.TCPConn.Write(p)
+	}
+	n, err := c.io.Write(p)
+	return n, rawio.OpError("write", c, err)
+}
+
+func (c *edgeConn) read(p []byte) (int, error) {
+	if !c.rawIO {
+		return c.TCPConn.Read(p)
+	}
+	n, err := c.io.Read(p)
+	return n, rawio.OpError("read", c, err)
 }
 
 // limitedBody stands between a chunked request body and whoever reads it: it counts the
@@ -296,19 +319,6 @@ func (e *edge) finish(ctx *fasthttp.RequestCtx, ec *edgeConn) {
 		ctx.Response.Reset()
 		reject(ctx, fasthttp.StatusBadRequest, badChunkBody)
 	}
-}
-
-// edgeConnOf finds the edgeConn under a client connection, TLS or not; nil for a
-// connection that did not come through an edgeListener.
-func edgeConnOf(c net.Conn) *edgeConn {
-	switch c := c.(type) {
-	case *edgeConn:
-		return c
-	case *tls.Conn:
-		ec, _ := c.NetConn().(*edgeConn)
-		return ec
-	}
-	return nil
 }
 
 func reject(ctx *fasthttp.RequestCtx, status int, body []byte) {

@@ -225,10 +225,7 @@ func (w *Worker) newServer() *fasthttp.Server {
 // connState feeds fasthttp's connection events to the drain logic and, when the
 // prometheus plugin's segment is mapped, to the connection gauges.
 func (w *Worker) connState(c net.Conn, state fasthttp.ConnState) {
-	w.conns.hook(c, state)
-	if w.connMetrics != nil {
-		w.connMetrics.ConnState(c, state)
-	}
+	w.conns.hook(c, state, w.connMetrics)
 }
 
 // listen handles the master's frames until shutdown or until the master is gone.

@@ -2,9 +2,7 @@ package prometheus
 
 import (
 	"errors"
-	"net"
 	"os"
-	"sync"
 
 	"github.com/valyala/fasthttp"
 )
@@ -20,9 +18,12 @@ const (
 	areaWaiting  = 48 // keep-alive, between requests
 )
 
-// connection states a ConnTracker remembers per connection.
+// ConnGauge is the state a connection was last counted in, which the caller keeps with the
+// connection (the zero value before StateNew) so that ConnState finds it without a lookup.
+type ConnGauge uint8
+
 const (
-	connReading = iota + 1
+	connReading ConnGauge = iota + 1
 	connWriting
 	connWaiting
 )
@@ -32,14 +33,11 @@ var ErrNoWorkerArea = errors.New("prometheus: no free worker area in the metrics
 
 // ConnTracker counts one worker's connections by state and its requests, in the worker's
 // own area of the metrics segment, for apisix_nginx_http_current_connections and
-// apisix_http_requests_total. Its ConnState method is a fasthttp.Server ConnState hook
+// apisix_http_requests_total. Its ConnState method backs a fasthttp.Server ConnState hook
 // and is safe for concurrent use.
 type ConnTracker struct {
 	t    *Table
 	area int // byte offset of the area
-
-	mu    sync.Mutex
-	state map[net.Conn]uint8
 }
 
 // NewConnTracker claims a free worker area for this process. The master frees it once
@@ -49,7 +47,7 @@ func NewConnTracker(t *Table) (*ConnTracker, error) {
 	for i := 0; i < WorkerAreas; i++ {
 		off := offAreas + i*workerAreaSize
 		if t.word(off+areaOwner).CompareAndSwap(0, pid) {
-			return &ConnTracker{t: t, area: off, state: map[net.Conn]uint8{}}, nil
+			return &ConnTracker{t: t, area: off}, nil
 		}
 	}
 	return nil, ErrNoWorkerArea
@@ -59,21 +57,21 @@ func (ct *ConnTracker) add(word int, delta uint64) { ct.t.word(ct.area + word).A
 
 const minusOne = ^uint64(0)
 
-// ConnState records one connection state change.
-func (ct *ConnTracker) ConnState(c net.Conn, s fasthttp.ConnState) {
-	ct.mu.Lock()
-	prev := ct.state[c]
+// ConnState records one connection's state change; g is that connection's gauge, which
+// only the connection's own goroutine touches (fasthttp reports a connection's states from
+// the goroutine serving it).
+func (ct *ConnTracker) ConnState(g *ConnGauge, s fasthttp.ConnState) {
+	prev := *g
 	switch s {
 	case fasthttp.StateNew:
-		ct.state[c] = connReading
+		*g = connReading
 	case fasthttp.StateActive:
-		ct.state[c] = connWriting
+		*g = connWriting
 	case fasthttp.StateIdle:
-		ct.state[c] = connWaiting
+		*g = connWaiting
 	default: // closed or hijacked: the connection is no longer ours
-		delete(ct.state, c)
+		*g = 0
 	}
-	ct.mu.Unlock()
 	switch prev {
 	case connReading:
 		ct.add(areaReading, minusOne)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"net"
 	"testing"
 	"time"
 
@@ -71,18 +70,16 @@ func TestExpositionParsesWithEveryFamily(t *testing.T) {
 	}
 }
 
-// fakeConn is a distinct net.Conn identity for the tracker.
-type fakeConn struct{ net.Conn }
-
 func TestConnTrackerAndReclaim(t *testing.T) {
 	tab, _ := newTable(t, 10)
 	ct, err := NewConnTracker(tab)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, b, c := &fakeConn{}, &fakeConn{}, &fakeConn{}
+	// Each connection's gauge, as the worker keeps it in the connection.
+	a, b, c := new(ConnGauge), new(ConnGauge), new(ConnGauge)
 	for _, step := range []struct {
-		conn  net.Conn
+		conn  *ConnGauge
 		state fasthttp.ConnState
 	}{
 		{a, fasthttp.StateNew}, {a, fasthttp.StateActive}, {a, fasthttp.StateIdle}, {a, fasthttp.StateActive},
@@ -109,6 +106,7 @@ func TestConnTrackerAndReclaim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	a = new(ConnGauge) // a connection of the new worker
 	ct2.ConnState(a, fasthttp.StateNew)
 	ct2.ConnState(a, fasthttp.StateActive)
 	if got := tab.ConnStats(); got.Requests != 4 || got.Accepted != 4 || got.Active != 1 {

@@ -4,6 +4,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"time"
+
+	"gw/internal/monotime"
 )
 
 // Peak EWMA (type ewma), after APISIX's ewma.lua (itself after Finagle's PeakEwma): each
@@ -22,15 +24,7 @@ import (
 // ewmaDecay is τ, the time constant of the moving average.
 const ewmaDecay = 10 * time.Second
 
-// epoch anchors the monotonic clock that ewmaStat timestamps read.
-var epoch = time.Now()
-
-// monoNow is nanoseconds on the monotonic clock since epoch, never 0.
-func monoNow() int64 {
-	return int64(time.Since(epoch)) + 1
-}
-
-// ewmaStat is one node's average response time, in nanoseconds, as of touched (monoNow;
+// ewmaStat is one node's average response time, in nanoseconds, as of touched (monotime.Now;
 // 0 means no sample yet).
 type ewmaStat struct {
 	value   float64
@@ -90,7 +84,7 @@ func (u *Upstream) pickEWMA(tried []uint64) int {
 		b++
 	}
 	ia, ib := u.nthEligible(a, tried, top), u.nthEligible(b, tried, top)
-	now := monoNow()
+	now := monotime.Now()
 	if s.ewma[ib].score(now) < s.ewma[ia].score(now) {
 		return ib
 	}
@@ -114,6 +108,6 @@ func (u *Upstream) nthEligible(n int, tried []uint64, top int) int {
 func (u *Upstream) observeEWMA(i int, rtt time.Duration) {
 	s := u.state
 	s.mu.Lock()
-	s.ewma[i].observe(float64(rtt), monoNow())
+	s.ewma[i].observe(float64(rtt), monotime.Now())
 	s.mu.Unlock()
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"gw/conf"
+	"gw/internal/monotime"
 )
 
 func stringHash(s string) uint64 { return newKeyHash().addString(s).sum() }
@@ -332,8 +333,8 @@ func TestEWMAAverage(t *testing.T) {
 		}
 	}
 	var fresh ewmaStat
-	if fresh.score(monoNow()) != 0 {
-		t.Errorf("a node with no sample scores %g, want 0", fresh.score(monoNow()))
+	if fresh.score(monotime.Now()) != 0 {
+		t.Errorf("a node with no sample scores %g, want 0", fresh.score(monotime.Now()))
 	}
 }
 
@@ -386,7 +387,7 @@ func TestEWMALearnsFromForward(t *testing.T) {
 			t.Fatalf("status %d", status)
 		}
 	}
-	now := monoNow()
+	now := monotime.Now()
 	s := up.state.ewma
 	if !(s[1].score(now) < s[0].score(now)) {
 		t.Errorf("fast node scores %v, slow node %v", time.Duration(s[1].score(now)), time.Duration(s[0].score(now)))

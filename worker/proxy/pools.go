@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"gw/internal/rawio"
 )
 
 const (
@@ -451,8 +453,7 @@ func (np *nodePool) dial(timeout time.Duration, sni []byte) (*upConn, error) {
 	c := &upConn{conn: conn, pool: np, sni: serverName}
 	if tc, ok := conn.(*net.TCPConn); ok {
 		if raw, err := tc.SyscallConn(); err == nil {
-			c.raw = raw
-			c.sendFn = c.sendThenAwait
+			c.bindRaw(raw)
 		}
 	}
 	c.br = bufio.NewReaderSize(c, connBufSize)
@@ -549,6 +550,7 @@ type upConn struct {
 	// the read so that the poller's readiness, reset when a read starts, cannot be lost
 	// between the send and the wait.
 	raw        syscall.RawConn
+	io         rawio.Stream          // reads and writes raw when raw is set
 	sendFn     func(fd uintptr) bool // c.sendThenAwait, bound once so Write does not allocate
 	awaitReply bool
 	// The state of one sendThenAwait: what to send, how much went, why it stopped.
@@ -561,6 +563,13 @@ type upConn struct {
 	waitErr error
 }
 
+// bindRaw makes c read and write a plain TCP connection's descriptor directly.
+func (c *upConn) bindRaw(raw syscall.RawConn) {
+	c.raw = raw
+	c.sendFn = c.sendThenAwait
+	c.io.Init(raw)
+}
+
 func (c *upConn) Read(p []byte) (int, error) {
 	if err := c.waitErr; err != nil {
 		c.waitErr = nil
@@ -570,6 +579,10 @@ func (c *upConn) Read(p []byte) (int, error) {
 		if err := c.conn.SetReadDeadline(time.Now().Add(c.readTimeout)); err != nil {
 			return 0, err
 		}
+	}
+	if c.raw != nil {
+		n, err := c.io.Read(p)
+		return n, rawio.OpError("read", c.conn, err)
 	}
 	return c.conn.Read(p)
 }
@@ -585,6 +598,10 @@ func (c *upConn) Write(p []byte) (int, error) {
 		if err := c.conn.SetWriteDeadline(time.Now().Add(c.writeTimeout)); err != nil {
 			return 0, err
 		}
+	}
+	if c.raw != nil {
+		n, err := c.io.Write(p)
+		return n, rawio.OpError("write", c.conn, err)
 	}
 	return c.conn.Write(p)
 }
@@ -622,12 +639,9 @@ func (c *upConn) sendThenAwait(fd uintptr) bool {
 	}
 	c.woke = true
 	for c.sent < len(c.pending) {
-		n, err := syscall.Write(int(fd), c.pending[c.sent:])
-		if err == syscall.EINTR {
-			continue
-		}
-		if err != nil {
-			c.sendErr = err
+		n, errno := rawio.Write(fd, c.pending[c.sent:])
+		if errno != 0 {
+			c.sendErr = errno
 			return true
 		}
 		c.sent += n

@@ -59,7 +59,7 @@ func TestUpConnSendAndAwait(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c.raw, c.sendFn = raw, c.sendThenAwait
+			c.bindRaw(raw)
 			c.br = bufio.NewReader(c)
 			defer c.close()
 

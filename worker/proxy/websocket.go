@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"gw/internal/monotime"
 )
 
 // Websocket tunnels (enable_websocket). A request that asks for a protocol upgrade
@@ -111,7 +113,7 @@ type tunnel struct {
 	send     time.Duration // the longest wait for one write to either side
 	inflight *atomic.Int64
 
-	lastActive atomic.Int64 // monoNow of the last byte moved
+	lastActive atomic.Int64 // monotime.Now of the last byte moved
 	stopping   atomic.Bool
 }
 
@@ -128,7 +130,7 @@ func (t *tunnel) run(client net.Conn) {
 	}()
 	// upConn's own per-call deadlines are replaced by the tunnel's idle rule.
 	t.node.readTimeout, t.node.writeTimeout = 0, 0
-	t.lastActive.Store(monoNow())
+	t.lastActive.Store(monotime.Now())
 	if err := writeWithin(client, t.head, t.send); err != nil {
 		return
 	}
@@ -156,7 +158,7 @@ func (t *tunnel) nodeToClient(client net.Conn) {
 		_ = t.node.conn.SetReadDeadline(time.Now().Add(t.idle))
 		n, err := t.node.br.Read(buf)
 		if n > 0 {
-			t.lastActive.Store(monoNow())
+			t.lastActive.Store(monotime.Now())
 			if werr := writeWithin(client, buf[:n], t.send); werr != nil {
 				return
 			}
@@ -181,7 +183,7 @@ func (t *tunnel) clientToNode(client net.Conn) {
 		_ = client.SetReadDeadline(time.Now().Add(t.idle))
 		n, err := client.Read(buf)
 		if n > 0 {
-			t.lastActive.Store(monoNow())
+			t.lastActive.Store(monotime.Now())
 			if werr := writeWithin(t.node.conn, buf[:n], t.send); werr != nil {
 				t.node.conn.Close()
 				return
@@ -207,7 +209,7 @@ func (t *tunnel) clientToNode(client net.Conn) {
 
 // idledOut reports whether nothing has moved either way for the idle timeout.
 func (t *tunnel) idledOut() bool {
-	return time.Duration(monoNow()-t.lastActive.Load()) >= t.idle
+	return time.Duration(monotime.Now()-t.lastActive.Load()) >= t.idle
 }
 
 func writeWithin(c net.Conn, b []byte, timeout time.Duration) error {
