@@ -36,6 +36,12 @@ type Plugin struct {
 	// consumer's configuration of it is a credential, not a route configuration, and is
 	// never merged into a route's chain as the consumer's other plugins are.
 	Auth bool
+	// KeepsRequest promises that the plugin never changes the request sent upstream: its
+	// method, target or headers (limit-count and prometheus only count). A route whose
+	// plugins all keep it has the client's header block sent as it came, filtered, rather
+	// than re-serialised (proxy.Info.Pristine). Leave it false when in doubt: false is
+	// always correct, only slower.
+	KeepsRequest bool
 
 	// segmentOnly marks a record RegisterSegment made: a segment that belongs to no
 	// plugin. Lookup and Names do not see it, so no route can configure it.

@@ -155,6 +155,8 @@ type Chain struct {
 	// consumer, the rest of the access phase and the whole log phase run from the merged
 	// chain.
 	byConsumer map[string]*Chain
+	// keepsRequest is set when every plugin of the chain is KeepsRequest.
+	keepsRequest bool
 }
 
 // order is a plugin's place in a chain: priority descending, then name.
@@ -200,8 +202,9 @@ func BuildChain(set map[string]json.RawMessage, env *Env) (*Chain, error) {
 		}
 		return list[i].plugin.Name < list[j].plugin.Name
 	})
-	ch := &Chain{}
+	ch := &Chain{keepsRequest: true}
 	for _, b := range list {
+		ch.keepsRequest = ch.keepsRequest && b.plugin.KeepsRequest
 		if a, ok := b.instance.(AccessPhase); ok {
 			ch.access = append(ch.access, a)
 			ch.accessOrder = append(ch.accessOrder, order{b.plugin.Priority, b.plugin.Name})
@@ -216,6 +219,13 @@ func BuildChain(set map[string]json.RawMessage, env *Env) (*Chain, error) {
 // Empty reports whether the chain runs nothing, so the worker can skip the Ctx entirely.
 func (ch *Chain) Empty() bool {
 	return ch == nil || len(ch.access)+len(ch.log)+len(ch.byConsumer) == 0
+}
+
+// KeepsRequest reports whether running the chain leaves the request as the client sent
+// it: every plugin promises so (Plugin.KeepsRequest), and no consumer's plugins can join.
+// A nil chain keeps it.
+func (ch *Chain) KeepsRequest() bool {
+	return ch == nil || (ch.keepsRequest && len(ch.byConsumer) == 0)
 }
 
 // SetConsumerChains gives the chain its merged chains, by consumer name (see byConsumer).

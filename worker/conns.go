@@ -64,9 +64,11 @@ func (l countingListener) Accept() (net.Conn, error) {
 
 func newConnTracker() *connTracker { return &connTracker{conns: map[net.Conn]*connMark{}} }
 
-// markOf finds c's mark: in its edgeConn when it has one, else in the tracker's set.
+// markOf finds c's mark: in its edgeConn when it has one (which also learns of the state
+// change), else in the tracker's set.
 func (t *connTracker) markOf(c net.Conn, state fasthttp.ConnState) *connMark {
 	if ec := edgeConnOf(c); ec != nil {
+		ec.stateChanged(state)
 		return &ec.mark
 	}
 	t.mu.Lock()

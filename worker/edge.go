@@ -45,22 +45,26 @@ var (
 // edge is one worker's edge configuration, fixed for the worker's life (a reload starts
 // new workers).
 type edge struct {
-	maxBody     int64 // 0: no limit
-	bodyTimeout time.Duration
-	sendTimeout time.Duration
-	trusted     []netip.Prefix
-	realIPName  string
-	recursive   bool
+	maxBody          int64 // 0: no limit
+	headerTimeout    time.Duration
+	keepaliveTimeout time.Duration
+	bodyTimeout      time.Duration
+	sendTimeout      time.Duration
+	trusted          []netip.Prefix
+	realIPName       string
+	recursive        bool
 }
 
 func newEdge(c *conf.Config) *edge {
 	return &edge{
-		maxBody:     c.ClientMaxBodySize,
-		bodyTimeout: c.ClientBodyTimeout,
-		sendTimeout: c.SendTimeout,
-		trusted:     c.RealIPNets(),
-		realIPName:  c.RealIPHeader,
-		recursive:   c.RealIPRecursive,
+		maxBody:          c.ClientMaxBodySize,
+		headerTimeout:    c.ClientHeaderTimeout,
+		keepaliveTimeout: c.KeepaliveTimeout,
+		bodyTimeout:      c.ClientBodyTimeout,
+		sendTimeout:      c.SendTimeout,
+		trusted:          c.RealIPNets(),
+		realIPName:       c.RealIPHeader,
+		recursive:        c.RealIPRecursive,
 	}
 }
 
@@ -106,9 +110,11 @@ func (l *edgeListener) Accept() (net.Conn, error) {
 		<-l.slots // not a TCP socket (tests only): no per-connection state
 		return c, nil
 	}
-	ec := &edgeConn{TCPConn: tcp, l: l}
+	// The first request's line and header must come within client_header_timeout of the
+	// first wait, which is as good as the accept (fasthttp's ReadTimeout did the same).
+	ec := &edgeConn{TCPConn: tcp, l: l, readPolicy: readAbsolute, readTimeout: l.e.headerTimeout}
 	if raw, err := tcp.SyscallConn(); err == nil {
-		ec.io.Init(raw)
+		ec.io.Init(raw, ec)
 		ec.rawIO = true
 	}
 	if peer, ok := tcp.RemoteAddr().(*net.TCPAddr); ok {
@@ -139,12 +145,20 @@ type edgeConn struct {
 	realAddr net.TCPAddr
 	realIP   [16]byte
 
-	// inBody is set while the handler runs a request with a body: reads then push the
-	// read deadline to client_body_timeout ahead (nginx's "between two reads").
-	inBody        bool
-	readRefreshAt time.Time
-	// writeRefreshAt is when the write deadline is next pushed send_timeout ahead.
-	writeRefreshAt time.Time
+	// inBody is set while the handler runs a request with a body.
+	inBody bool
+
+	// The deadlines. fasthttp runs without timeouts of its own: the connection arms its
+	// socket's deadline only when a read or write is about to wait (ArmRead, ArmWrite),
+	// from the policy of the moment, which the request's progress sets (ConnState events,
+	// admit). Only the goroutine serving the connection touches these, until a hijack
+	// makes both directions manual, before the tunnel's goroutines start.
+	readPolicy  readPolicy
+	readTimeout time.Duration
+	readAt      time.Time // readAbsolute's deadline; zero until the first wait fixes it
+	readArm     rawio.LazyDeadline
+	writeManual bool
+	writeArm    rawio.LazyDeadline
 	// lineEnded is set once an LF is read after the last response write. fasthttp reports
 	// a request line and a header block too large for its buffer with one error and keeps
 	// no copy of the buffer: an LF read since the request began means the request line fit
@@ -173,18 +187,10 @@ func (c *edgeConn) Close() error {
 	return c.TCPConn.Close()
 }
 
-// Read keeps client_body_timeout between reads while a body is read. A deadline is pushed
-// at most every quarter timeout, so a stalled client is cut after 3/4 to 4/4 of it.
-// Outside a body it looks for a line's end (lineEnded) until it finds one: a request
-// usually costs one scan of its first read.
+// Read reads under the read policy's deadline (ArmRead). Outside a body it looks for a
+// line's end (lineEnded) until it finds one: a request usually costs one scan of its first
+// read.
 func (c *edgeConn) Read(p []byte) (int, error) {
-	if c.inBody {
-		if now := time.Now(); now.After(c.readRefreshAt) {
-			timeout := c.l.e.bodyTimeout
-			_ = c.TCPConn.SetReadDeadline(now.Add(timeout))
-			c.readRefreshAt = now.Add(timeout / 4)
-		}
-	}
 	n, err := c.read(p)
 	if n > 0 && !c.inBody && !c.lineEnded.Load() && bytes.IndexByte(p[:n], '\n') >= 0 {
 		c.lineEnded.Store(true)
@@ -192,17 +198,11 @@ func (c *edgeConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// Write keeps send_timeout between writes, as Read does client_body_timeout. A write
-// answers the request being read, so the next request starts with no line ended.
+// Write keeps send_timeout between writes (ArmWrite). A write answers the request being
+// read, so the next request starts with no line ended.
 func (c *edgeConn) Write(p []byte) (int, error) {
 	if c.lineEnded.Load() {
 		c.lineEnded.Store(false)
-	}
-	if timeout := c.l.e.sendTimeout; timeout > 0 {
-		if now := time.Now(); now.After(c.writeRefreshAt) {
-			_ = c.TCPConn.SetWriteDeadline(now.Add(timeout))
-			c.writeRefreshAt = now.Add(timeout / 4)
-		}
 	}
 	if !c.rawIO {
 		return c.TCPConn.Write(p)
@@ -217,6 +217,118 @@ func (c *edgeConn) read(p []byte) (int, error) {
 	}
 	n, err := c.io.Read(p)
 	return n, rawio.OpError("read", c, err)
+}
+
+// readPolicy is how long a client connection's reads may wait, by what is being read.
+type readPolicy uint8
+
+const (
+	// readAbsolute: every wait ends at readAt, which the first wait fixes to readTimeout
+	// ahead when it is zero. A request's line and header (client_header_timeout, counted
+	// for the first request from the connection's first wait, as fasthttp's ReadTimeout
+	// was), or a deadline fasthttp set (client_body_timeout from the end of the header).
+	readAbsolute readPolicy = iota
+	// readBetween: each wait may last readTimeout. An idle keep-alive connection
+	// (keepalive_timeout), or a body being read (client_body_timeout, nginx's "between two
+	// successive read operations").
+	readBetween
+	// readManual: the deadline is whoever set it last (a websocket tunnel's).
+	readManual
+)
+
+// ArmRead arms the read deadline for a wait about to start (rawio.Waiter). Under load
+// nearly every wait is a keep-alive one wanting a deadline a few microseconds past the
+// last, which LazyDeadline leaves alone: a clock read, no timer update.
+func (c *edgeConn) ArmRead(stale bool) bool {
+	var want time.Time
+	switch c.readPolicy {
+	case readManual:
+		return false
+	case readAbsolute:
+		if c.readAt.IsZero() && c.readTimeout > 0 {
+			c.readAt = time.Now().Add(c.readTimeout)
+		}
+		want = c.readAt
+	case readBetween:
+		if c.readTimeout > 0 {
+			want = time.Now().Add(c.readTimeout)
+		}
+	}
+	if c.readArm.Due(want, c.readTimeout, stale) {
+		_ = c.TCPConn.SetReadDeadline(want)
+	}
+	return true
+}
+
+// ArmWrite arms send_timeout for a write about to wait: a response that fits the socket's
+// buffer never does.
+func (c *edgeConn) ArmWrite(stale bool) bool {
+	if c.writeManual {
+		return false
+	}
+	var want time.Time
+	timeout := c.l.e.sendTimeout
+	if timeout > 0 {
+		want = time.Now().Add(timeout)
+	}
+	if c.writeArm.Due(want, timeout, stale) {
+		_ = c.TCPConn.SetWriteDeadline(want)
+	}
+	return true
+}
+
+// readFor sets the read policy.
+func (c *edgeConn) readFor(policy readPolicy, timeout time.Duration) {
+	if c.readPolicy != readManual {
+		c.readPolicy, c.readTimeout, c.readAt = policy, timeout, time.Time{}
+	}
+}
+
+// stateChanged moves the read policy along with fasthttp's view of the connection: idle
+// between requests, then a request's header from its first byte.
+func (c *edgeConn) stateChanged(state fasthttp.ConnState) {
+	switch state {
+	case fasthttp.StateIdle:
+		c.readFor(readBetween, c.l.e.keepaliveTimeout)
+	case fasthttp.StateActive:
+		// The first request's header deadline runs from the first wait: keep it.
+		if c.readPolicy == readBetween {
+			c.readFor(readAbsolute, c.l.e.headerTimeout)
+		}
+	}
+}
+
+// SetReadDeadline is fasthttp's only deadline while it serves the connection, which it
+// sets from HeaderReceived for a request with a body: the wait for the body's first bytes
+// ends there. Once a hijack made the connection manual, it is the tunnel's, set as it is.
+func (c *edgeConn) SetReadDeadline(t time.Time) error {
+	if c.readPolicy != readManual {
+		c.readPolicy, c.readAt, c.readTimeout = readAbsolute, t, 0
+		if !t.IsZero() {
+			c.readTimeout = time.Until(t) // only LazyDeadline's slack depends on it
+		}
+		return nil
+	}
+	c.readArm.Forget()
+	return c.TCPConn.SetReadDeadline(t)
+}
+
+// SetWriteDeadline takes the write deadline out of ArmWrite's hands for good; fasthttp,
+// run without a WriteTimeout, never calls it.
+func (c *edgeConn) SetWriteDeadline(t time.Time) error {
+	c.writeManual = true
+	c.writeArm.Forget()
+	return c.TCPConn.SetWriteDeadline(t)
+}
+
+// SetDeadline makes both directions manual: fasthttp calls it when it hands the
+// connection to a hijack handler (a websocket tunnel), which sets its own deadlines.
+func (c *edgeConn) SetDeadline(t time.Time) error {
+	c.readPolicy = readManual
+	c.writeManual = true
+	c.readArm.Forget()
+	c.writeArm.Forget()
+	return c.TCPConn.SetDeadline(t)
 }
 
 // limitedBody stands between a chunked request body and whoever reads it: it counts the
@@ -286,8 +398,8 @@ func (e *edge) admit(ctx *fasthttp.RequestCtx, ec *edgeConn) bool {
 		e.setRealIP(ctx, ec)
 	}
 	if length == -1 || length > 0 {
-		ec.inBody = e.bodyTimeout > 0
-		ec.readRefreshAt = time.Time{}
+		ec.inBody = true
+		ec.readFor(readBetween, e.bodyTimeout)
 	}
 	if length == -1 {
 		if stream := ctx.RequestBodyStream(); stream != nil {
@@ -462,11 +574,17 @@ func errorHandler(ctx *fasthttp.RequestCtx, err error) {
 	}
 }
 
-// headerReceived picks the body's read settings once the headers are in. A body declared
-// larger than client_max_body_size is refused by admit, which fasthttp calls only once it
-// has a first piece of the body: a limit of 1 makes that piece one byte instead of up to 8k.
+// headerReceived picks the body's read settings once the headers are in: the wait for a
+// body's first piece is bounded by client_body_timeout from the end of the header (the
+// edgeConn takes the deadline fasthttp sets from this; a request without a body sets
+// none). A body declared larger than client_max_body_size is refused by admit, which
+// fasthttp calls only once it has a first piece of the body: a limit of 1 makes that piece
+// one byte instead of up to 8k.
 func (e *edge) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
-	cfg := fasthttp.RequestConfig{ReadTimeout: e.bodyTimeout}
+	var cfg fasthttp.RequestConfig
+	if length := h.ContentLength(); length > 0 || length == -1 {
+		cfg.ReadTimeout = e.bodyTimeout
+	}
 	if e.maxBody > 0 && int64(h.ContentLength()) > e.maxBody {
 		cfg.MaxRequestBodySize = 1
 	}

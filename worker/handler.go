@@ -82,6 +82,7 @@ func (w *Worker) route(ctx *fasthttp.RequestCtx, x *exchange) {
 	}
 	r := &t.routes[value]
 	x.routeID = r.info.ID
+	x.up.Pristine = r.pristine
 	if r.chain == nil && r.global == nil {
 		r.proxy(ctx, &x.up)
 		return

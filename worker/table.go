@@ -36,6 +36,9 @@ type route struct {
 	// unavailable, when set, is the 503 body of a route whose plugin_config is gone
 	// (deleted with ?force=true); such a route runs nothing, as in APISIX.
 	unavailable []byte
+	// pristine is set when no plugin of the route or the global rules can change the
+	// request (proxy.Info.Pristine).
+	pristine bool
 }
 
 // compile builds a table from a snapshot. Upstreams referenced by id are compiled once and
@@ -194,6 +197,10 @@ func (rt *route) buildChains(r *conf.Route, svc *conf.Service, pc *conf.PluginCo
 	}
 	global, err := buildGlobalRules(snap, &rt.info, shared)
 	rt.global = global
+	rt.pristine = rt.chain.KeepsRequest()
+	for _, g := range global {
+		rt.pristine = rt.pristine && g.KeepsRequest()
+	}
 	return err
 }
 

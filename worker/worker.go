@@ -203,15 +203,13 @@ func (w *Worker) newServer() *fasthttp.Server {
 		StreamRequestBody: true,
 		CloseOnShutdown:   true,
 		// The edge's limits (worker/edge.go): the request line and headers must fit the
-		// read buffer (else 431, or 414 when the request line alone does not fit) and
-		// arrive within ReadTimeout of their first byte; an idle keep-alive connection
-		// waits IdleTimeout. From the end of the headers the body's
-		// reads are bounded by client_body_timeout, which edgeConn keeps per read, as it
-		// does send_timeout per write. client_max_body_size is the edge's too: the body
-		// streams to the upstream, and fasthttp's MaxRequestBodySize does not apply then.
+		// read buffer (else 431, or 414 when the request line alone does not fit). The
+		// timeouts (client_header_timeout, keepalive_timeout, client_body_timeout,
+		// send_timeout) are the edgeConn's, armed only when a read or write waits, so
+		// fasthttp gets none: its would read the clock and move a timer three times a
+		// request. client_max_body_size is the edge's too: the body streams to the
+		// upstream, and fasthttp's MaxRequestBodySize does not apply then.
 		ReadBufferSize:               w.cfg.ClientHeaderBufferSize,
-		ReadTimeout:                  w.cfg.ClientHeaderTimeout,
-		IdleTimeout:                  w.cfg.KeepaliveTimeout,
 		HeaderReceived:               w.edge.headerReceived,
 		ErrorHandler:                 errorHandler,
 		ExpectHandler:                w.edge.expectHandler,
@@ -219,6 +217,8 @@ func (w *Worker) newServer() *fasthttp.Server {
 		NoDefaultContentType:         true,
 		Logger:                       quietLogger{w.log},
 		ConnState:                    w.connState,
+		// The request's start is read by whoever needs it (the access log, plugins).
+		LazyRequestTime: true,
 	}
 }
 

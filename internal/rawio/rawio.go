@@ -1,6 +1,7 @@
 package rawio
 
 import (
+	"errors"
 	"io"
 	"net"
 	"os"
@@ -13,24 +14,48 @@ import (
 // is not usable: call Init. It allocates nothing per call.
 type Stream struct {
 	raw     syscall.RawConn
+	waiter  Waiter // nil: the deadlines are the caller's alone
 	readFn  func(fd uintptr) bool
 	writeFn func(fd uintptr) bool
 
-	// The state of the Read in progress: the buffer, and what the call did.
+	// The state of the Read in progress: the buffer, what the call did, and whether it
+	// was tried at all.
 	rbuf   []byte
 	rn     int
 	rerrno syscall.Errno
+	rtried bool
 	// The state of the Write in progress: the bytes, how many went, why it stopped.
 	wbuf   []byte
 	wn     int
 	werrno syscall.Errno
+	wtried bool
 }
 
-// Init binds s to raw; the callbacks are bound once here so that no call allocates.
-func (s *Stream) Init(raw syscall.RawConn) {
+// A Waiter arms a Stream's deadlines only when a read or write is about to wait, since
+// only a wait can outlast one: a call that finds the socket ready reads no clock and
+// moves no timer. ArmRead and ArmWrite are called just before the Stream parks, from the
+// goroutine reading or writing. With stale set, the deadline armed for an earlier wait has
+// passed since, while nobody waited, and the call failed without trying: the Waiter arms
+// afresh, and the call is tried once more. Returning false leaves the deadline alone (it
+// is someone else's to set), and a stale failure is then returned as it is.
+type Waiter interface {
+	ArmRead(stale bool) bool
+	ArmWrite(stale bool) bool
+}
+
+// Init binds s to raw, with waiter (or nil) arming its deadlines; the callbacks are bound
+// once here so that no call allocates.
+func (s *Stream) Init(raw syscall.RawConn, waiter Waiter) {
 	s.raw = raw
+	s.waiter = waiter
 	s.readFn = s.readOnce
 	s.writeFn = s.writeAll
+}
+
+// expiredUntried reports whether err is a deadline that had passed before the call tried
+// anything.
+func expiredUntried(err error, tried bool) bool {
+	return err != nil && !tried && errors.Is(err, os.ErrDeadlineExceeded)
 }
 
 // Read reads what is there into p, waiting on the poller (under the read deadline) until
@@ -40,8 +65,11 @@ func (s *Stream) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil // as net.Conn: a zero-byte read reads nothing, not EOF
 	}
-	s.rbuf, s.rn, s.rerrno = p, 0, 0
+	s.rbuf, s.rn, s.rerrno, s.rtried = p, 0, 0, false
 	err := s.raw.Read(s.readFn)
+	if expiredUntried(err, s.rtried) && s.waiter != nil && s.waiter.ArmRead(true) {
+		err = s.raw.Read(s.readFn)
+	}
 	n, errno := s.rn, s.rerrno
 	s.rbuf = nil
 	switch {
@@ -56,8 +84,12 @@ func (s *Stream) Read(p []byte) (int, error) {
 }
 
 func (s *Stream) readOnce(fd uintptr) bool {
+	s.rtried = true
 	n, errno := Read(fd, s.rbuf)
 	if errno == syscall.EAGAIN {
+		if s.waiter != nil {
+			s.waiter.ArmRead(false)
+		}
 		return false // park until readable
 	}
 	s.rn, s.rerrno = n, errno
@@ -67,8 +99,11 @@ func (s *Stream) readOnce(fd uintptr) bool {
 // Write writes all of p, waiting on the poller (under the write deadline) while the socket's
 // buffer is full. On error it returns how much went before it.
 func (s *Stream) Write(p []byte) (int, error) {
-	s.wbuf, s.wn, s.werrno = p, 0, 0
+	s.wbuf, s.wn, s.werrno, s.wtried = p, 0, 0, false
 	err := s.raw.Write(s.writeFn)
+	if expiredUntried(err, s.wtried) && s.waiter != nil && s.waiter.ArmWrite(true) {
+		err = s.raw.Write(s.writeFn)
+	}
 	n, errno := s.wn, s.werrno
 	s.wbuf = nil
 	switch {
@@ -81,9 +116,13 @@ func (s *Stream) Write(p []byte) (int, error) {
 }
 
 func (s *Stream) writeAll(fd uintptr) bool {
+	s.wtried = true
 	for s.wn < len(s.wbuf) {
 		n, errno := Write(fd, s.wbuf[s.wn:])
 		if errno == syscall.EAGAIN {
+			if s.waiter != nil {
+				s.waiter.ArmWrite(false)
+			}
 			return false // park until writable, then go on from s.wn
 		}
 		if errno != 0 {

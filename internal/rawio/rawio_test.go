@@ -38,7 +38,7 @@ func pair(t *testing.T) (*net.TCPConn, *net.TCPConn, *Stream) {
 		t.Fatal(err)
 	}
 	s := new(Stream)
-	s.Init(raw)
+	s.Init(raw, nil)
 	return c.(*net.TCPConn), peer.(*net.TCPConn), s
 }
 

@@ -26,6 +26,7 @@ func init() {
 		Build:         build,
 		Segment:       segmentSpec,
 		CheckSnapshot: CheckGroups,
+		KeepsRequest:  true,
 	})
 }
 

@@ -16,10 +16,11 @@ const Priority = 500
 
 func init() {
 	plugins.Register(plugins.Plugin{
-		Name:     Name,
-		Priority: Priority,
-		Validate: pluginconf.ValidateWith(Parse),
-		Build:    build,
+		Name:         Name,
+		Priority:     Priority,
+		Validate:     pluginconf.ValidateWith(Parse),
+		Build:        build,
+		KeepsRequest: true,
 		Segment: &plugins.SegmentSpec{
 			Layout: SegmentLayout,
 			Size:   SegmentSize,

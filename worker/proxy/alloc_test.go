@@ -1,9 +1,12 @@
 package proxy
 
 import (
+	"bufio"
 	"bytes"
+	"fmt"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 
@@ -12,18 +15,19 @@ import (
 	"gw/conf"
 )
 
-// preparedForward returns a function that runs one Forward on a RequestCtx prepared as
-// the worker's server would hand it over, and checks the response.
-func preparedForward(tb testing.TB, path string, wantLen int) func() {
+// preparedForward returns a function that runs one forward on a RequestCtx prepared as
+// the worker's server would hand it over, and checks the response; pristine sends it as
+// the worker does for a route whose plugins leave the request alone (Info.Pristine).
+func preparedForward(tb testing.TB, path string, wantLen int, pristine bool) func() {
 	tb.Helper()
 	return preparedForwardWith(tb, path, wantLen, func(port int) *conf.Upstream {
 		return &conf.Upstream{Nodes: conf.Nodes{{Host: "127.0.0.1", Port: port, Weight: 1}}}
-	})
+	}, pristine)
 }
 
 // preparedForwardWith is preparedForward to the upstream that upstream makes for the stub's
 // port.
-func preparedForwardWith(tb testing.TB, path string, wantLen int, upstream func(port int) *conf.Upstream) func() {
+func preparedForwardWith(tb testing.TB, path string, wantLen int, upstream func(port int) *conf.Upstream, pristine bool) func() {
 	tb.Helper()
 	big := bytes.Repeat([]byte("b"), 64<<10)
 	s := startStub(tb, func(ctx *fasthttp.RequestCtx) {
@@ -42,19 +46,21 @@ func preparedForwardWith(tb testing.TB, path string, wantLen int, upstream func(
 		tb.Fatal(err)
 	}
 
+	// Parsed from the wire, as the server would, so that a pristine forward has the
+	// client's header block to send.
 	var template fasthttp.Request
-	template.Header.SetMethod(fasthttp.MethodGet)
-	template.SetRequestURI(path + "?q=1")
-	template.Header.SetHost("client.example")
-	template.Header.Set("X-Forwarded-For", "10.0.0.1")
-	template.Header.Set("Connection", "keep-alive")
-	template.Header.Set("User-Agent", "bench")
+	raw := "GET " + path + "?q=1 HTTP/1.1\r\nHost: client.example\r\nX-Forwarded-For: 10.0.0.1\r\n" +
+		"Connection: keep-alive\r\nUser-Agent: bench\r\n\r\n"
+	if err := template.Read(bufio.NewReader(strings.NewReader(raw))); err != nil {
+		tb.Fatal(err)
+	}
 	var ctx fasthttp.RequestCtx
 	ctx.Init(&template, &net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 40000}, nil)
+	info := Info{Pristine: pristine}
 	return func() {
 		template.CopyTo(&ctx.Request)
 		ctx.Request.URI() // as the router would have parsed it
-		up.Forward(&ctx)
+		up.ForwardInfo(&ctx, &info)
 		if ctx.Response.StatusCode() != fasthttp.StatusOK {
 			tb.Fatalf("status %d: %s", ctx.Response.StatusCode(), ctx.Response.Body())
 		}
@@ -95,11 +101,12 @@ func TestForwardDoesNotAllocate(t *testing.T) {
 		t.Skip("the race detector makes sync.Pool drop items, so pooled objects are allocated again")
 	}
 	for _, tt := range []struct {
-		path string
-		len  int
-	}{{"/small", 5}, {"/chunked", 64 << 10}} {
-		t.Run(tt.path[1:], func(t *testing.T) {
-			run := preparedForward(t, tt.path, tt.len)
+		path     string
+		len      int
+		pristine bool
+	}{{"/small", 5, false}, {"/chunked", 64 << 10, false}, {"/small", 5, true}, {"/chunked", 64 << 10, true}} {
+		t.Run(fmt.Sprintf("%s pristine=%v", tt.path[1:], tt.pristine), func(t *testing.T) {
+			run := preparedForward(t, tt.path, tt.len, tt.pristine)
 			for range 20 {
 				run()
 			}
@@ -130,7 +137,7 @@ func TestForwardWithEachBalancerDoesNotAllocate(t *testing.T) {
 					return &conf.Upstream{Type: tt.typ, HashOn: tt.hashOn, Key: tt.key, Nodes: conf.Nodes{
 						{Host: "127.0.0.1", Port: port, Weight: 1}, {Host: "127.0.0.1", Port: port, Weight: 2},
 					}}
-				})
+				}, false)
 				for range 20 {
 					run()
 				}
@@ -142,14 +149,19 @@ func TestForwardWithEachBalancerDoesNotAllocate(t *testing.T) {
 	}
 }
 
-// BenchmarkForwardPrepared is one Forward on a prepared RequestCtx to a loopback stub.
+// BenchmarkForwardPrepared is one forward on a prepared RequestCtx to a loopback stub, its
+// header re-serialised or sent pristine.
 func BenchmarkForwardPrepared(b *testing.B) {
-	run := preparedForward(b, "/small", 5)
-	run()
-	b.ReportAllocs()
-	b.ResetTimer()
-	for b.Loop() {
-		run()
+	for _, pristine := range []bool{false, true} {
+		b.Run(fmt.Sprintf("pristine=%v", pristine), func(b *testing.B) {
+			run := preparedForward(b, "/small", 5, pristine)
+			run()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				run()
+			}
+		})
 	}
 }
 

@@ -472,7 +472,7 @@ func pickRunner(up *Upstream, ctx *fasthttp.RequestCtx) func() {
 		if i < 0 {
 			panic("no node")
 		}
-		up.tryEnded(i, done, x, time.Now())
+		up.tryEnded(i, done, x, monotime.Now())
 	}
 }
 

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"gw/internal/monotime"
 )
 
 // maxBufferedBody is the largest known-length response body read whole before the response
@@ -79,6 +81,13 @@ type exchange struct {
 	handedOff bool
 	// hostSet is set when the caller chose the Host (Info.Host): pass_host does not apply.
 	hostSet bool
+	// now is when the forward started (monotime): a stamp for the pool, whose idle
+	// timeouts are seconds, not worth a clock read of their own.
+	now int64
+	// pristine is set when the request goes out by writePristine, ctx.Request untouched;
+	// host is then Info.Host, which the caller owns (cleared before the exchange is pooled).
+	pristine bool
+	host     []byte
 }
 
 var exchangePool = sync.Pool{New: func() any { return new(exchange) }}
@@ -110,6 +119,10 @@ type Info struct {
 	// says (proxy-rewrite's host, as APISIX's upstream_host). X-Forwarded-Host keeps the
 	// client's. ForwardInfo leaves it as it is; the caller owns the bytes.
 	Host []byte
+	// Pristine is an input: set when nothing has changed ctx.Request since it was read
+	// from the client (no plugin that rewrites requests ran). The header block is then
+	// sent as the client wrote it, filtered (pristine.go), for a request without a body.
+	Pristine bool
 }
 
 // ForwardInfo is Forward that also fills info, which the caller owns (it may live on the
@@ -148,13 +161,21 @@ func (u *Upstream) forward(ctx *fasthttp.RequestCtx, info *Info) {
 	if tunnel {
 		x.upgrade = append(x.upgrade[:0], ctx.Request.Header.Peek(fasthttp.HeaderUpgrade)...)
 	}
-	u.prepareRequest(ctx, x, info)
+	x.pristine = pristine(ctx, info, tunnel)
+	if x.pristine {
+		u.preparePristine(ctx, x, info)
+	} else {
+		u.prepareRequest(ctx, x, info)
+	}
 	if tunnel {
 		ctx.Request.Header.SetBytesV(fasthttp.HeaderUpgrade, x.upgrade)
 		ctx.Request.Header.SetBytesV(fasthttp.HeaderConnection, connectionUpgrade)
 	}
 	picked, failed := false, done
-	var start, tryStart time.Time
+	// One clock read starts the forward: UpstreamNanos, the pool's idle stamps and ewma's
+	// response times all count from it.
+	start := monotime.Now()
+	x.now = start
 	for range u.retries + 1 {
 		i := u.choose(x)
 		if i < 0 {
@@ -163,13 +184,11 @@ func (u *Upstream) forward(ctx *fasthttp.RequestCtx, info *Info) {
 		set(x.tried, i)
 		n := &u.nodes[i]
 		if info != nil {
-			if !picked {
-				start = time.Now()
-			}
 			info.Node = n.addr
 		}
-		if u.balancer == balanceEWMA {
-			tryStart = time.Now()
+		tryStart := x.now
+		if picked && u.balancer == balanceEWMA {
+			tryStart = monotime.Now()
 		}
 		picked = true
 		x.handedOff = false
@@ -183,17 +202,19 @@ func (u *Upstream) forward(ctx *fasthttp.RequestCtx, info *Info) {
 			u.reportPassive(i, result, x.failure, ctx.Response.StatusCode())
 		}
 		if result == done {
+			x.host = nil
 			exchangePool.Put(x)
 			if info != nil {
-				info.UpstreamNanos = int64(time.Since(start))
+				info.UpstreamNanos = monotime.Now() - start
 			}
 			return
 		}
 		failed = result
 	}
+	x.host = nil
 	exchangePool.Put(x)
 	if info != nil && picked {
-		info.UpstreamNanos = int64(time.Since(start))
+		info.UpstreamNanos = monotime.Now() - start
 	}
 	switch {
 	case !picked:
@@ -211,14 +232,14 @@ func (u *Upstream) forward(ctx *fasthttp.RequestCtx, info *Info) {
 
 // tryEnded updates the balancer after one try of node i: least_conn's count is released
 // (unless a streamed body or a tunnel took that over), ewma takes the response time.
-func (u *Upstream) tryEnded(i int, result outcome, x *exchange, tryStart time.Time) {
+func (u *Upstream) tryEnded(i int, result outcome, x *exchange, tryStart int64) {
 	switch u.balancer {
 	case balanceLeastConn:
 		if !x.handedOff {
 			u.state.inflight[i].Add(-1)
 		}
 	case balanceEWMA:
-		rtt := time.Since(tryStart)
+		rtt := time.Duration(monotime.Now() - tryStart)
 		if result != done {
 			rtt = u.connectTimeout
 		}
@@ -317,16 +338,14 @@ func appendPeerIP(dst []byte, ctx *fasthttp.RequestCtx) []byte {
 func (u *Upstream) try(ctx *fasthttp.RequestCtx, x *exchange, i int, tunnel, fresh bool) outcome {
 	n := &u.nodes[i]
 	req := &ctx.Request
-	if !x.hostSet && (u.passHost == passHostNode || len(req.Header.Host()) == 0) {
-		req.Header.SetHostBytes(n.hostHeader)
-	}
+	host := u.hostFor(ctx, x, n)
 	// Over TLS the name sent (SNI) and checked against the node's certificate is the Host
 	// the node gets, as APISIX's proxy_ssl_name $upstream_host.
 	var sni []byte
 	if n.pool.tlsConfig != nil {
-		sni = hostWithoutPort(req.Header.Host())
+		sni = hostWithoutPort(host)
 	}
-	c, reused, err := n.pool.get(u.connectTimeout, fresh || tunnel, sni)
+	c, reused, err := n.pool.get(x.now, u.connectTimeout, fresh || tunnel, sni)
 	if err != nil {
 		if isTimeout(err) {
 			return connectTimedOut
@@ -342,7 +361,11 @@ func (u *Upstream) try(ctx *fasthttp.RequestCtx, x *exchange, i int, tunnel, fre
 	c.readTimeout, c.writeTimeout = u.readTimeout, u.sendTimeout
 
 	// From here on the request may have reached the node, so there is no next node.
-	err = req.Write(c.bw)
+	if x.pristine {
+		err = writePristine(c.bw, ctx, x, host)
+	} else {
+		err = req.Write(c.bw)
+	}
 	if err == nil {
 		// The last bytes of the request go out with the wait for the response.
 		c.awaitReply = true
@@ -401,13 +424,13 @@ func (u *Upstream) try(ctx *fasthttp.RequestCtx, x *exchange, i int, tunnel, fre
 	switch {
 	case ctx.IsHead() || status == fasthttp.StatusNoContent || status == fasthttp.StatusNotModified:
 		// No body follows; a HEAD response keeps the node's Content-Length.
-		c.pool.put(c, reusable)
+		c.pool.put(c, reusable, x.now)
 	case contentLength >= 0 && contentLength <= maxBufferedBody:
 		if err = resp.ReadBody(c.br, 0); err != nil {
 			c.close()
 			return u.failAfterSend(ctx, x, err)
 		}
-		c.pool.put(c, reusable)
+		c.pool.put(c, reusable, x.now)
 	default:
 		s := bodyStreamPool.Get().(*bodyStream)
 		s.start(c, contentLength, reusable)
@@ -421,6 +444,29 @@ func (u *Upstream) try(ctx *fasthttp.RequestCtx, x *exchange, i int, tunnel, fre
 		resp.SetBodyStream(s, contentLength)
 	}
 	return done
+}
+
+// hostFor is the Host node n gets: the caller's (Info.Host), the node's own for pass_host
+// node (or when the client sent none), the upstream's for pass_host rewrite (already set
+// by prepareRequest), else the client's. A request prepared the usual way gets it set in
+// ctx.Request too; a pristine one is left alone.
+func (u *Upstream) hostFor(ctx *fasthttp.RequestCtx, x *exchange, n *node) []byte {
+	h := &ctx.Request.Header
+	if !x.pristine {
+		if !x.hostSet && (u.passHost == passHostNode || len(h.Host()) == 0) {
+			h.SetHostBytes(n.hostHeader)
+		}
+		return h.Host()
+	}
+	switch {
+	case x.hostSet:
+		return x.host
+	case u.passHost == passHostNode || len(h.Host()) == 0:
+		return n.hostHeader
+	case u.passHost == passHostRewrite:
+		return u.upstreamHost
+	}
+	return h.Host()
 }
 
 // hostWithoutPort is host without its port (and an IPv6 address without brackets): the name

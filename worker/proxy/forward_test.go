@@ -20,6 +20,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"gw/conf"
+	"gw/internal/monotime"
 )
 
 // stub is an upstream started by a test: a fasthttp server on loopback that counts the
@@ -71,12 +72,26 @@ func deadPort(t *testing.T) int {
 // startProxy serves up.Forward the way the worker will: fasthttp, streaming request bodies.
 func startProxy(tb testing.TB, up *Upstream) string {
 	tb.Helper()
+	return startProxyWith(tb, up.Forward)
+}
+
+// startPristineProxy is startProxy for requests nothing rewrote: they go out by
+// writePristine (Info.Pristine), or the usual way when pristine is false.
+func startPristineProxy(tb testing.TB, up *Upstream, pristine bool) string {
+	tb.Helper()
+	return startProxyWith(tb, func(ctx *fasthttp.RequestCtx) {
+		up.ForwardInfo(ctx, &Info{Pristine: pristine})
+	})
+}
+
+func startProxyWith(tb testing.TB, handler fasthttp.RequestHandler) string {
+	tb.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatal(err)
 	}
 	srv := &fasthttp.Server{
-		Handler:                      up.Forward,
+		Handler:                      handler,
 		StreamRequestBody:            true,
 		DisablePreParseMultipartForm: true,
 	}
@@ -336,7 +351,7 @@ func TestForwardIdleTimeoutAndRetain(t *testing.T) {
 	if pool.idleCount() != 1 {
 		t.Fatalf("idle connections after one request = %d, want 1", pool.idleCount())
 	}
-	p.evictIdle(time.Now().Add(300 * time.Millisecond))
+	p.evictIdle(monotime.Now() + int64(300*time.Millisecond))
 	if pool.idleCount() != 0 {
 		t.Errorf("idle connection survived its idle_timeout")
 	}
@@ -386,28 +401,35 @@ func TestForwardPassHost(t *testing.T) {
 			"localhost:" + strconv.Itoa(s.port)},
 		{"rewrite", &conf.Upstream{PassHost: "rewrite", UpstreamHost: "rewritten.example"}, "rewritten.example"},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if tt.u.Nodes == nil {
-				tt.u.Nodes = conf.Nodes{s.node(1)}
-			}
-			up, _ := newUpstream(t, tt.u)
-			proxy := startProxy(t, up)
-			deadline := time.Now().Add(3 * time.Second)
-			for {
-				req, _ := http.NewRequest(http.MethodGet, "http://"+proxy+"/", nil)
-				req.Host = "client.example"
-				status, body := do(t, req)
-				if status == 502 && time.Now().Before(deadline) { // a name still resolving
-					time.Sleep(10 * time.Millisecond)
-					continue
-				}
-				if status != 200 || body != tt.want {
-					t.Errorf("upstream saw Host %q (status %d), want %q", body, status, tt.want)
-				}
-				return
-			}
-		})
+	for _, pristine := range []bool{false, true} {
+		for _, tt := range tests {
+			t.Run(fmt.Sprintf("%s pristine=%v", tt.name, pristine), func(t *testing.T) {
+				testPassHost(t, s, tt.u, tt.want, pristine)
+			})
+		}
+	}
+}
+
+func testPassHost(t *testing.T, s *stub, u *conf.Upstream, want string, pristine bool) {
+	withNodes := *u
+	if withNodes.Nodes == nil {
+		withNodes.Nodes = conf.Nodes{s.node(1)}
+	}
+	up, _ := newUpstream(t, &withNodes)
+	proxy := startPristineProxy(t, up, pristine)
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+proxy+"/", nil)
+		req.Host = "client.example"
+		status, body := do(t, req)
+		if status == 502 && time.Now().Before(deadline) { // a name still resolving
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		if status != 200 || body != want {
+			t.Errorf("upstream saw Host %q (status %d), want %q", body, status, want)
+		}
+		return
 	}
 }
 
@@ -418,24 +440,30 @@ func TestForwardInfoHost(t *testing.T) {
 		ctx.Write(ctx.Host())                                                        //nolint:errcheck
 		ctx.Write([]byte(" " + string(ctx.Request.Header.Peek("X-Forwarded-Host")))) //nolint:errcheck
 	})
-	for _, u := range []*conf.Upstream{{}, {PassHost: "node"}, {PassHost: "rewrite", UpstreamHost: "rewritten.example"}} {
-		u.Nodes = conf.Nodes{s.node(1)}
-		up, _ := newUpstream(t, u)
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
+	for _, pristine := range []bool{false, true} {
+		for _, u := range []*conf.Upstream{{}, {PassHost: "node"}, {PassHost: "rewrite", UpstreamHost: "rewritten.example"}} {
+			testInfoHost(t, s, u, pristine)
 		}
-		host := []byte("chosen.example")
-		srv := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) {
-			up.ForwardInfo(ctx, &Info{Host: host})
-		}}
-		go srv.Serve(ln) //nolint:errcheck
-		t.Cleanup(func() { ln.Close() })
-		req, _ := http.NewRequest(http.MethodGet, "http://"+ln.Addr().String()+"/", nil)
-		req.Host = "client.example"
-		if status, body := do(t, req); status != 200 || body != "chosen.example client.example" {
-			t.Errorf("pass_host %q: upstream saw %q (status %d), want Host chosen.example, X-Forwarded-Host client.example", u.PassHost, body, status)
-		}
+	}
+}
+
+func testInfoHost(t *testing.T, s *stub, u *conf.Upstream, pristine bool) {
+	u.Nodes = conf.Nodes{s.node(1)}
+	up, _ := newUpstream(t, u)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := []byte("chosen.example")
+	srv := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) {
+		up.ForwardInfo(ctx, &Info{Host: host, Pristine: pristine})
+	}}
+	go srv.Serve(ln) //nolint:errcheck
+	t.Cleanup(func() { ln.Close() })
+	req, _ := http.NewRequest(http.MethodGet, "http://"+ln.Addr().String()+"/", nil)
+	req.Host = "client.example"
+	if status, body := do(t, req); status != 200 || body != "chosen.example client.example" {
+		t.Errorf("pass_host %q, pristine %v: upstream saw %q (status %d), want Host chosen.example, X-Forwarded-Host client.example", u.PassHost, pristine, body, status)
 	}
 }
 
@@ -465,7 +493,15 @@ func rawExchange(t *testing.T, addr, request string) (head, body string) {
 	return h.String(), string(b)
 }
 
+// TestForwardHeaders runs both ways a request can go out: re-serialised from fasthttp's
+// parsed header, and pristine (the client's lines, filtered); the node must see the same.
 func TestForwardHeaders(t *testing.T) {
+	for _, pristine := range []bool{false, true} {
+		t.Run(fmt.Sprintf("pristine=%v", pristine), func(t *testing.T) { testForwardHeaders(t, pristine) })
+	}
+}
+
+func testForwardHeaders(t *testing.T, pristine bool) {
 	// The node echoes the request head it received, as the wire carried it, and answers
 	// with hop-by-hop headers of its own.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -501,7 +537,7 @@ func TestForwardHeaders(t *testing.T) {
 	}()
 	port := ln.Addr().(*net.TCPAddr).Port
 	up, _ := newUpstream(t, &conf.Upstream{Nodes: conf.Nodes{{Host: "127.0.0.1", Port: port, Weight: 1}}})
-	proxy := startProxy(t, up)
+	proxy := startPristineProxy(t, up, pristine)
 	_, proxyPort, _ := net.SplitHostPort(proxy)
 
 	respHead, sent := rawExchange(t, proxy, "GET /a%2Fb/../c?x=1&y=%20 HTTP/1.1\r\n"+

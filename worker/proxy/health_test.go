@@ -10,6 +10,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"gw/conf"
+	"gw/internal/monotime"
 	"gw/shm"
 )
 
@@ -88,7 +89,7 @@ func pickCounts(up *Upstream, n int) []int {
 			panic("no node")
 		}
 		counts[i]++
-		up.tryEnded(i, done, x, time.Now())
+		up.tryEnded(i, done, x, monotime.Now())
 	}
 	return counts
 }

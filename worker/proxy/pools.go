@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"gw/internal/monotime"
 	"gw/internal/rawio"
 )
 
@@ -222,8 +223,8 @@ func (p *Pools) run() {
 			return
 		case <-p.kick:
 			p.resolve(false)
-		case now := <-tick.C:
-			p.evictIdle(now)
+		case now := <-tick.C: // wall time, for the resolver's pace
+			p.evictIdle(monotime.Now())
 			full := now.Sub(lastFull) >= resolveInterval
 			if full {
 				lastFull = now
@@ -251,7 +252,7 @@ func (p *Pools) resolve(all bool) {
 	}
 }
 
-func (p *Pools) evictIdle(now time.Time) {
+func (p *Pools) evictIdle(now int64) {
 	p.mu.Lock()
 	pools := make([]*nodePool, 0, len(p.pools))
 	for _, np := range p.pools {
@@ -380,9 +381,8 @@ type nodePool struct {
 // (the Host it carries, without port): an idle connection is reused only when it was
 // made for that name, since its certificate was checked for it and the node may serve
 // each name differently. Plain connections ignore sni.
-func (np *nodePool) get(timeout time.Duration, fresh bool, sni []byte) (c *upConn, reused bool, err error) {
+func (np *nodePool) get(now int64, timeout time.Duration, fresh bool, sni []byte) (c *upConn, reused bool, err error) {
 	if !fresh {
-		now := time.Now()
 		np.mu.Lock()
 		// From the most recently used down; what is taken out leaves the rest in
 		// idleSince order, as evictIdle needs.
@@ -394,7 +394,7 @@ func (np *nodePool) get(timeout time.Duration, fresh bool, sni []byte) (c *upCon
 			copy(np.idle[i:], np.idle[i+1:])
 			np.idle[len(np.idle)-1] = nil
 			np.idle = np.idle[:len(np.idle)-1]
-			if now.Sub(c.idleSince) < np.key.idleTimeout {
+			if time.Duration(now-c.idleSince) < np.key.idleTimeout {
 				np.mu.Unlock()
 				return c, true, nil
 			}
@@ -476,28 +476,33 @@ func (np *nodePool) handshakeFailed(serverName string, err error) error {
 }
 
 // put returns c to the pool after a complete exchange, or closes it when it must not be
-// reused or the pool is full.
-func (np *nodePool) put(c *upConn, reusable bool) {
+// reused or the pool is full; now (monotime) stamps it idle.
+func (np *nodePool) put(c *upConn, reusable bool, now int64) {
 	if !reusable || c.requests >= np.key.requests || np.key.idleTimeout <= 0 || c.br.Buffered() > 0 {
 		c.close()
 		return
 	}
-	c.idleSince = time.Now()
 	np.mu.Lock()
 	if np.closed || len(np.idle) >= np.key.size {
 		np.mu.Unlock()
 		c.close()
 		return
 	}
+	// Keep the stack in idleSince order, as evictIdle needs, though now may be a forward's
+	// start and an earlier forward may have ended first.
+	if n := len(np.idle); n > 0 {
+		now = max(now, np.idle[n-1].idleSince)
+	}
+	c.idleSince = now
 	np.idle = append(np.idle, c)
 	np.mu.Unlock()
 }
 
-func (np *nodePool) evictIdle(now time.Time) {
+func (np *nodePool) evictIdle(now int64) {
 	np.mu.Lock()
 	// The stack is ordered by idleSince, oldest first.
 	n := 0
-	for n < len(np.idle) && now.Sub(np.idle[n].idleSince) >= np.key.idleTimeout {
+	for n < len(np.idle) && time.Duration(now-np.idle[n].idleSince) >= np.key.idleTimeout {
 		np.idle[n].conn.Close()
 		n++
 	}
@@ -539,7 +544,7 @@ type upConn struct {
 	readTimeout  time.Duration
 	writeTimeout time.Duration
 	requests     int
-	idleSince    time.Time
+	idleSince    int64 // monotime
 	// sni is the server name the TLS connection was made for ("" over plain TCP).
 	sni string
 
@@ -550,7 +555,9 @@ type upConn struct {
 	// the read so that the poller's readiness, reset when a read starts, cannot be lost
 	// between the send and the wait.
 	raw        syscall.RawConn
-	io         rawio.Stream          // reads and writes raw when raw is set
+	io         rawio.Stream // reads and writes raw when raw is set
+	readArm    rawio.LazyDeadline
+	writeArm   rawio.LazyDeadline
 	sendFn     func(fd uintptr) bool // c.sendThenAwait, bound once so Write does not allocate
 	awaitReply bool
 	// The state of one sendThenAwait: what to send, how much went, why it stopped.
@@ -563,11 +570,38 @@ type upConn struct {
 	waitErr error
 }
 
-// bindRaw makes c read and write a plain TCP connection's descriptor directly.
+// bindRaw makes c read and write a plain TCP connection's descriptor directly, arming
+// its deadlines only when a read or write is about to wait (ArmRead, ArmWrite).
 func (c *upConn) bindRaw(raw syscall.RawConn) {
 	c.raw = raw
 	c.sendFn = c.sendThenAwait
-	c.io.Init(raw)
+	c.io.Init(raw, c)
+}
+
+// ArmRead arms the read timeout for a wait about to start (rawio.Waiter): nginx's
+// proxy_read_timeout, between two reads. With no read timeout (a websocket tunnel sets
+// its own deadlines on conn) it leaves the deadline alone.
+func (c *upConn) ArmRead(stale bool) bool {
+	if c.readTimeout <= 0 {
+		return false
+	}
+	want := time.Now().Add(c.readTimeout)
+	if c.readArm.Due(want, c.readTimeout, stale) {
+		_ = c.conn.SetReadDeadline(want)
+	}
+	return true
+}
+
+// ArmWrite is ArmRead for the send timeout.
+func (c *upConn) ArmWrite(stale bool) bool {
+	if c.writeTimeout <= 0 {
+		return false
+	}
+	want := time.Now().Add(c.writeTimeout)
+	if c.writeArm.Due(want, c.writeTimeout, stale) {
+		_ = c.conn.SetWriteDeadline(want)
+	}
+	return true
 }
 
 func (c *upConn) Read(p []byte) (int, error) {
@@ -575,14 +609,14 @@ func (c *upConn) Read(p []byte) (int, error) {
 		c.waitErr = nil
 		return 0, err
 	}
+	if c.raw != nil {
+		n, err := c.io.Read(p)
+		return n, rawio.OpError("read", c.conn, err)
+	}
 	if c.readTimeout > 0 {
 		if err := c.conn.SetReadDeadline(time.Now().Add(c.readTimeout)); err != nil {
 			return 0, err
 		}
-	}
-	if c.raw != nil {
-		n, err := c.io.Read(p)
-		return n, rawio.OpError("read", c.conn, err)
 	}
 	return c.conn.Read(p)
 }
@@ -594,14 +628,14 @@ func (c *upConn) Write(p []byte) (int, error) {
 			return c.sendAndAwait(p)
 		}
 	}
+	if c.raw != nil {
+		n, err := c.io.Write(p)
+		return n, rawio.OpError("write", c.conn, err)
+	}
 	if c.writeTimeout > 0 {
 		if err := c.conn.SetWriteDeadline(time.Now().Add(c.writeTimeout)); err != nil {
 			return 0, err
 		}
-	}
-	if c.raw != nil {
-		n, err := c.io.Write(p)
-		return n, rawio.OpError("write", c.conn, err)
 	}
 	return c.conn.Write(p)
 }
@@ -610,13 +644,13 @@ func (c *upConn) Write(p []byte) (int, error) {
 // read. When the socket takes only part of p, the rest goes the ordinary way (under the
 // send timeout) and the first Read waits as usual.
 func (c *upConn) sendAndAwait(p []byte) (int, error) {
-	if c.readTimeout > 0 {
-		if err := c.conn.SetReadDeadline(time.Now().Add(c.readTimeout)); err != nil {
-			return 0, err
-		}
-	}
 	c.pending, c.sent, c.sendErr, c.woke = p, 0, nil, false
 	err := c.raw.Read(c.sendFn)
+	if !c.woke && err != nil && errors.Is(err, os.ErrDeadlineExceeded) && c.ArmRead(true) {
+		// The deadline armed for an earlier wait passed while the connection was idle:
+		// nothing was sent, so arm a fresh one and start again.
+		err = c.raw.Read(c.sendFn)
+	}
 	sent, sendErr := c.sent, c.sendErr
 	c.pending, c.sendErr = nil, nil
 	if sent == len(p) {
@@ -625,6 +659,9 @@ func (c *upConn) sendAndAwait(p []byte) (int, error) {
 	}
 	if sendErr != nil && sendErr != syscall.EAGAIN {
 		return sent, &net.OpError{Op: "write", Net: "tcp", Source: c.conn.LocalAddr(), Addr: c.conn.RemoteAddr(), Err: os.NewSyscallError("write", sendErr)}
+	}
+	if err != nil && sent == 0 {
+		return 0, err
 	}
 	n, err := c.Write(p[sent:])
 	return sent + n, err
@@ -646,6 +683,7 @@ func (c *upConn) sendThenAwait(fd uintptr) bool {
 		}
 		c.sent += n
 	}
+	c.ArmRead(false)
 	return false
 }
 

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 
 	"github.com/valyala/fasthttp"
+
+	"gw/internal/monotime"
 )
 
 // bodyStream is a response body read from an upstream connection while the server writes
@@ -64,7 +66,7 @@ func (s *bodyStream) Close() error {
 		return nil
 	}
 	_ = s.framing.CloseBodyStream()
-	c.pool.put(c, s.reusable && s.complete)
+	c.pool.put(c, s.reusable && s.complete, monotime.Now())
 	if s.inflight != nil {
 		s.inflight.Add(-1)
 	}

@@ -1,0 +1,38 @@
+package rawio
+
+import "time"
+
+// maxSlack bounds LazyDeadline's slack: nginx's NGX_TIMER_LAZY_DELAY.
+const maxSlack = 300 * time.Millisecond
+
+// LazyDeadline is one direction's armed deadline, moved only when a new one is further from
+// it than the slack, as nginx moves its timers: under load every wait wants a deadline a
+// few microseconds past the last one, and each move is a timer update under a lock. The
+// slack is a sixteenth of the timeout, at most 300 ms, so a wait ends within 1/16 of its
+// timeout of when it should.
+type LazyDeadline struct {
+	armed time.Time // zero: none armed
+	slack time.Duration
+	// unknown is set when someone else set the deadline: the next Due arms what it gets.
+	unknown bool
+}
+
+// Due reports whether want must be armed now in place of the armed deadline, and if so
+// records it as armed; timeout is the wait want was computed for (want = now + timeout).
+// force arms want whatever was armed before.
+func (d *LazyDeadline) Due(want time.Time, timeout time.Duration, force bool) bool {
+	force = force || d.unknown
+	if !force && !d.armed.IsZero() && !want.IsZero() {
+		if diff := want.Sub(d.armed); diff < d.slack && diff > -d.slack {
+			return false
+		}
+	}
+	if !force && d.armed.IsZero() && want.IsZero() {
+		return false
+	}
+	*d = LazyDeadline{armed: want, slack: min(maxSlack, timeout/16)}
+	return true
+}
+
+// Forget records that someone else set the deadline: the next Due arms whatever it is given.
+func (d *LazyDeadline) Forget() { *d = LazyDeadline{unknown: true} }
