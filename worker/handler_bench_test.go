@@ -1,12 +1,14 @@
 package worker
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/valyala/fasthttp"
@@ -134,9 +136,12 @@ type requestRunner struct {
 
 func newRequestRunner(w *Worker) *requestRunner {
 	r := &requestRunner{w: w}
-	r.template.SetRequestURI("/hello")
-	r.template.Header.SetHost("127.0.0.1:9080")
-	r.template.Header.Set("User-Agent", "wrk")
+	// Parsed from the wire as the server does, so that the request keeps its raw header
+	// block and goes out pristine, as wrk's do.
+	raw := "GET /hello HTTP/1.1\r\nHost: 127.0.0.1:9080\r\nUser-Agent: wrk\r\n\r\n"
+	if err := r.template.Read(bufio.NewReader(strings.NewReader(raw))); err != nil {
+		panic(err)
+	}
 	r.ctx.Init(&r.template, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40000}, nil)
 	return r
 }

@@ -552,7 +552,18 @@ func testForwardHeaders(t *testing.T, pristine bool) {
 		"X-Forwarded-For: 10.0.0.1\r\n"+
 		"X-Forwarded-For: 10.0.0.2\r\n"+
 		"X-Real-IP: 6.6.6.6\r\n"+
+		"x-lower-case: 1\r\n"+
 		"X-End: 1\r\n\r\n")
+
+	// The way out shows in a name's spelling: fasthttp's serialiser normalises it, a
+	// pristine request keeps the client's, as nginx does.
+	wantSpelling := "X-Lower-Case: 1\r\n"
+	if pristine {
+		wantSpelling = "x-lower-case: 1\r\n"
+	}
+	if !strings.Contains(sent, wantSpelling) {
+		t.Errorf("the upstream did not get %q (pristine %v):\n%s", wantSpelling, pristine, sent)
+	}
 
 	lines := strings.Split(strings.TrimSpace(sent), "\r\n")
 	if lines[0] != "GET /a%2Fb/../c?x=1&y=%20 HTTP/1.1" {

@@ -21,7 +21,9 @@ import (
 func pristine(ctx *fasthttp.RequestCtx, info *Info, tunnel bool) bool {
 	h := &ctx.Request.Header
 	target := h.RequestURI()
-	return info != nil && info.Pristine && !tunnel && h.ContentLength() == 0 &&
+	// No body: Content-Length 0, or neither it nor Transfer-Encoding (fasthttp's -2).
+	length := h.ContentLength()
+	return info != nil && info.Pristine && !tunnel && (length == 0 || length == -2) &&
 		len(target) > 0 && target[0] == '/' && len(h.RawHeaders()) > 0
 }
 
