@@ -26,7 +26,7 @@ const maxBufferedBody = 32 << 10
 // hopByHop are the headers that describe one connection, not the message (RFC 9110 7.6.1,
 // plus the proxy ones nginx drops). Transfer-Encoding is re-framed by fasthttp.
 var hopByHop = [...]string{
-	fasthttp.HeaderConnection,
+	fasthttp.HeaderConnection, // first: stripResponseHeader reads its value at index 0
 	fasthttp.HeaderKeepAlive,
 	fasthttp.HeaderProxyConnection,
 	fasthttp.HeaderTE,
@@ -533,10 +533,18 @@ var errTooManyInterim = errors.New("proxy: node sent too many 1xx responses")
 // it lets the gateway's own Server header replace the node's, and it adds no Content-Type
 // the node did not send. buf is scratch space.
 func stripResponseHeader(h *fasthttp.ResponseHeader, buf []byte) []byte {
+	// One pass finds which are there: most responses carry none but Connection, and each
+	// Del costs a normalised copy of the name and a scan of the header.
 	buf = buf[:0]
-	for _, v := range h.PeekAll(fasthttp.HeaderConnection) {
-		buf = append(buf, v...)
-		buf = append(buf, ',')
+	var present uint16 // bit i: hopByHop[i]
+	for name, value := range h.All() {
+		if i := hopByHopIndex(name); i >= 0 {
+			present |= 1 << i
+			if i == 0 { // Connection, whose value lists more
+				buf = append(buf, value...)
+				buf = append(buf, ',')
+			}
+		}
 	}
 	for names := buf; len(names) > 0; {
 		var name []byte
@@ -546,16 +554,28 @@ func stripResponseHeader(h *fasthttp.ResponseHeader, buf []byte) []byte {
 			h.DelBytes(name)
 		}
 	}
-	for _, name := range hopByHop {
-		h.Del(name)
+	for i, name := range hopByHop {
+		if present&(1<<i) != 0 {
+			h.Del(name)
+		}
 	}
-	h.Del(fasthttp.HeaderServer)
+	h.SetServerBytes(nil)
 	h.ResetConnectionClose()
 	h.SetNoDefaultContentType(true)
 	// The client talks to gw, an HTTP/1.1 server, whatever version the node answered in
 	// (nginx does the same).
 	h.SetProtocol(protoHTTP11Bytes)
 	return buf
+}
+
+// hopByHopIndex is name's index in hopByHop, or -1.
+func hopByHopIndex(name []byte) int {
+	for i, h := range hopByHop {
+		if len(h) == len(name) && equalFoldString(name, h) {
+			return i
+		}
+	}
+	return -1
 }
 
 var protoHTTP11Bytes = []byte("HTTP/1.1")
