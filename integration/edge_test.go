@@ -500,3 +500,121 @@ func TestEdgeSendTimeoutCutsStalledReader(t *testing.T) {
 		t.Fatalf("the worker changed from pid %d to %d", worker, now)
 	}
 }
+
+// The read timeouts follow the request, as nginx's do: keepalive_timeout while a
+// connection waits for its next request, client_header_timeout once a request's first
+// bytes came (and for the first request, from the start), whichever is shorter. The edge
+// arms them only when a read waits, so each phase is checked on a connection of its own.
+func TestEdgeReadTimeoutsFollowTheRequest(t *testing.T) {
+	up := startUpstream(t, "ok")
+	in := newInstance(t, "client_header_timeout: 1s\nkeepalive_timeout: 3s\n")
+	in.start("--workers", "1")
+	in.putRoute("1", "/ok", up.addr)
+
+	// The phases run in goroutines, side by side: errors are reported, never fatal.
+	dial := func() (net.Conn, *bufio.Reader) {
+		c, err := net.Dial("tcp", in.data)
+		if err != nil {
+			t.Error(err)
+			return nil, nil
+		}
+		t.Cleanup(func() { c.Close() })
+		return c, bufio.NewReader(c)
+	}
+	request := func(c net.Conn, br *bufio.Reader) bool {
+		if c == nil {
+			return false
+		}
+		if _, err := io.WriteString(c, "GET /ok HTTP/1.1\r\nHost: a\r\n\r\n"); err != nil {
+			t.Error(err)
+			return false
+		}
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Error(err)
+			return false
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || string(body) != "ok" {
+			t.Errorf("%d %q", resp.StatusCode, body)
+			return false
+		}
+		return true
+	}
+	// closedAfter waits for the gateway to end the connection and says when it did,
+	// counted from start; whatever it sent first (a 408) is read and dropped.
+	closedAfter := func(c net.Conn, start time.Time) time.Duration {
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_, err := io.Copy(io.Discard, c)
+		var netErr net.Error
+		if errors.As(err, &netErr) && netErr.Timeout() {
+			t.Errorf("the connection is still open %v on", time.Since(start))
+		}
+		return time.Since(start)
+	}
+	within := func(what string, got, lo, hi time.Duration) {
+		t.Helper()
+		if got < lo || got > hi {
+			t.Errorf("%s: closed after %v, want between %v and %v", what, got, lo, hi)
+		} else {
+			t.Logf("%s: closed after %v", what, got)
+		}
+	}
+
+	var wg sync.WaitGroup
+	wg.Add(4)
+	// Idle after a request: keepalive_timeout (3s), not client_header_timeout (1s).
+	go func() {
+		defer wg.Done()
+		c, br := dial()
+		if !request(c, br) {
+			return
+		}
+		within("idle keep-alive connection", closedAfter(c, time.Now()), 2500*time.Millisecond, 6*time.Second)
+	}()
+	// A request that stalls in its header after an idle spell: client_header_timeout from
+	// its first bytes, though the idle deadline (3s) was armed before.
+	go func() {
+		defer wg.Done()
+		c, br := dial()
+		if !request(c, br) {
+			return
+		}
+		time.Sleep(1500 * time.Millisecond)
+		start := time.Now()
+		if _, err := io.WriteString(c, "GET /ok HTTP/1.1\r\nHost: a\r\n"); err != nil {
+			t.Error(err)
+			return
+		}
+		within("second request's stalled header", closedAfter(c, start), 800*time.Millisecond, 2500*time.Millisecond)
+	}()
+	// The first request's header: client_header_timeout from the start.
+	go func() {
+		defer wg.Done()
+		c, _ := dial()
+		if c == nil {
+			return
+		}
+		start := time.Now()
+		if _, err := io.WriteString(c, "GET /ok HTTP/1.1\r\n"); err != nil {
+			t.Error(err)
+			return
+		}
+		within("first request's stalled header", closedAfter(c, start), 800*time.Millisecond, 2500*time.Millisecond)
+	}()
+	// A connection that keeps sending requests within keepalive_timeout is never cut,
+	// though each idle spell is longer than client_header_timeout.
+	go func() {
+		defer wg.Done()
+		c, br := dial()
+		for range 3 {
+			if !request(c, br) {
+				return
+			}
+			time.Sleep(1500 * time.Millisecond)
+		}
+		request(c, br)
+	}()
+	wg.Wait()
+}
