@@ -507,7 +507,8 @@ func TestEdgeSendTimeoutCutsStalledReader(t *testing.T) {
 // arms them only when a read waits, so each phase is checked on a connection of its own.
 func TestEdgeReadTimeoutsFollowTheRequest(t *testing.T) {
 	up := startUpstream(t, "ok")
-	in := newInstance(t, "client_header_timeout: 1s\nkeepalive_timeout: 3s\n")
+	// Far apart, so that a phase timed by the wrong one falls outside its window.
+	in := newInstance(t, "client_header_timeout: 1s\nkeepalive_timeout: 4s\n")
 	in.start("--workers", "1")
 	in.putRoute("1", "/ok", up.addr)
 
@@ -564,24 +565,24 @@ func TestEdgeReadTimeoutsFollowTheRequest(t *testing.T) {
 
 	var wg sync.WaitGroup
 	wg.Add(4)
-	// Idle after a request: keepalive_timeout (3s), not client_header_timeout (1s).
+	// Idle after a request: keepalive_timeout (4s), not client_header_timeout (1s).
 	go func() {
 		defer wg.Done()
 		c, br := dial()
 		if !request(c, br) {
 			return
 		}
-		within("idle keep-alive connection", closedAfter(c, time.Now()), 2500*time.Millisecond, 6*time.Second)
+		within("idle keep-alive connection", closedAfter(c, time.Now()), 3500*time.Millisecond, 7*time.Second)
 	}()
 	// A request that stalls in its header after an idle spell: client_header_timeout from
-	// its first bytes, though the idle deadline (3s) was armed before.
+	// its first bytes, not the idle deadline armed before (which would end it 3.5s on).
 	go func() {
 		defer wg.Done()
 		c, br := dial()
 		if !request(c, br) {
 			return
 		}
-		time.Sleep(1500 * time.Millisecond)
+		time.Sleep(500 * time.Millisecond)
 		start := time.Now()
 		if _, err := io.WriteString(c, "GET /ok HTTP/1.1\r\nHost: a\r\n"); err != nil {
 			t.Error(err)

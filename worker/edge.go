@@ -100,30 +100,35 @@ func (l *edgeListener) Accept() (net.Conn, error) {
 	case <-l.closed:
 		return nil, net.ErrClosed
 	}
-	c, err := l.Listener.Accept()
-	if err != nil {
-		<-l.slots
-		return nil, err
-	}
-	tcp, ok := c.(*net.TCPConn)
-	if !ok {
-		<-l.slots // not a TCP socket (tests only): no per-connection state
-		return c, nil
-	}
-	// The first request's line and header must come within client_header_timeout of the
-	// first wait, which is as good as the accept (fasthttp's ReadTimeout did the same).
-	ec := &edgeConn{TCPConn: tcp, l: l, readPolicy: readAbsolute, readTimeout: l.e.headerTimeout}
-	if raw, err := tcp.SyscallConn(); err == nil {
-		ec.io.Init(raw, ec)
-		ec.rawIO = true
-	}
-	if peer, ok := tcp.RemoteAddr().(*net.TCPAddr); ok {
-		ec.realAddr.Port = peer.Port
-		if ip, ok := netip.AddrFromSlice(peer.IP); ok {
-			ec.trusted = l.e.trusts(ip)
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			<-l.slots
+			return nil, err
 		}
+		tcp, ok := c.(*net.TCPConn)
+		if !ok {
+			<-l.slots // not a TCP socket (tests only): no per-connection state, no timeouts
+			return c, nil
+		}
+		raw, err := tcp.SyscallConn()
+		if err != nil {
+			c.Close() // closed under us already: nothing to serve
+			continue
+		}
+		// The first request's line and header must come within client_header_timeout of
+		// the first wait, which is as good as the accept (fasthttp's ReadTimeout did the
+		// same).
+		ec := &edgeConn{TCPConn: tcp, l: l, readPolicy: readAbsolute, readTimeout: l.e.headerTimeout}
+		ec.io.Init(raw, ec)
+		if peer, ok := tcp.RemoteAddr().(*net.TCPAddr); ok {
+			ec.realAddr.Port = peer.Port
+			if ip, ok := netip.AddrFromSlice(peer.IP); ok {
+				ec.trusted = l.e.trusts(ip)
+			}
+		}
+		return ec, nil
 	}
-	return ec, nil
 }
 
 func (l *edgeListener) Close() error {
@@ -173,10 +178,8 @@ type edgeConn struct {
 
 	mark connMark // the connection tracker's and the gauges' state (conns.go)
 
-	// io reads and writes the socket with raw system calls (see package rawio); rawIO is
-	// set once it is bound, which it always is for a TCP socket.
-	io    rawio.Stream
-	rawIO bool
+	// io reads and writes the socket with raw system calls (see package rawio).
+	io rawio.Stream
 }
 
 // Close returns the connection's worker_connections slot, once.
@@ -204,17 +207,11 @@ func (c *edgeConn) Write(p []byte) (int, error) {
 	if c.lineEnded.Load() {
 		c.lineEnded.Store(false)
 	}
-	if !c.rawIO {
-		return c.TCPConn.Write(p)
-	}
 	n, err := c.io.Write(p)
 	return n, rawio.OpError("write", c, err)
 }
 
 func (c *edgeConn) read(p []byte) (int, error) {
-	if !c.rawIO {
-		return c.TCPConn.Read(p)
-	}
 	n, err := c.io.Read(p)
 	return n, rawio.OpError("read", c, err)
 }
@@ -241,6 +238,7 @@ const (
 // last, which LazyDeadline leaves alone: a clock read, no timer update.
 func (c *edgeConn) ArmRead(stale bool) bool {
 	var want time.Time
+	var due bool
 	switch c.readPolicy {
 	case readManual:
 		return false
@@ -248,13 +246,11 @@ func (c *edgeConn) ArmRead(stale bool) bool {
 		if c.readAt.IsZero() && c.readTimeout > 0 {
 			c.readAt = time.Now().Add(c.readTimeout)
 		}
-		want = c.readAt
+		want, due = c.readAt, c.readArm.Due(c.readAt, c.readTimeout, stale)
 	case readBetween:
-		if c.readTimeout > 0 {
-			want = time.Now().Add(c.readTimeout)
-		}
+		want, due = c.readArm.After(c.readTimeout, stale)
 	}
-	if c.readArm.Due(want, c.readTimeout, stale) {
+	if due {
 		_ = c.TCPConn.SetReadDeadline(want)
 	}
 	return true
@@ -266,12 +262,7 @@ func (c *edgeConn) ArmWrite(stale bool) bool {
 	if c.writeManual {
 		return false
 	}
-	var want time.Time
-	timeout := c.l.e.sendTimeout
-	if timeout > 0 {
-		want = time.Now().Add(timeout)
-	}
-	if c.writeArm.Due(want, timeout, stale) {
+	if want, due := c.writeArm.After(c.l.e.sendTimeout, stale); due {
 		_ = c.TCPConn.SetWriteDeadline(want)
 	}
 	return true

@@ -34,5 +34,16 @@ func (d *LazyDeadline) Due(want time.Time, timeout time.Duration, force bool) bo
 	return true
 }
 
+// After is Due for a wait that may last timeout from now: it returns the deadline to arm
+// and true when the armed one must move, reading the clock only for a timeout (0 means
+// none, which disarms).
+func (d *LazyDeadline) After(timeout time.Duration, force bool) (time.Time, bool) {
+	var want time.Time
+	if timeout > 0 {
+		want = time.Now().Add(timeout)
+	}
+	return want, d.Due(want, timeout, force)
+}
+
 // Forget records that someone else set the deadline: the next Due arms whatever it is given.
 func (d *LazyDeadline) Forget() { *d = LazyDeadline{unknown: true} }

@@ -163,7 +163,7 @@ func (u *Upstream) forward(ctx *fasthttp.RequestCtx, info *Info) {
 	}
 	x.pristine = pristine(ctx, info, tunnel)
 	if x.pristine {
-		u.preparePristine(ctx, x, info)
+		preparePristine(ctx, x, info)
 	} else {
 		u.prepareRequest(ctx, x, info)
 	}
@@ -290,8 +290,7 @@ func (u *Upstream) prepareRequest(ctx *fasthttp.RequestCtx, x *exchange, info *I
 	}
 	h.SetBytesV(fasthttp.HeaderXForwardedProto, proto)
 	h.SetBytesV(fasthttp.HeaderXForwardedHost, h.Host())
-	if a, ok := ctx.LocalAddr().(*net.TCPAddr); ok {
-		x.port = strconv.AppendInt(x.port[:0], int64(a.Port), 10)
+	if x.port = appendLocalPort(x.port[:0], ctx); len(x.port) > 0 {
 		h.SetBytesV("X-Forwarded-Port", x.port)
 	}
 
@@ -321,6 +320,15 @@ var (
 	headerHost          = []byte(fasthttp.HeaderHost)
 	headerContentLength = []byte(fasthttp.HeaderContentLength)
 )
+
+// appendLocalPort appends the port the client connected to ($server_port), nothing when
+// the connection is not TCP.
+func appendLocalPort(dst []byte, ctx *fasthttp.RequestCtx) []byte {
+	if a, ok := ctx.LocalAddr().(*net.TCPAddr); ok {
+		return strconv.AppendInt(dst, int64(a.Port), 10)
+	}
+	return dst
+}
 
 // appendPeerIP appends the client's IP without allocating for TCP peers.
 func appendPeerIP(dst []byte, ctx *fasthttp.RequestCtx) []byte {

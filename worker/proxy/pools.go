@@ -585,8 +585,7 @@ func (c *upConn) ArmRead(stale bool) bool {
 	if c.readTimeout <= 0 {
 		return false
 	}
-	want := time.Now().Add(c.readTimeout)
-	if c.readArm.Due(want, c.readTimeout, stale) {
+	if want, due := c.readArm.After(c.readTimeout, stale); due {
 		_ = c.conn.SetReadDeadline(want)
 	}
 	return true
@@ -597,8 +596,7 @@ func (c *upConn) ArmWrite(stale bool) bool {
 	if c.writeTimeout <= 0 {
 		return false
 	}
-	want := time.Now().Add(c.writeTimeout)
-	if c.writeArm.Due(want, c.writeTimeout, stale) {
+	if want, due := c.writeArm.After(c.writeTimeout, stale); due {
 		_ = c.conn.SetWriteDeadline(want)
 	}
 	return true

@@ -3,8 +3,6 @@ package proxy
 import (
 	"bufio"
 	"bytes"
-	"net"
-	"strconv"
 
 	"github.com/valyala/fasthttp"
 )
@@ -30,7 +28,7 @@ func pristine(ctx *fasthttp.RequestCtx, info *Info, tunnel bool) bool {
 // preparePristine works out what writePristine adds, leaving ctx.Request alone:
 // X-Forwarded-For (x.xff), X-Real-IP (x.ip), X-Forwarded-Port (x.port), and in x.buf the
 // names the client's Connection header lists.
-func (u *Upstream) preparePristine(ctx *fasthttp.RequestCtx, x *exchange, info *Info) {
+func preparePristine(ctx *fasthttp.RequestCtx, x *exchange, info *Info) {
 	x.ip = appendPeerIP(x.ip[:0], ctx)
 	x.xff = x.xff[:0]
 	x.buf = x.buf[:0]
@@ -45,10 +43,7 @@ func (u *Upstream) preparePristine(ctx *fasthttp.RequestCtx, x *exchange, info *
 		}
 	}
 	x.xff = append(x.xff, x.ip...)
-	x.port = x.port[:0]
-	if a, ok := ctx.LocalAddr().(*net.TCPAddr); ok {
-		x.port = strconv.AppendInt(x.port, int64(a.Port), 10)
-	}
+	x.port = appendLocalPort(x.port[:0], ctx)
 	x.hostSet = len(info.Host) > 0
 	x.host = info.Host
 }
