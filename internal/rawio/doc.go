@@ -10,4 +10,8 @@
 // thread, and since it did, it keeps waking every 20 µs instead of backing off to 10 ms. On
 // a worker with one processor that monitor alone cost 4.5% of the CPU under load. Raw calls
 // are invisible to it, as nginx's are to nothing at all: a worker blocks only in epoll.
+//
+// A Stream can also wait before it reads when its last read emptied the socket
+// (WaitBeforeReads, poll.go), as nginx does with the readiness it keeps: a keep-alive
+// server then reads each request once instead of first finding nothing.
 package rawio

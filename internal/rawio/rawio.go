@@ -18,6 +18,15 @@ type Stream struct {
 	readFn  func(fd uintptr) bool
 	writeFn func(fd uintptr) bool
 
+	// pollDesc is the runtime's poll descriptor, set when reads may wait first (see
+	// poll.go); drained is set when the last read took all there was (a short read), so
+	// that the next one waits before it reads.
+	pollDesc uintptr
+	drained  bool
+	waitFn   func(fd uintptr)
+	failFn   func(fd uintptr) bool
+	pollCode int
+
 	// The state of the Read in progress: the buffer, what the call did, and whether it
 	// was tried at all.
 	rbuf   []byte
@@ -50,6 +59,22 @@ func (s *Stream) Init(raw syscall.RawConn, waiter Waiter) {
 	s.waiter = waiter
 	s.readFn = s.readOnce
 	s.writeFn = s.writeAll
+	s.waitFn = s.await
+	s.failFn = func(uintptr) bool { return true }
+}
+
+// WaitBeforeReads makes a Read that follows a short read wait for the socket to become
+// readable before it reads, instead of reading first, and reports whether it could (see
+// poll.go): a keep-alive connection's server then reads once per request, not twice.
+// Every read of the socket must go through s while it is on; turn it off before handing
+// the connection to code that reads it otherwise.
+func (s *Stream) WaitBeforeReads(on bool) bool {
+	s.drained = false
+	s.pollDesc = 0
+	if on {
+		s.pollDesc = pollDescOf(s.raw)
+	}
+	return s.pollDesc != 0
 }
 
 // expiredUntried reports whether err is a deadline that had passed before the call tried
@@ -64,6 +89,12 @@ func expiredUntried(err error, tried bool) bool {
 func (s *Stream) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil // as net.Conn: a zero-byte read reads nothing, not EOF
+	}
+	if s.drained {
+		s.drained = false
+		if err := s.awaitReadable(); err != nil {
+			return 0, err
+		}
 	}
 	s.rbuf, s.rn, s.rerrno, s.rtried = p, 0, 0, false
 	err := s.raw.Read(s.readFn)
@@ -93,8 +124,31 @@ func (s *Stream) readOnce(fd uintptr) bool {
 		return false // park until readable
 	}
 	s.rn, s.rerrno = n, errno
+	s.drained = s.pollDesc != 0 && n > 0 && n < len(s.rbuf)
 	return true
 }
+
+// awaitReadable waits on the poller without clearing the socket's readiness first (see
+// poll.go), under the deadline the waiter arms for it. An error is the poller's, as a
+// read would have returned it: a deadline that passed in the wait, or a Close.
+func (s *Stream) awaitReadable() error {
+	if s.waiter != nil {
+		s.waiter.ArmRead(false)
+	}
+	// Control holds a reference on the descriptor, so a Close from another goroutine wakes
+	// the wait (pollErrClosing) but cannot free the poll descriptor under it.
+	if err := s.raw.Control(s.waitFn); err != nil {
+		return err
+	}
+	if s.pollCode == pollErrTimeout || s.pollCode == pollErrClosing {
+		// raw.Read checks the descriptor before it calls failFn, and so returns the error
+		// net.Conn would, reading nothing.
+		return s.raw.Read(s.failFn)
+	}
+	return nil
+}
+
+func (s *Stream) await(uintptr) { s.pollCode = runtimePollWait(s.pollDesc, 'r') }
 
 // Write writes all of p, waiting on the poller (under the write deadline) while the socket's
 // buffer is full. On error it returns how much went before it.

@@ -3,6 +3,7 @@ package rawio
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -118,9 +119,168 @@ func TestStreamKeepsTheDeadlines(t *testing.T) {
 	}
 
 	// The peer never reads: the write fills the buffers, parks, and the deadline ends it.
+	big := make([]byte, 64<<20) // before the deadline: zeroing it may take longer
 	c.SetWriteDeadline(time.Now().Add(50 * time.Millisecond))
-	n, err := s.Write(make([]byte, 64<<20))
+	n, err := s.Write(big)
 	if !errors.Is(err, os.ErrDeadlineExceeded) || n == 0 || n == 64<<20 {
 		t.Fatalf("Write to a stalled peer = %d, %v; want part of it and os.ErrDeadlineExceeded", n, err)
+	}
+}
+
+// waitingPair is pair with reads that wait first after a short read.
+func waitingPair(t *testing.T) (*net.TCPConn, *net.TCPConn, *Stream) {
+	t.Helper()
+	c, peer, s := pair(t)
+	if !s.WaitBeforeReads(true) {
+		t.Fatal("WaitBeforeReads found no poll descriptor: net's or the runtime's layout changed, and keep-alive reads cost a read(2) more")
+	}
+	return c, peer, s
+}
+
+// A read after a short read waits first, without clearing the readiness: bytes that came
+// while nobody read must be found at once, and bytes left behind by a full read must be
+// read without waiting for more.
+func TestStreamWaitFirstLosesNothing(t *testing.T) {
+	c, peer, s := waitingPair(t)
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	buf := make([]byte, 64)
+	// expect reads into size bytes of buf.
+	expect := func(size int, want string) {
+		t.Helper()
+		start := time.Now()
+		n, err := s.Read(buf[:size])
+		if err != nil || string(buf[:n]) != want {
+			t.Fatalf("Read = %q, %v; want %q", buf[:n], err, want)
+		}
+		if waited := time.Since(start); waited > time.Second {
+			t.Fatalf("Read of %q waited %v for bytes already there", want, waited)
+		}
+	}
+	peer.Write([]byte("first"))
+	expect(64, "first") // a short read: the next read waits first
+	if !s.drained {
+		t.Fatal("a short read did not mark the socket drained")
+	}
+	// The next bytes arrive, and the poller sees them, before anyone reads again:
+	// pipelining. The wait must return at once.
+	peer.Write([]byte("second"))
+	time.Sleep(50 * time.Millisecond)
+	expect(64, "second")
+
+	// A read that fills its buffer may leave bytes behind that no later event announces.
+	peer.Write([]byte("0123456789abcdef"))
+	time.Sleep(50 * time.Millisecond)
+	expect(8, "01234567")
+	if s.drained {
+		t.Fatal("a full read marked the socket drained")
+	}
+	expect(64, "89abcdef")
+
+	// Bytes that come while the read waits wake it.
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		peer.Write([]byte("later"))
+	}()
+	expect(64, "later")
+}
+
+// The wait before a read keeps the deadline, and a Close from another goroutine ends it.
+func TestStreamWaitFirstDeadlineAndClose(t *testing.T) {
+	c, peer, s := waitingPair(t)
+	buf := make([]byte, 64)
+	peer.Write([]byte("x"))
+	if n, err := s.Read(buf); n != 1 || err != nil {
+		t.Fatalf("Read = %d, %v; want the byte", n, err)
+	}
+	c.SetReadDeadline(time.Now().Add(30 * time.Millisecond))
+	start := time.Now()
+	_, err := s.Read(buf)
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("Read past the deadline: %v, want os.ErrDeadlineExceeded", err)
+	}
+	if waited := time.Since(start); waited < 25*time.Millisecond {
+		t.Fatalf("Read gave up after %v, before its deadline", waited)
+	}
+
+	c.SetReadDeadline(time.Time{})
+	peer.Write([]byte("y"))
+	if n, err := s.Read(buf); n != 1 || err != nil {
+		t.Fatalf("Read after the timeout = %d, %v; want the byte", n, err)
+	}
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		c.Close()
+	}()
+	if _, err := s.Read(buf); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("Read when closed under it: %v, want net.ErrClosed", err)
+	}
+}
+
+// readCalls is the read(2) calls this process made so far (/proc/self/io's syscr).
+func readCalls(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		t.Skipf("no /proc/self/io: %v", err)
+	}
+	for line := range bytes.Lines(b) {
+		if v, ok := bytes.CutPrefix(line, []byte("syscr: ")); ok {
+			n := 0
+			for _, d := range bytes.TrimSpace(v) {
+				n = n*10 + int(d-'0')
+			}
+			return n
+		}
+	}
+	t.Skip("no syscr in /proc/self/io")
+	return 0
+}
+
+// A keep-alive exchange, a message each way and each answered only once it arrived, costs
+// the waiting side one read per message, not a read that finds nothing and another after.
+func TestStreamWaitFirstReadsOncePerMessage(t *testing.T) {
+	const rounds = 200
+	_, peer, s := waitingPair(t)
+	// The peer reads through a blocking descriptor: one read(2) per message, so every
+	// extra read counted is the Stream's.
+	f, err := peer.File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fd := int(f.Fd()) // Fd puts the descriptor in blocking mode
+	peerDone := make(chan error, 1)
+	go func() {
+		buf := make([]byte, 64)
+		for range rounds {
+			if _, err := syscall.Write(fd, []byte("ping")); err != nil {
+				peerDone <- err
+				return
+			}
+			if n, err := syscall.Read(fd, buf); err != nil || string(buf[:max(n, 0)]) != "pong" {
+				peerDone <- fmt.Errorf("the peer read %q, %v", buf[:max(n, 0)], err)
+				return
+			}
+		}
+		peerDone <- nil
+	}()
+	buf := make([]byte, 64)
+	before := readCalls(t)
+	for i := range rounds {
+		// The Stream answers, then reads at once: the next ping is not there yet.
+		if n, err := s.Read(buf); err != nil || string(buf[:n]) != "ping" {
+			t.Fatalf("round %d: Read = %q, %v", i, buf[:n], err)
+		}
+		if _, err := s.Write([]byte("pong")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-peerDone; err != nil {
+		t.Fatal(err)
+	}
+	// Two reads a round (one each side), plus a few for the runtime and /proc itself; a
+	// Stream reading before it waits makes it nearly three.
+	if calls := readCalls(t) - before; calls > rounds*2+rounds/4 {
+		t.Fatalf("%d rounds took %d read(2) calls, want about %d", rounds, calls, rounds*2)
 	}
 }
