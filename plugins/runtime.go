@@ -75,8 +75,9 @@ type LogPhase interface {
 type Ctx struct {
 	Request *fasthttp.RequestCtx
 	Route   *RouteInfo
-	// StartNanos is when the worker began handling the request (fasthttp's coarse clock
-	// is not fine enough for latency; this is time.Now().UnixNano()).
+	// StartNanos is when the worker began handling the request, in Unix nanoseconds
+	// (fasthttp's coarse clock is not fine enough for latency): monotime.Unix, the
+	// monotonic clock since the process started, so latencies never run backwards.
 	StartNanos int64
 	// UpstreamNanos is how long the upstream took, from connect to response header; -1
 	// when no upstream was contacted.

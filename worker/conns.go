@@ -66,9 +66,9 @@ func newConnTracker() *connTracker { return &connTracker{conns: map[net.Conn]*co
 
 // markOf finds c's mark: in its edgeConn when it has one (which also learns of the state
 // change), else in the tracker's set.
-func (t *connTracker) markOf(c net.Conn, state fasthttp.ConnState) *connMark {
+func (t *connTracker) markOf(c net.Conn, state fasthttp.ConnState, now int64) *connMark {
 	if ec := edgeConnOf(c); ec != nil {
-		ec.stateChanged(state)
+		ec.stateChanged(state, now)
 		return &ec.mark
 	}
 	t.mu.Lock()
@@ -83,13 +83,18 @@ func (t *connTracker) markOf(c net.Conn, state fasthttp.ConnState) *connMark {
 // hook is the fasthttp Server's ConnState callback, for the drain and, when metrics is set,
 // the connection gauges.
 func (t *connTracker) hook(c net.Conn, state fasthttp.ConnState, metrics *prometheus.ConnTracker) {
-	m := t.markOf(c, state)
+	// The one clock read of a change, which the connection's next wait also takes for now.
+	var now int64
+	if state == fasthttp.StateNew || state == fasthttp.StateIdle {
+		now = monotime.Now()
+	}
+	m := t.markOf(c, state, now)
 	if m == nil {
 		return // a state change after the connection left the set
 	}
 	switch state {
 	case fasthttp.StateNew:
-		m.idleSince.Store(monotime.Now())
+		m.idleSince.Store(now)
 		t.mu.Lock()
 		t.conns[c] = m
 		m.tracked = true
@@ -97,7 +102,7 @@ func (t *connTracker) hook(c net.Conn, state fasthttp.ConnState, metrics *promet
 	case fasthttp.StateActive:
 		m.idleSince.Store(0)
 	case fasthttp.StateIdle:
-		m.idleSince.Store(monotime.Now())
+		m.idleSince.Store(now)
 	case fasthttp.StateHijacked, fasthttp.StateClosed:
 		t.mu.Lock()
 		if m.tracked {

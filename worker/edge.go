@@ -14,6 +14,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"gw/conf"
+	"gw/internal/monotime"
 	"gw/internal/rawio"
 )
 
@@ -164,7 +165,10 @@ type edgeConn struct {
 	// makes both directions manual, before the tunnel's goroutines start.
 	readPolicy  readPolicy
 	readTimeout time.Duration
-	readAt      time.Time // readAbsolute's deadline; zero until the first wait fixes it
+	readAt      int64 // readAbsolute's deadline (monotime); 0 until the first wait fixes it
+	// waitFrom is a clock reading (monotime) taken as the connection went idle or opened,
+	// which the wait that follows takes for now instead of reading the clock again.
+	waitFrom    int64
 	readArm     rawio.LazyDeadline
 	writeManual bool
 	writeArm    rawio.LazyDeadline
@@ -241,21 +245,26 @@ const (
 // nearly every wait is a keep-alive one wanting a deadline a few microseconds past the
 // last, which LazyDeadline leaves alone: a clock read, no timer update.
 func (c *edgeConn) ArmRead(stale bool) bool {
-	var want time.Time
+	now := c.waitFrom
+	c.waitFrom = 0
+	var want int64
 	var due bool
 	switch c.readPolicy {
 	case readManual:
 		return false
 	case readAbsolute:
-		if c.readAt.IsZero() && c.readTimeout > 0 {
-			c.readAt = time.Now().Add(c.readTimeout)
+		if c.readAt == 0 && c.readTimeout > 0 {
+			if now == 0 {
+				now = monotime.Now()
+			}
+			c.readAt = now + int64(c.readTimeout)
 		}
 		want, due = c.readAt, c.readArm.Due(c.readAt, c.readTimeout, stale)
 	case readBetween:
-		want, due = c.readArm.After(c.readTimeout, stale)
+		want, due = c.readArm.After(now, c.readTimeout, stale)
 	}
 	if due {
-		_ = c.TCPConn.SetReadDeadline(want)
+		_ = c.TCPConn.SetReadDeadline(monotime.Time(want))
 	}
 	return true
 }
@@ -266,8 +275,8 @@ func (c *edgeConn) ArmWrite(stale bool) bool {
 	if c.writeManual {
 		return false
 	}
-	if want, due := c.writeArm.After(c.l.e.sendTimeout, stale); due {
-		_ = c.TCPConn.SetWriteDeadline(want)
+	if want, due := c.writeArm.After(0, c.l.e.sendTimeout, stale); due {
+		_ = c.TCPConn.SetWriteDeadline(monotime.Time(want))
 	}
 	return true
 }
@@ -275,13 +284,15 @@ func (c *edgeConn) ArmWrite(stale bool) bool {
 // readFor sets the read policy.
 func (c *edgeConn) readFor(policy readPolicy, timeout time.Duration) {
 	if c.readPolicy != readManual {
-		c.readPolicy, c.readTimeout, c.readAt = policy, timeout, time.Time{}
+		c.readPolicy, c.readTimeout, c.readAt = policy, timeout, 0
 	}
 }
 
 // stateChanged moves the read policy along with fasthttp's view of the connection: idle
-// between requests, then a request's header from its first byte.
-func (c *edgeConn) stateChanged(state fasthttp.ConnState) {
+// between requests, then a request's header from its first byte. now is the clock read
+// for the change (monotime), 0 when none was.
+func (c *edgeConn) stateChanged(state fasthttp.ConnState, now int64) {
+	c.waitFrom = now
 	switch state {
 	case fasthttp.StateIdle:
 		c.readFor(readBetween, c.l.e.keepaliveTimeout)
@@ -298,7 +309,7 @@ func (c *edgeConn) stateChanged(state fasthttp.ConnState) {
 // ends there. Once a hijack made the connection manual, it is the tunnel's, set as it is.
 func (c *edgeConn) SetReadDeadline(t time.Time) error {
 	if c.readPolicy != readManual {
-		c.readPolicy, c.readAt, c.readTimeout = readAbsolute, t, 0
+		c.readPolicy, c.readAt, c.readTimeout = readAbsolute, monotime.Of(t), 0
 		if !t.IsZero() {
 			c.readTimeout = time.Until(t) // only LazyDeadline's slack depends on it
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"gw/internal/monotime"
 	"gw/plugins"
 	"gw/worker/accesslog"
 	"gw/worker/proxy"
@@ -31,10 +32,12 @@ type exchange struct {
 	startNanos int64
 }
 
-// start returns the request's start time (unix nanos), reading the clock on first use.
+// start returns the request's start time (unix nanos), reading the clock on first use:
+// the monotonic clock alone (monotime.Unix), so that the latency measured from it never
+// runs backwards and costs one clock read at each end.
 func (x *exchange) start() int64 {
 	if x.startNanos == 0 {
-		x.startNanos = time.Now().UnixNano()
+		x.startNanos = monotime.Unix(monotime.Now())
 	}
 	return x.startNanos
 }

@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/valyala/fasthttp"
 
+	"gw/internal/monotime"
 	"gw/plugins"
 	"gw/shm"
 )
@@ -30,6 +30,14 @@ type recorder struct {
 
 	cache   atomic.Pointer[map[uint64]*resolved] // copy-on-write; read without a lock
 	cacheMu sync.Mutex                           // serialises writers of cache
+	// last is the entry the route's last request counted in: a route mostly answers with
+	// one status from one node, and comparing with it costs less than hashing.
+	last atomic.Pointer[resolved]
+}
+
+// is reports whether s is the entry for (code, node, consumer).
+func (s *resolved) is(code int, node []byte, consumer string) bool {
+	return s.code == code && s.node == string(node) && s.consumer == consumer
 }
 
 // resolved is one label set this route has seen and the entry it counts in.
@@ -95,7 +103,7 @@ func newRecorder(t *Table, cfg *Config, route *plugins.RouteInfo) *recorder {
 // counts, eight atomic adds into shared memory. The entry is per status code, so its
 // request histogram's count is also its apisix_http_status count.
 func (r *recorder) Log(c *plugins.Ctx) {
-	total := time.Now().UnixNano() - c.StartNanos
+	total := monotime.Unix(monotime.Now()) - c.StartNanos
 	resp := &c.Request.Response
 	s := r.series(resp.StatusCode(), c.Node, c.Consumer)
 	cs := s.c
@@ -112,13 +120,18 @@ func (r *recorder) Log(c *plugins.Ctx) {
 
 // series returns the cached entry for (code, node, consumer), resolving it on first use.
 func (r *recorder) series(code int, node []byte, consumer string) *resolved {
+	if s := r.last.Load(); s != nil && s.is(code, node, consumer) {
+		return s
+	}
 	h := fnvByte(fnvByte(fnvOffset, byte(code>>8)), byte(code))
 	h = fnvByte(fnvBytes(h, node), 0xff)
 	h = fnvString(h, consumer)
-	if s := (*r.cache.Load())[h]; s != nil && s.code == code && s.node == string(node) && s.consumer == consumer {
-		return s
+	s := (*r.cache.Load())[h]
+	if s == nil || !s.is(code, node, consumer) {
+		s = r.resolveSlow(h, code, node, consumer)
 	}
-	return r.resolveSlow(h, code, node, consumer)
+	r.last.Store(s)
+	return s
 }
 
 func (r *recorder) resolveSlow(h uint64, code int, node []byte, consumer string) *resolved {

@@ -172,11 +172,15 @@ func (u *Upstream) forward(ctx *fasthttp.RequestCtx, info *Info) {
 		ctx.Request.Header.SetBytesV(fasthttp.HeaderConnection, connectionUpgrade)
 	}
 	picked, failed := false, done
-	// One clock read starts the forward: UpstreamNanos, the pool's idle stamps and ewma's
-	// response times all count from it.
+	// One clock read starts the forward: UpstreamNanos, the pool's idle stamps, ewma's
+	// response times and the wait for the reply all count from it. A retry reads again:
+	// the try before may have waited out a timeout.
 	start := monotime.Now()
 	x.now = start
-	for range u.retries + 1 {
+	for attempt := range u.retries + 1 {
+		if attempt > 0 {
+			x.now = monotime.Now()
+		}
 		i := u.choose(x)
 		if i < 0 {
 			break
@@ -187,9 +191,6 @@ func (u *Upstream) forward(ctx *fasthttp.RequestCtx, info *Info) {
 			info.Node = n.addr
 		}
 		tryStart := x.now
-		if picked && u.balancer == balanceEWMA {
-			tryStart = monotime.Now()
-		}
 		picked = true
 		x.handedOff = false
 		x.failure = tryAnswered
@@ -375,10 +376,15 @@ func (u *Upstream) try(ctx *fasthttp.RequestCtx, x *exchange, i int, tunnel, fre
 		err = req.Write(c.bw)
 	}
 	if err == nil {
-		// The last bytes of the request go out with the wait for the response.
+		// The last bytes of the request go out with the wait for the response. Its
+		// timeout counts from the forward's clock read when nothing since can have taken
+		// long: a kept-alive connection, a request without a body to stream.
 		c.awaitReply = true
+		if reused && x.pristine {
+			c.waitFrom = x.now
+		}
 		err = c.bw.Flush()
-		c.awaitReply = false
+		c.awaitReply, c.waitFrom = false, 0
 	}
 	if err != nil {
 		c.close()

@@ -560,6 +560,9 @@ type upConn struct {
 	writeArm   rawio.LazyDeadline
 	sendFn     func(fd uintptr) bool // c.sendThenAwait, bound once so Write does not allocate
 	awaitReply bool
+	// waitFrom is the forward's clock reading (monotime), which the wait for the reply
+	// takes for now instead of reading the clock again; 0 reads it.
+	waitFrom int64
 	// The state of one sendThenAwait: what to send, how much went, why it stopped.
 	pending []byte
 	sent    int
@@ -585,8 +588,10 @@ func (c *upConn) ArmRead(stale bool) bool {
 	if c.readTimeout <= 0 {
 		return false
 	}
-	if want, due := c.readArm.After(c.readTimeout, stale); due {
-		_ = c.conn.SetReadDeadline(want)
+	now := c.waitFrom
+	c.waitFrom = 0
+	if want, due := c.readArm.After(now, c.readTimeout, stale); due {
+		_ = c.conn.SetReadDeadline(monotime.Time(want))
 	}
 	return true
 }
@@ -596,8 +601,8 @@ func (c *upConn) ArmWrite(stale bool) bool {
 	if c.writeTimeout <= 0 {
 		return false
 	}
-	if want, due := c.writeArm.After(c.writeTimeout, stale); due {
-		_ = c.conn.SetWriteDeadline(want)
+	if want, due := c.writeArm.After(0, c.writeTimeout, stale); due {
+		_ = c.conn.SetWriteDeadline(monotime.Time(want))
 	}
 	return true
 }
