@@ -122,9 +122,10 @@ func (l *edgeListener) Accept() (net.Conn, error) {
 		// same).
 		ec := &edgeConn{TCPConn: tcp, l: l, readPolicy: readAbsolute, readTimeout: l.e.headerTimeout}
 		ec.io.Init(raw, ec)
-		// fasthttp reads the next request right after it wrote a response, when the
-		// client cannot have sent it yet: wait first, skipping a read that would find
-		// nothing. Until a hijack, every read of the socket is the Stream's.
+		// Through the runtime's poller: fasthttp reads the next request right after it
+		// wrote a response, when the client cannot have sent it yet, and the Stream then
+		// waits first instead of reading nothing. Until a hijack, every read of the
+		// socket is the Stream's.
 		ec.io.WaitBeforeReads(true)
 		if peer, ok := tcp.RemoteAddr().(*net.TCPAddr); ok {
 			ec.realAddr.Port = peer.Port
@@ -330,7 +331,7 @@ func (c *edgeConn) SetWriteDeadline(t time.Time) error {
 // SetDeadline makes both directions manual: fasthttp calls it when it hands the
 // connection to a hijack handler (a websocket tunnel), which sets its own deadlines.
 func (c *edgeConn) SetDeadline(t time.Time) error {
-	c.io.WaitBeforeReads(false) // a tunnel splices through the *net.TCPConn
+	c.io.WaitBeforeReads(false) // the tunnel's now, which may read the *net.TCPConn itself
 	c.readPolicy = readManual
 	c.writeManual = true
 	c.readArm.Forget()

@@ -388,3 +388,65 @@ func BenchmarkEdgeConnRead(b *testing.B) {
 		}
 	}
 }
+
+// A client that half-closes after its requests gets their answers and then the close, at
+// once: the read that finds its FIN must not be skipped for a wait on the poller, which
+// would last until keepalive_timeout (none here) since the FIN is not announced again.
+func TestEdgeClosesAfterTheClientsFIN(t *testing.T) {
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := newEdgeListener(inner, &edge{}, 16)
+	srv := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) { ctx.SetBodyString("ok") }}
+	go srv.Serve(ln) //nolint:errcheck // ends with the listener
+	t.Cleanup(func() { _ = srv.Shutdown() })
+
+	const request = "GET / HTTP/1.1\r\nHost: a\r\n\r\n"
+	tests := []struct {
+		name string
+		// before is sent and answered first, so that the last request is read by a
+		// keep-alive wait.
+		before, last string
+		answers      int
+	}{
+		{"one request", "", request, 1},
+		{"two pipelined", "", request + request, 2},
+		{"after a keep-alive request", request, request, 1},
+		{"after two", request, request + request, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for range 20 { // the FIN's event may or may not be seen before the read
+				c, err := net.Dial("tcp", inner.Addr().String())
+				if err != nil {
+					t.Fatal(err)
+				}
+				_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+				br := bufio.NewReader(c)
+				readAnswer := func() {
+					t.Helper()
+					var resp fasthttp.Response
+					if err := resp.Read(br); err != nil || resp.StatusCode() != 200 {
+						t.Fatalf("answer: %d %v", resp.StatusCode(), err)
+					}
+				}
+				if tt.before != "" {
+					c.Write([]byte(tt.before)) //nolint:errcheck
+					readAnswer()
+					time.Sleep(time.Millisecond) // the server is waiting again
+				}
+				c.Write([]byte(tt.last)) //nolint:errcheck
+				c.(*net.TCPConn).CloseWrite()
+				for range tt.answers {
+					readAnswer()
+				}
+				start := time.Now()
+				if n, err := br.Read(make([]byte, 1)); err != io.EOF {
+					t.Fatalf("after the answers: %d bytes, %v; want the server's close (io.EOF) after %v", n, err, time.Since(start))
+				}
+				c.Close()
+			}
+		})
+	}
+}

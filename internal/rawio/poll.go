@@ -22,7 +22,8 @@ import (
 // left the socket empty: any byte that arrived after that read also set the readiness, so
 // the wait returns at once for it, and no byte that arrived before it is left unread. A
 // readiness left over from bytes that read already took only costs that EAGAIN read after
-// all.
+// all. Whether a read left the socket empty is TCP_INQ's to say (inq.go): a short read
+// may have stopped at the peer's FIN.
 //
 // Reaching the runtime's poll descriptor needs two things Go does not export: the
 // function, linked by name as internal/poll links it, and the descriptor's address, read

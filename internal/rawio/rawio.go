@@ -17,15 +17,19 @@ type Stream struct {
 	waiter  Waiter // nil: the deadlines are the caller's alone
 	readFn  func(fd uintptr) bool
 	writeFn func(fd uintptr) bool
+	awaitFn func(fd uintptr) bool
 
 	// pollDesc is the runtime's poll descriptor, set when reads may wait first (see
-	// poll.go); drained is set when the last read took all there was (a short read), so
-	// that the next one waits before it reads.
+	// poll.go); reads then go through recv, with TCP_INQ on (inq.go), and drained is set
+	// when the last one left nothing behind, not even a FIN, so that the next one waits
+	// before it reads.
 	pollDesc uintptr
+	recv     receiver
 	drained  bool
 	waitFn   func(fd uintptr)
 	failFn   func(fd uintptr) bool
 	pollCode int
+	reads    int // read system calls made (tests count them)
 
 	// The state of the Read in progress: the buffer, what the call did, and whether it
 	// was tried at all.
@@ -33,11 +37,13 @@ type Stream struct {
 	rn     int
 	rerrno syscall.Errno
 	rtried bool
-	// The state of the Write in progress: the bytes, how many went, why it stopped.
+	// The state of the Write (or WriteThenAwait) in progress: the bytes, how many went, why
+	// it stopped.
 	wbuf   []byte
 	wn     int
 	werrno syscall.Errno
 	wtried bool
+	woke   bool // WriteThenAwait's wait began
 }
 
 // A Waiter arms a Stream's deadlines only when a read or write is about to wait, since
@@ -59,20 +65,28 @@ func (s *Stream) Init(raw syscall.RawConn, waiter Waiter) {
 	s.waiter = waiter
 	s.readFn = s.readOnce
 	s.writeFn = s.writeAll
+	s.awaitFn = s.writeThenPark
 	s.waitFn = s.await
 	s.failFn = func(uintptr) bool { return true }
 }
 
-// WaitBeforeReads makes a Read that follows a short read wait for the socket to become
-// readable before it reads, instead of reading first, and reports whether it could (see
-// poll.go): a keep-alive connection's server then reads once per request, not twice.
-// Every read of the socket must go through s while it is on; turn it off before handing
-// the connection to code that reads it otherwise.
+// WaitBeforeReads makes a Read that follows one which emptied the socket wait for it to
+// become readable before it reads, instead of reading first, and reports whether it
+// could (poll.go, inq.go): a keep-alive connection's server then reads once per request,
+// not twice. Every read of the socket must go through s while it is on; turn it off
+// before handing the connection to code that reads it otherwise. Only the goroutine that
+// reads s may call it, between reads.
 func (s *Stream) WaitBeforeReads(on bool) bool {
 	s.drained = false
 	s.pollDesc = 0
-	if on {
-		s.pollDesc = pollDescOf(s.raw)
+	if !on {
+		return false
+	}
+	if pd := pollDescOf(s.raw); pd != 0 {
+		var inq bool
+		if s.raw.Control(func(fd uintptr) { inq = enableInq(fd) }) == nil && inq {
+			s.pollDesc = pd
+		}
 	}
 	return s.pollDesc != 0
 }
@@ -116,7 +130,14 @@ func (s *Stream) Read(p []byte) (int, error) {
 
 func (s *Stream) readOnce(fd uintptr) bool {
 	s.rtried = true
-	n, errno := Read(fd, s.rbuf)
+	s.reads++
+	var n, left int
+	var errno syscall.Errno
+	if s.pollDesc != 0 {
+		n, left, errno = s.recv.read(fd, s.rbuf)
+	} else {
+		n, errno = Read(fd, s.rbuf)
+	}
 	if errno == syscall.EAGAIN {
 		if s.waiter != nil {
 			s.waiter.ArmRead(false)
@@ -124,7 +145,7 @@ func (s *Stream) readOnce(fd uintptr) bool {
 		return false // park until readable
 	}
 	s.rn, s.rerrno = n, errno
-	s.drained = s.pollDesc != 0 && n > 0 && n < len(s.rbuf)
+	s.drained = s.pollDesc != 0 && errno == 0 && n > 0 && left == 0
 	return true
 }
 
@@ -186,6 +207,56 @@ func (s *Stream) writeAll(fd uintptr) bool {
 		s.wn += n
 	}
 	return true
+}
+
+// WriteThenAwait writes what of p the socket takes now and, when it took all of it,
+// waits until the socket is readable, under the read deadline: a request's last bytes
+// go out with the wait for the answer, so the Read that follows finds it instead of
+// first finding nothing. The write happens inside a raw read, after the poller's
+// readiness was cleared, so that the answer's cannot be lost between the write and the
+// wait. It returns how much went, the write's error (an errno) if it failed, and the
+// wait's (a deadline, a close), which the caller reports from its next Read. When the
+// socket took only part of p and nothing failed, the caller writes the rest and reads as
+// usual. It is a read and a write: no Read may run at the same time.
+func (s *Stream) WriteThenAwait(p []byte) (sent int, writeErr, waitErr error) {
+	s.wbuf, s.wn, s.werrno, s.woke = p, 0, 0, false
+	s.drained = false // the wait consumes the readiness a wait-first read would
+	waitErr = s.raw.Read(s.awaitFn)
+	if !s.woke && expiredUntried(waitErr, false) && s.waiter != nil && s.waiter.ArmRead(true) {
+		// The deadline armed for an earlier wait passed while the connection was idle:
+		// nothing was sent, so arm a fresh one and start again.
+		waitErr = s.raw.Read(s.awaitFn)
+	}
+	sent, errno := s.wn, s.werrno
+	s.wbuf = nil
+	if errno != 0 {
+		writeErr = os.NewSyscallError("write", errno)
+	}
+	return sent, writeErr, waitErr
+}
+
+// writeThenPark is WriteThenAwait's callback. Its first call sends and, when all of it
+// went, returns false so that the runtime parks until the descriptor is readable; the
+// second call ends the wait, leaving the read itself to the next Read.
+func (s *Stream) writeThenPark(fd uintptr) bool {
+	if s.woke {
+		return true
+	}
+	s.woke = true
+	for s.wn < len(s.wbuf) {
+		n, errno := Write(fd, s.wbuf[s.wn:])
+		if errno != 0 {
+			if errno != syscall.EAGAIN {
+				s.werrno = errno
+			}
+			return true // the socket is full, or the write failed: no wait
+		}
+		s.wn += n
+	}
+	if s.waiter != nil {
+		s.waiter.ArmRead(false)
+	}
+	return false
 }
 
 // Read is read(2) on a non-blocking descriptor without the runtime's syscall bookkeeping,

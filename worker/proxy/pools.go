@@ -9,7 +9,6 @@ import (
 	"errors"
 	"net"
 	"net/netip"
-	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -549,25 +548,17 @@ type upConn struct {
 	sni string
 
 	// raw reaches a plain TCP connection's descriptor (nil over TLS). With awaitReply set,
-	// the next Write sends the request's last bytes from inside a raw read and parks on the
-	// poller until the response arrives: a read right after the request would find nothing
-	// (EAGAIN) nearly every time, one wasted syscall per request. The send happens inside
-	// the read so that the poller's readiness, reset when a read starts, cannot be lost
-	// between the send and the wait.
+	// the next Write sends the request's last bytes and parks on the poller until the
+	// response arrives (rawio's WriteThenAwait): a read right after the request would find
+	// nothing (EAGAIN) nearly every time, one wasted syscall per request.
 	raw        syscall.RawConn
 	io         rawio.Stream // reads and writes raw when raw is set
 	readArm    rawio.LazyDeadline
 	writeArm   rawio.LazyDeadline
-	sendFn     func(fd uintptr) bool // c.sendThenAwait, bound once so Write does not allocate
 	awaitReply bool
 	// waitFrom is the forward's clock reading (monotime), which the wait for the reply
 	// takes for now instead of reading the clock again; 0 reads it.
 	waitFrom int64
-	// The state of one sendThenAwait: what to send, how much went, why it stopped.
-	pending []byte
-	sent    int
-	sendErr error
-	woke    bool
 	// waitErr is the wait's failure (its read timeout), which the next Read returns: the
 	// wait is the start of reading the response.
 	waitErr error
@@ -577,8 +568,8 @@ type upConn struct {
 // its deadlines only when a read or write is about to wait (ArmRead, ArmWrite).
 func (c *upConn) bindRaw(raw syscall.RawConn) {
 	c.raw = raw
-	c.sendFn = c.sendThenAwait
 	c.io.Init(raw, c)
+	c.io.WaitBeforeReads(true)
 }
 
 // ArmRead arms the read timeout for a wait about to start (rawio.Waiter): nginx's
@@ -644,50 +635,21 @@ func (c *upConn) Write(p []byte) (int, error) {
 }
 
 // sendAndAwait writes p and waits, within the read timeout, until the node's answer can be
-// read. When the socket takes only part of p, the rest goes the ordinary way (under the
-// send timeout) and the first Read waits as usual.
+// read (rawio's WriteThenAwait). When the socket takes only part of p, the rest goes the
+// ordinary way (under the send timeout) and the first Read waits as usual.
 func (c *upConn) sendAndAwait(p []byte) (int, error) {
-	c.pending, c.sent, c.sendErr, c.woke = p, 0, nil, false
-	err := c.raw.Read(c.sendFn)
-	if !c.woke && err != nil && errors.Is(err, os.ErrDeadlineExceeded) && c.ArmRead(true) {
-		// The deadline armed for an earlier wait passed while the connection was idle:
-		// nothing was sent, so arm a fresh one and start again.
-		err = c.raw.Read(c.sendFn)
-	}
-	sent, sendErr := c.sent, c.sendErr
-	c.pending, c.sendErr = nil, nil
-	if sent == len(p) {
-		c.waitErr = err
+	sent, writeErr, waitErr := c.io.WriteThenAwait(p)
+	switch {
+	case sent == len(p):
+		c.waitErr = rawio.OpError("read", c.conn, waitErr)
 		return sent, nil
-	}
-	if sendErr != nil && sendErr != syscall.EAGAIN {
-		return sent, &net.OpError{Op: "write", Net: "tcp", Source: c.conn.LocalAddr(), Addr: c.conn.RemoteAddr(), Err: os.NewSyscallError("write", sendErr)}
-	}
-	if err != nil && sent == 0 {
-		return 0, err
+	case writeErr != nil:
+		return sent, rawio.OpError("write", c.conn, writeErr)
+	case waitErr != nil && sent == 0:
+		return 0, rawio.OpError("write", c.conn, waitErr)
 	}
 	n, err := c.Write(p[sent:])
 	return sent + n, err
-}
-
-// sendThenAwait is the raw read's callback. Its first call sends c.pending and, when all
-// of it went, returns false so that the runtime parks until the descriptor is readable;
-// the second call ends the wait, leaving the read itself to br.
-func (c *upConn) sendThenAwait(fd uintptr) bool {
-	if c.woke {
-		return true
-	}
-	c.woke = true
-	for c.sent < len(c.pending) {
-		n, errno := rawio.Write(fd, c.pending[c.sent:])
-		if errno != 0 {
-			c.sendErr = errno
-			return true
-		}
-		c.sent += n
-	}
-	c.ArmRead(false)
-	return false
 }
 
 func (c *upConn) close() {
