@@ -64,10 +64,10 @@ func (l countingListener) Accept() (net.Conn, error) {
 
 func newConnTracker() *connTracker { return &connTracker{conns: map[net.Conn]*connMark{}} }
 
-// markOf finds c's mark: in its edgeConn when it has one (which also learns of the state
-// change), else in the tracker's set.
-func (t *connTracker) markOf(c net.Conn, state fasthttp.ConnState, now int64) *connMark {
-	if ec := edgeConnOf(c); ec != nil {
+// markOf finds c's mark: in its edgeConn ec when it has one (which also learns of the
+// state change), else in the tracker's set.
+func (t *connTracker) markOf(c net.Conn, ec *edgeConn, state fasthttp.ConnState, now int64) *connMark {
+	if ec != nil {
 		ec.stateChanged(state, now)
 		return &ec.mark
 	}
@@ -83,12 +83,17 @@ func (t *connTracker) markOf(c net.Conn, state fasthttp.ConnState, now int64) *c
 // hook is the fasthttp Server's ConnState callback, for the drain and, when metrics is set,
 // the connection gauges.
 func (t *connTracker) hook(c net.Conn, state fasthttp.ConnState, metrics *prometheus.ConnTracker) {
-	// The one clock read of a change, which the connection's next wait also takes for now.
+	// The one clock reading of a change, which the connection's next wait also takes for
+	// now. Going idle, it is when the answer was ready if nothing waited since (answeredAt).
+	ec := edgeConnOf(c)
 	var now int64
-	if state == fasthttp.StateNew || state == fasthttp.StateIdle {
+	if state == fasthttp.StateIdle && ec != nil {
+		now, ec.answeredAt = ec.answeredAt, 0
+	}
+	if now == 0 && (state == fasthttp.StateNew || state == fasthttp.StateIdle) {
 		now = monotime.Now()
 	}
-	m := t.markOf(c, state, now)
+	m := t.markOf(c, ec, state, now)
 	if m == nil {
 		return // a state change after the connection left the set
 	}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"gw/internal/monotime"
 )
 
 // The tracker's count must return to zero once clients are gone, or a draining worker
@@ -82,4 +84,32 @@ func waitUntil(d time.Duration, cond func() bool) bool {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return true
+}
+
+// Going idle, a connection takes the time its answer was ready for its idle stamp (and
+// the keep-alive wait's start) instead of reading the clock, unless writing the answer
+// had to wait, which may have taken any time.
+func TestIdleStampTakesTheAnswersTime(t *testing.T) {
+	tracker := newConnTracker()
+	ec := &edgeConn{l: &edgeListener{e: &edge{}}}
+	tracker.hook(ec, fasthttp.StateNew, nil)
+	tracker.hook(ec, fasthttp.StateActive, nil)
+
+	answered := monotime.Now() - int64(time.Hour) // far enough back to tell apart
+	ec.answeredAt = answered
+	tracker.hook(ec, fasthttp.StateIdle, nil)
+	if got := ec.mark.idleSince.Load(); got != answered {
+		t.Fatalf("idle since %d, want the answer's time %d", got, answered)
+	}
+	if ec.answeredAt != 0 || ec.waitFrom != answered {
+		t.Fatalf("answeredAt %d, waitFrom %d: want it taken, and the wait's now", ec.answeredAt, ec.waitFrom)
+	}
+
+	tracker.hook(ec, fasthttp.StateActive, nil)
+	ec.answeredAt = answered
+	ec.ArmWrite(false) // the answer's write waits
+	tracker.hook(ec, fasthttp.StateIdle, nil)
+	if got := ec.mark.idleSince.Load(); got <= answered+int64(30*time.Minute) {
+		t.Fatalf("idle since %d after a write that waited: want a fresh reading, not the answer's %d", got, answered)
+	}
 }

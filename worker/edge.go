@@ -169,7 +169,11 @@ type edgeConn struct {
 	readAt      int64 // readAbsolute's deadline (monotime); 0 until the first wait fixes it
 	// waitFrom is a clock reading (monotime) taken as the connection went idle or opened,
 	// which the wait that follows takes for now instead of reading the clock again.
-	waitFrom    int64
+	waitFrom int64
+	// answeredAt is when the handler's answer was whole (monotime, the proxy's last
+	// reading), which going idle takes for now; 0 when unknown, or when a write of the
+	// answer had to wait, which may have taken any time.
+	answeredAt  int64
 	readArm     rawio.LazyDeadline
 	writeManual bool
 	writeArm    rawio.LazyDeadline
@@ -276,6 +280,7 @@ func (c *edgeConn) ArmWrite(stale bool) bool {
 	if c.writeManual {
 		return false
 	}
+	c.answeredAt = 0
 	if want, due := c.writeArm.After(0, c.l.e.sendTimeout, stale); due {
 		_ = c.TCPConn.SetWriteDeadline(monotime.Time(want))
 	}

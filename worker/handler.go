@@ -52,6 +52,9 @@ func (w *Worker) handle(ctx *fasthttp.RequestCtx) {
 	ec := edgeConnOf(ctx.Conn())
 	if w.edge == nil || w.edge.admit(ctx, ec) {
 		w.route(ctx, &x)
+		if ec != nil {
+			ec.answeredAt = x.up.Ended
+		}
 		if w.edge != nil {
 			w.edge.finish(ctx, ec)
 		}

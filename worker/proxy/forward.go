@@ -111,6 +111,10 @@ type Info struct {
 	// UpstreamNanos runs from asking the first node's pool for a connection to the last
 	// node's response header (and body, when it is read whole); -1 when no node was tried.
 	UpstreamNanos int64
+	// Ended is the clock reading (monotime) that ended UpstreamNanos when ctx.Response
+	// then held the whole answer, 0 otherwise (no node tried, a streamed body, a tunnel):
+	// the time the answer was ready, for the caller to reuse instead of reading the clock.
+	Ended int64
 
 	// Consumer is an input: the authenticated consumer's name ("" for none), which a chash
 	// upstream with hash_on consumer hashes on. ForwardInfo leaves it as it is.
@@ -128,7 +132,7 @@ type Info struct {
 // ForwardInfo is Forward that also fills info, which the caller owns (it may live on the
 // caller's stack: ForwardInfo keeps no reference to it). It costs two clock reads more.
 func (u *Upstream) ForwardInfo(ctx *fasthttp.RequestCtx, info *Info) {
-	info.Node, info.UpstreamNanos = nil, -1
+	info.Node, info.UpstreamNanos, info.Ended = nil, -1, 0
 	u.forward(ctx, info)
 }
 
@@ -203,10 +207,15 @@ func (u *Upstream) forward(ctx *fasthttp.RequestCtx, info *Info) {
 			u.reportPassive(i, result, x.failure, ctx.Response.StatusCode())
 		}
 		if result == done {
+			whole := !x.handedOff
 			x.host = nil
 			exchangePool.Put(x)
 			if info != nil {
-				info.UpstreamNanos = monotime.Now() - start
+				end := monotime.Now()
+				info.UpstreamNanos = end - start
+				if whole {
+					info.Ended = end
+				}
 			}
 			return
 		}
@@ -215,7 +224,8 @@ func (u *Upstream) forward(ctx *fasthttp.RequestCtx, info *Info) {
 	x.host = nil
 	exchangePool.Put(x)
 	if info != nil && picked {
-		info.UpstreamNanos = monotime.Now() - start
+		info.Ended = monotime.Now()
+		info.UpstreamNanos = info.Ended - start
 	}
 	switch {
 	case !picked:
