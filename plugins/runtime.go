@@ -104,12 +104,25 @@ var ctxPool = sync.Pool{New: func() any { return &Ctx{} }}
 // AcquireCtx returns a Ctx for one request; give it back with ReleaseCtx.
 func AcquireCtx(req *fasthttp.RequestCtx, route *RouteInfo, startNanos int64) *Ctx {
 	c := ctxPool.Get().(*Ctx)
-	c.Request, c.Route, c.StartNanos, c.UpstreamNanos = req, route, startNanos, -1
+	c.Begin(req, route, startNanos)
 	return c
 }
 
 // ReleaseCtx returns c to the pool.
 func ReleaseCtx(c *Ctx) {
+	c.End()
+	ctxPool.Put(c)
+}
+
+// Begin readies c for one request, as AcquireCtx does a pooled Ctx: for a caller that
+// keeps its own (one per client connection, whose requests come one at a time). End it
+// after the log phase.
+func (c *Ctx) Begin(req *fasthttp.RequestCtx, route *RouteInfo, startNanos int64) {
+	c.Request, c.Route, c.StartNanos, c.UpstreamNanos = req, route, startNanos, -1
+}
+
+// End clears c after its request, keeping its buffers for the next.
+func (c *Ctx) End() {
 	c.Request, c.Route, c.Consumer, c.UpstreamHost = nil, nil, "", nil
 	c.merged, c.mergedBase = nil, nil
 	c.Node = c.Node[:0]
@@ -117,7 +130,6 @@ func ReleaseCtx(c *Ctx) {
 		c.headers[i] = c.headers[i][:0]
 	}
 	c.headers = c.headers[:0]
-	ctxPool.Put(c)
 }
 
 // AddResponseHeader queues a header for the final response. Plugins that decide before

@@ -16,6 +16,8 @@ import (
 	"gw/conf"
 	"gw/internal/monotime"
 	"gw/internal/rawio"
+	"gw/plugins"
+	"gw/worker/proxy"
 )
 
 // The edge is what stands between the network and the handler: the client limits of
@@ -190,6 +192,11 @@ type edgeConn struct {
 	body limitedBody
 
 	mark connMark // the connection tracker's and the gauges' state (conns.go)
+
+	// scratch and plugins are the proxy's working state and the plugins' Ctx for the
+	// request being served.
+	scratch proxy.Scratch
+	plugins plugins.Ctx
 
 	// io reads and writes the socket with raw system calls (see package rawio).
 	io rawio.Stream

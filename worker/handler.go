@@ -27,6 +27,9 @@ var (
 type exchange struct {
 	routeID string
 	up      proxy.Info
+	// plugins is the client connection's own plugin Ctx, nil when it has none (the
+	// request then takes one from the pool).
+	plugins *plugins.Ctx
 	// startNanos is when the request started, read once for the access log and the
 	// plugins' Ctx; 0 until start reads it.
 	startNanos int64
@@ -50,6 +53,10 @@ func (w *Worker) handle(ctx *fasthttp.RequestCtx) {
 		x.start()
 	}
 	ec := edgeConnOf(ctx.Conn())
+	if ec != nil {
+		// The connection's requests come one at a time: its scratch serves each.
+		x.up.Scratch, x.plugins = &ec.scratch, &ec.plugins
+	}
 	if w.edge == nil || w.edge.admit(ctx, ec) {
 		w.route(ctx, &x)
 		if ec != nil {
@@ -93,7 +100,7 @@ func (w *Worker) route(ctx *fasthttp.RequestCtx, x *exchange) {
 		r.proxy(ctx, &x.up)
 		return
 	}
-	c := plugins.AcquireCtx(ctx, &r.info, x.start())
+	c := x.pluginCtx(ctx, &r.info)
 	// Global rules' access phase runs before the route's, and one that answers (key-auth
 	// as a global rule, say) ends the request; their log phase runs before the route's.
 	if !accessAll(r.global, c) && (r.chain == nil || !r.chain.Access(c)) {
@@ -108,6 +115,24 @@ func (w *Worker) route(ctx *fasthttp.RequestCtx, x *exchange) {
 	if r.chain != nil {
 		r.chain.Log(c)
 	}
+	x.releasePluginCtx(c)
+}
+
+// pluginCtx begins the request's plugin Ctx: the connection's, or a pooled one.
+func (x *exchange) pluginCtx(ctx *fasthttp.RequestCtx, route *plugins.RouteInfo) *plugins.Ctx {
+	if x.plugins != nil {
+		x.plugins.Begin(ctx, route, x.start())
+		return x.plugins
+	}
+	return plugins.AcquireCtx(ctx, route, x.start())
+}
+
+// releasePluginCtx ends c, which pluginCtx returned.
+func (x *exchange) releasePluginCtx(c *plugins.Ctx) {
+	if c == x.plugins {
+		c.End()
+		return
+	}
 	plugins.ReleaseCtx(c)
 }
 
@@ -118,13 +143,13 @@ func (t *table) notFound(ctx *fasthttp.RequestCtx, x *exchange) {
 		writeJSON(ctx, fasthttp.StatusNotFound, routeNotFoundBody)
 		return
 	}
-	c := plugins.AcquireCtx(ctx, &t.unmatched, x.start())
+	c := x.pluginCtx(ctx, &t.unmatched)
 	if !accessAll(t.global, c) {
 		writeJSON(ctx, fasthttp.StatusNotFound, routeNotFoundBody)
 	}
 	c.ApplyResponseHeaders()
 	logAll(t.global, c)
-	plugins.ReleaseCtx(c)
+	x.releasePluginCtx(c)
 }
 
 // accessAll runs the chains' access phases in order until one answers.

@@ -92,6 +92,27 @@ type exchange struct {
 
 var exchangePool = sync.Pool{New: func() any { return new(exchange) }}
 
+// Scratch is a forward's working state, which a caller that forwards one request at a
+// time (a client connection) keeps and hands over in Info.Scratch, sparing the pool's
+// Get and Put. Its zero value is ready.
+type Scratch struct{ x exchange }
+
+// exchangeFor returns the exchange for one forward: info's scratch, or one from the pool.
+func exchangeFor(info *Info) *exchange {
+	if info != nil && info.Scratch != nil {
+		return &info.Scratch.x
+	}
+	return exchangePool.Get().(*exchange)
+}
+
+// done gives x back once the forward is over.
+func (x *exchange) done(info *Info) {
+	x.host = nil
+	if info == nil || info.Scratch == nil {
+		exchangePool.Put(x)
+	}
+}
+
 // Forward proxies ctx's request to a node and writes the node's response (or a JSON error)
 // to ctx. It rewrites ctx.Request in place and replaces ctx.Response whole, so a plugin
 // that adds response headers does so after Forward returns. When the response body is
@@ -127,6 +148,9 @@ type Info struct {
 	// from the client (no plugin that rewrites requests ran). The header block is then
 	// sent as the client wrote it, filtered (pristine.go), for a request without a body.
 	Pristine bool
+	// Scratch is an input: when not nil, the forward's working state, which the caller
+	// owns and must not hand to two forwards at once. Nil takes one from a pool.
+	Scratch *Scratch
 }
 
 // ForwardInfo is Forward that also fills info, which the caller owns (it may live on the
@@ -145,7 +169,7 @@ func (u *Upstream) forward(ctx *fasthttp.RequestCtx, info *Info) {
 		writeError(ctx, fasthttp.StatusBadGateway, u.unusable)
 		return
 	}
-	x := exchangePool.Get().(*exchange)
+	x := exchangeFor(info)
 	words := (len(u.nodes) + 63) >> 6
 	if cap(x.tried) < words {
 		x.tried = make([]uint64, words)
@@ -208,8 +232,7 @@ func (u *Upstream) forward(ctx *fasthttp.RequestCtx, info *Info) {
 		}
 		if result == done {
 			whole := !x.handedOff
-			x.host = nil
-			exchangePool.Put(x)
+			x.done(info)
 			if info != nil {
 				end := monotime.Now()
 				info.UpstreamNanos = end - start
@@ -221,8 +244,7 @@ func (u *Upstream) forward(ctx *fasthttp.RequestCtx, info *Info) {
 		}
 		failed = result
 	}
-	x.host = nil
-	exchangePool.Put(x)
+	x.done(info)
 	if info != nil && picked {
 		info.Ended = monotime.Now()
 		info.UpstreamNanos = info.Ended - start
