@@ -193,6 +193,11 @@ type edgeConn struct {
 
 	mark connMark // the connection tracker's and the gauges' state (conns.go)
 
+	// peer is the TCP peer's address as the access log writes it, formatted on first use;
+	// peerLen is 0 until then.
+	peer    [len("ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255")]byte
+	peerLen uint8
+
 	// scratch and plugins are the proxy's working state and the plugins' Ctx for the
 	// request being served.
 	scratch proxy.Scratch
@@ -560,6 +565,21 @@ func (e *edge) setRealIP(ctx *fasthttp.RequestCtx, ec *edgeConn) {
 			return
 		}
 	}
+}
+
+// peerText is the TCP peer's IP as text (an IPv4-mapped address as IPv4), formatted
+// once per connection; "-" when it has none.
+func (c *edgeConn) peerText() []byte {
+	if c.peerLen == 0 {
+		b := append(c.peer[:0], '-')
+		if tcp, ok := c.TCPConn.RemoteAddr().(*net.TCPAddr); ok {
+			if ip, ok := netip.AddrFromSlice(tcp.IP); ok {
+				b = ip.Unmap().AppendTo(c.peer[:0])
+			}
+		}
+		c.peerLen = uint8(len(b))
+	}
+	return c.peer[:c.peerLen]
 }
 
 func (c *edgeConn) useRealIP(ctx *fasthttp.RequestCtx, ip netip.Addr) {

@@ -2,6 +2,7 @@ package worker
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
@@ -448,5 +449,41 @@ func TestEdgeClosesAfterTheClientsFIN(t *testing.T) {
 				c.Close()
 			}
 		})
+	}
+}
+
+// peerText formats the TCP peer once per connection, an IPv4-mapped peer (a dual-stack
+// listener's) as IPv4, as nginx's $remote_addr.
+func TestPeerText(t *testing.T) {
+	for _, tt := range []struct{ listen, dial, want string }{
+		{"tcp4", "127.0.0.1", "127.0.0.1"},
+		{"tcp", "127.0.0.1", "127.0.0.1"}, // dual-stack when the machine has IPv6
+		{"tcp6", "::1", "::1"},
+	} {
+		ln, err := net.Listen(tt.listen, net.JoinHostPort(map[string]string{"tcp4": "127.0.0.1", "tcp": "", "tcp6": "::1"}[tt.listen], "0"))
+		if err != nil {
+			t.Logf("%s: %v (skipped)", tt.listen, err)
+			continue
+		}
+		c, err := net.Dial("tcp", net.JoinHostPort(tt.dial, fmt.Sprint(ln.Addr().(*net.TCPAddr).Port)))
+		if err != nil {
+			ln.Close()
+			t.Logf("%s to %s: %v (skipped)", tt.listen, tt.dial, err)
+			continue
+		}
+		accepted, err := ln.Accept()
+		ln.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ec := &edgeConn{TCPConn: accepted.(*net.TCPConn)}
+		if got := string(ec.peerText()); got != tt.want {
+			t.Errorf("%s from %s: peerText = %q, want %q", tt.listen, tt.dial, got, tt.want)
+		}
+		if got := string(ec.peerText()); got != tt.want {
+			t.Errorf("%s from %s: second peerText = %q, want %q", tt.listen, tt.dial, got, tt.want)
+		}
+		accepted.Close()
+		c.Close()
 	}
 }

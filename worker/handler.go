@@ -71,10 +71,17 @@ func (w *Worker) handle(ctx *fasthttp.RequestCtx) {
 		ctx.SetConnectionClose()
 	}
 	if w.accessLog != nil {
-		w.accessLog.Log(&accesslog.Entry{
+		e := accesslog.Entry{
 			Ctx: ctx, StartNanos: x.startNanos, RouteID: x.routeID,
 			UpstreamAddr: x.up.Node, UpstreamNanos: x.up.UpstreamNanos,
-		})
+		}
+		if x.up.Ended != 0 {
+			e.Now = monotime.Unix(x.up.Ended) // the answer was ready then: no clock read
+		}
+		if ec != nil && !ec.trusted {
+			e.RemoteAddr = ec.peerText() // no real_ip: the TCP peer, formatted once
+		}
+		w.accessLog.Log(&e)
 	}
 }
 

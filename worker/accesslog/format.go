@@ -25,6 +25,9 @@ type Entry struct {
 	// StartNanos is time.Now().UnixNano() when the request began; 0 logs a request time
 	// of 0.
 	StartNanos int64
+	// Now, when not 0, is a clock reading the caller took as the request ended (Unix
+	// nanoseconds), which Log takes for the time instead of reading the clock.
+	Now int64
 	// UpstreamAddr is the node that answered, empty when none did.
 	UpstreamAddr []byte
 	// UpstreamNanos is how long the upstream took, -1 when there was no upstream.

@@ -18,9 +18,9 @@ var ErrClosed = errors.New("accesslog: closed")
 // defaultFlushInterval bounds how long a buffered line waits when the config gives none.
 const defaultFlushInterval = time.Second
 
-// maxPooledLine keeps a freak multi-kilobyte line from pinning a large scratch buffer in
-// the pool forever.
-const maxPooledLine = 16 << 10
+// maxKeptLine keeps a freak multi-kilobyte line from pinning a large scratch buffer
+// forever.
+const maxKeptLine = 16 << 10
 
 // Logger appends one line per request to a file shared with the other workers. Its
 // methods are safe for concurrent use. A nil *Logger (what Open returns when the access
@@ -35,6 +35,7 @@ type Logger struct {
 	second atomic.Pointer[stamp]
 
 	mu     sync.Mutex
+	line   []byte         // guarded by mu; scratch in which Log formats a line
 	out    io.WriteCloser // guarded by mu
 	buf    []byte         // guarded by mu; cap is the configured buffer, 0 when unbuffered
 	err    error          // guarded by mu; the first write error since the last Flush
@@ -44,11 +45,6 @@ type Logger struct {
 	stopped  chan struct{}
 	stopOnce sync.Once
 }
-
-// line is a pooled scratch buffer in which Log formats a line outside the lock.
-type line struct{ b []byte }
-
-var linePool = sync.Pool{New: func() any { return &line{b: make([]byte, 0, 1024)} }}
 
 // Open opens (creating if needed) the access log at path, which the caller has already
 // resolved against the prefix, for appending. It returns nil and no error when cfg is
@@ -94,6 +90,7 @@ func open(cfg conf.AccessLog, path string, openSink func(string) (io.WriteCloser
 		now:  time.Now,
 		out:  out,
 		buf:  make([]byte, 0, cfg.Buffer),
+		line: make([]byte, 0, 1024),
 	}
 	if cfg.Buffer > 0 {
 		interval := cfg.FlushInterval
@@ -108,36 +105,45 @@ func open(cfg conf.AccessLog, path string, openSink func(string) (io.WriteCloser
 }
 
 // Log formats e and appends it to the buffer, writing the buffer first when the line
-// does not fit. It does not allocate.
+// does not fit. It does not allocate. The line is formatted under the lock, in the
+// Logger's one scratch buffer: a worker runs on one processor, so the lock is all but
+// never contended, and a pool would cost more than it saves.
 func (l *Logger) Log(e *Entry) {
 	if l == nil {
 		return
 	}
-	now := l.now()
+	var t time.Time
+	now := e.Now
+	if now == 0 {
+		t = l.now()
+		now = t.UnixNano()
+	}
 	st := l.second.Load()
-	if st == nil || st.unix != now.Unix() {
+	if st == nil || st.unix != now/int64(time.Second) {
+		if t.IsZero() {
+			t = time.Unix(0, now) // in time.Local, as time.Now's
+		}
 		// One allocation a second, shared by every line of that second.
-		st = newStamp(now)
+		st = newStamp(t)
 		l.second.Store(st)
 	}
-	ln := linePool.Get().(*line)
+	l.mu.Lock()
 	if l.json {
-		ln.b = appendJSON(ln.b[:0], e, now.UnixNano(), st)
+		l.line = appendJSON(l.line[:0], e, now, st)
 	} else {
-		ln.b = appendCombined(ln.b[:0], e, st)
+		l.line = appendCombined(l.line[:0], e, st)
 	}
-	l.append(ln.b)
-	if cap(ln.b) <= maxPooledLine {
-		linePool.Put(ln)
+	l.appendLocked(l.line)
+	if cap(l.line) > maxKeptLine {
+		l.line = make([]byte, 0, 1024)
 	}
+	l.mu.Unlock()
 }
 
-// append adds one whole line to the buffer. A line that would overflow the buffer
+// appendLocked adds one whole line to the buffer. A line that would overflow the buffer
 // flushes it first, and a line larger than the buffer (every line when unbuffered) is
 // written on its own, so no write(2) ever carries part of a line.
-func (l *Logger) append(p []byte) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+func (l *Logger) appendLocked(p []byte) {
 	if l.closed {
 		return
 	}

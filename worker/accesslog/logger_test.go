@@ -390,3 +390,22 @@ func TestCloseFlushesAndStops(t *testing.T) {
 		t.Fatalf("a line logged after Close was written: %q", rec.all())
 	}
 }
+
+// An entry that brings its own clock reading (Entry.Now) is logged at that time, and
+// the Logger reads no clock for it.
+func TestEntryNowSparesTheClock(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "access.log")
+	l := openFileLogger(t, conf.AccessLog{Buffer: 0, FlushInterval: time.Hour}, path)
+	l.now = func() time.Time {
+		t.Fatal("Log read the clock although the entry carried the time")
+		return time.Time{}
+	}
+	e := taggedEntry(t, "w", 0, 0)
+	at := time.Date(2026, 3, 1, 1, 35, 9, 0, time.Local)
+	e.Now = at.UnixNano()
+	l.Log(e)
+	want := at.Format("[02/Jan/2006:15:04:05 -0700]")
+	if got := readFile(t, path); !strings.Contains(got, want) {
+		t.Fatalf("logged %q, want the entry's time %s", got, want)
+	}
+}
