@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -407,5 +408,20 @@ func TestEntryNowSparesTheClock(t *testing.T) {
 	want := at.Format("[02/Jan/2006:15:04:05 -0700]")
 	if got := readFile(t, path); !strings.Contains(got, want) {
 		t.Fatalf("logged %q, want the entry's time %s", got, want)
+	}
+}
+
+// The log file is written with raw system calls; a failing write still reports the errno
+// and the path.
+func TestRawFileReportsWriteErrors(t *testing.T) {
+	w, err := openFile("/dev/full")
+	if err != nil {
+		t.Skipf("no /dev/full: %v", err)
+	}
+	defer w.Close()
+	n, err := w.Write([]byte("line\n"))
+	var pe *os.PathError
+	if n != 0 || !errors.As(err, &pe) || pe.Path != "/dev/full" || !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("Write to /dev/full = %d, %v; want 0 and ENOSPC naming the path", n, err)
 	}
 }
