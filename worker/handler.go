@@ -31,8 +31,9 @@ type exchange struct {
 	// request then takes one from the pool).
 	plugins *plugins.Ctx
 	// startNanos is when the request started, read once for the access log and the
-	// plugins' Ctx; 0 until start reads it.
+	// plugins' Ctx; 0 until start reads it. startStamp is the same reading (monotime).
 	startNanos int64
+	startStamp int64
 }
 
 // start returns the request's start time (unix nanos), reading the clock on first use:
@@ -40,7 +41,8 @@ type exchange struct {
 // runs backwards and costs one clock read at each end.
 func (x *exchange) start() int64 {
 	if x.startNanos == 0 {
-		x.startNanos = monotime.Unix(monotime.Now())
+		x.startStamp = monotime.Now()
+		x.startNanos = monotime.Unix(x.startStamp)
 	}
 	return x.startNanos
 }
@@ -104,6 +106,9 @@ func (w *Worker) route(ctx *fasthttp.RequestCtx, x *exchange) {
 	x.routeID = r.info.ID
 	x.up.Pristine = r.pristine
 	if r.chain == nil && r.global == nil {
+		// Only the route lookup came since the start (when the access log read it): the
+		// forward starts from that reading.
+		x.up.Start = x.startStamp
 		r.proxy(ctx, &x.up)
 		return
 	}

@@ -151,6 +151,9 @@ type Info struct {
 	// Scratch is an input: when not nil, the forward's working state, which the caller
 	// owns and must not hand to two forwards at once. Nil takes one from a pool.
 	Scratch *Scratch
+	// Start is an input: when not 0, a clock reading (monotime) the caller took just
+	// before, with nothing slow since, which the forward takes for its start.
+	Start int64
 }
 
 // ForwardInfo is Forward that also fills info, which the caller owns (it may live on the
@@ -203,7 +206,13 @@ func (u *Upstream) forward(ctx *fasthttp.RequestCtx, info *Info) {
 	// One clock read starts the forward: UpstreamNanos, the pool's idle stamps, ewma's
 	// response times and the wait for the reply all count from it. A retry reads again:
 	// the try before may have waited out a timeout.
-	start := monotime.Now()
+	var start int64
+	if info != nil {
+		start = info.Start
+	}
+	if start == 0 {
+		start = monotime.Now()
+	}
 	x.now = start
 	for attempt := range u.retries + 1 {
 		if attempt > 0 {

@@ -109,11 +109,23 @@ func headerLines(raw []byte) func(yield func(name, value []byte) bool) {
 			if colon < 1 {
 				continue
 			}
-			if !yield(line[:colon], bytes.Trim(line[colon+1:], " \t")) {
+			if !yield(line[:colon], trimOWS(line[colon+1:])) {
 				return
 			}
 		}
 	}
+}
+
+// trimOWS trims the spaces and tabs around a header value (RFC 9110's OWS); bytes.Trim
+// would build its cutset's table on every call.
+func trimOWS(v []byte) []byte {
+	for len(v) > 0 && (v[0] == ' ' || v[0] == '\t') {
+		v = v[1:]
+	}
+	for len(v) > 0 && (v[len(v)-1] == ' ' || v[len(v)-1] == '\t') {
+		v = v[:len(v)-1]
+	}
+	return v
 }
 
 var (

@@ -19,12 +19,12 @@ func TestDroppedHeader(t *testing.T) {
 }
 
 func TestHeaderLines(t *testing.T) {
-	raw := "Host: a\r\nX-A:  1 \r\nX-B:\r\n\r\nX-After: no\r\n"
+	raw := "Host: a\r\nX-A:  1 \r\nX-B:\r\nX-Tab:\t2 3\t \r\nX-Blank: \t \r\n\r\nX-After: no\r\n"
 	var got []string
 	for name, value := range headerLines([]byte(raw)) {
 		got = append(got, string(name)+"="+string(value))
 	}
-	want := []string{"Host=a", "X-A=1", "X-B="}
+	want := []string{"Host=a", "X-A=1", "X-B=", "X-Tab=2 3", "X-Blank="}
 	if len(got) != len(want) {
 		t.Fatalf("lines %q, want %q", got, want)
 	}
