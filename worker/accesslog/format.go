@@ -22,8 +22,8 @@ type Entry struct {
 	// RemoteAddr is the client IP as text, already resolved (real-ip); when empty the TCP
 	// peer's address is logged.
 	RemoteAddr []byte
-	// StartNanos is time.Now().UnixNano() when the request began; 0 logs a request time
-	// of 0.
+	// StartNanos is when the request began, in Unix nanoseconds on the Logger's clock
+	// (monotime.Unix); 0 logs a request time of 0.
 	StartNanos int64
 	// Now, when not 0, is a clock reading the caller took as the request ended (Unix
 	// nanoseconds), which Log takes for the time instead of reading the clock.
