@@ -18,6 +18,7 @@ import (
 
 	"gw/conf"
 	"gw/internal/errlog"
+	"gw/internal/monotime"
 	"gw/ipc"
 	"gw/plugins"
 	"gw/plugins/prometheus"
@@ -341,8 +342,11 @@ func (w *Worker) reopen() {
 }
 
 // reportStats tells the master, once a second, what `gwctl status` shows for this worker.
+// It also has monotime read the wall clock again, so that the times the worker shows
+// (the access log's) follow a step of the system clock within a second.
 func (w *Worker) reportStats() {
 	for range time.Tick(time.Second) {
+		monotime.Resync()
 		if err := w.conn.SendJSON(ipc.KindStats, ipc.Stats{Requests: w.requests.Load(), Connections: w.conns.open.Load()}); err != nil {
 			return
 		}

@@ -33,3 +33,20 @@ func TestConversions(t *testing.T) {
 		t.Fatal("Of a time before the process started must be the earliest stamp, 1")
 	}
 }
+
+// Resync follows a step of the wall clock, and leaves a drift under a millisecond alone.
+func TestResyncFollowsASteppedWallClock(t *testing.T) {
+	saved := offset.Load()
+	defer offset.Store(saved)
+	offset.Store(saved - int64(time.Hour)) // as if the wall clock stepped an hour ahead
+	Resync()
+	if d := Unix(Now()) - time.Now().UnixNano(); d < -int64(time.Millisecond) || d > int64(time.Millisecond) {
+		t.Fatalf("after Resync, Unix is %v from the wall clock", time.Duration(d))
+	}
+	before := offset.Load()
+	offset.Store(before + int64(100*time.Microsecond))
+	Resync()
+	if offset.Load() != before+int64(100*time.Microsecond) {
+		t.Fatal("Resync moved the offset for a drift under a millisecond")
+	}
+}

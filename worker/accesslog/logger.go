@@ -70,10 +70,10 @@ func openFile(path string) (io.WriteCloser, error) {
 	return &rawFile{f: f, fd: f.Fd()}, nil
 }
 
-// monotimeNow is the Logger's clock: the process's monotonic clock on its wall-clock
-// start (monotime), as the request's start (Entry.StartNanos) and Entry.Now are, so that
-// request_time never mixes two clocks, and one clock read instead of time.Now's two.
-func monotimeNow() time.Time { return monotime.Time(monotime.Now()) }
+// monotimeNow is the Logger's clock: monotime.Unix, as the request's start
+// (Entry.StartNanos) and Entry.Now are, so that request_time never mixes two clocks; one
+// clock read instead of time.Now's two.
+func monotimeNow() time.Time { return time.Unix(0, monotime.Unix(monotime.Now())) }
 
 // rawFile writes the log with raw write(2) calls, as nginx does from its event loop.
 // os.File's Write enters the runtime's syscall state, and a 64 KiB write into the page
