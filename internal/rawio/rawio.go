@@ -192,21 +192,30 @@ func (s *Stream) Write(p []byte) (int, error) {
 
 func (s *Stream) writeAll(fd uintptr) bool {
 	s.wtried = true
+	if s.writeSome(fd) == syscall.EAGAIN {
+		if s.waiter != nil {
+			s.waiter.ArmWrite(false)
+		}
+		return false // park until writable, then go on from s.wn
+	}
+	return true
+}
+
+// writeSome writes s.wbuf from s.wn on until all of it went (0), the socket is full
+// (EAGAIN), or the write failed (the errno, also left in s.werrno).
+func (s *Stream) writeSome(fd uintptr) syscall.Errno {
 	for s.wn < len(s.wbuf) {
 		n, errno := Write(fd, s.wbuf[s.wn:])
 		if errno == syscall.EAGAIN {
-			if s.waiter != nil {
-				s.waiter.ArmWrite(false)
-			}
-			return false // park until writable, then go on from s.wn
+			return errno
 		}
 		if errno != 0 {
 			s.werrno = errno
-			return true
+			return errno
 		}
 		s.wn += n
 	}
-	return true
+	return 0
 }
 
 // WriteThenAwait writes what of p the socket takes now and, when it took all of it,
@@ -243,15 +252,8 @@ func (s *Stream) writeThenPark(fd uintptr) bool {
 		return true
 	}
 	s.woke = true
-	for s.wn < len(s.wbuf) {
-		n, errno := Write(fd, s.wbuf[s.wn:])
-		if errno != 0 {
-			if errno != syscall.EAGAIN {
-				s.werrno = errno
-			}
-			return true // the socket is full, or the write failed: no wait
-		}
-		s.wn += n
+	if s.writeSome(fd) != 0 {
+		return true // the socket is full, or the write failed: no wait
 	}
 	if s.waiter != nil {
 		s.waiter.ArmRead(false)
