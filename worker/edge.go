@@ -129,6 +129,9 @@ func (l *edgeListener) Accept() (net.Conn, error) {
 		// waits first instead of reading nothing. Until a hijack, every read of the
 		// socket is the Stream's.
 		ec.io.WaitBeforeReads(true)
+		// From here on every close is the Stream's, which never frees the descriptor
+		// under a read or write in progress (rawio.Stream.Own).
+		ec.io.Own(ec.TCPConn.Close)
 		if peer, ok := tcp.RemoteAddr().(*net.TCPAddr); ok {
 			ec.realAddr.Port = peer.Port
 			if ip, ok := netip.AddrFromSlice(peer.IP); ok {
@@ -212,7 +215,7 @@ func (c *edgeConn) Close() error {
 	if c.closed.CompareAndSwap(false, true) {
 		<-c.l.slots
 	}
-	return c.TCPConn.Close()
+	return c.io.Close()
 }
 
 // Read reads under the read policy's deadline (ArmRead). Outside a body it looks for a

@@ -14,4 +14,8 @@
 // A Stream can also wait before it reads when its last read emptied the socket
 // (WaitBeforeReads, poll.go), as nginx does with the readiness it keeps: a keep-alive
 // server then reads each request once instead of first finding nothing.
+//
+// A Stream that owns its descriptor (Own, owned.go) makes those calls and waits itself,
+// without net's per-call locking, and closes the connection only when no call of its own
+// is in progress.
 package rawio

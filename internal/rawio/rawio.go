@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 )
@@ -30,6 +31,13 @@ type Stream struct {
 	failFn   func(fd uintptr) bool
 	pollCode int
 	reads    int // read system calls made (tests count them)
+
+	// owned is set when s makes its own calls on fd (Own, owned.go); state counts the
+	// calls in progress and marks a Close, which closeFn carries out.
+	owned   bool
+	fd      uintptr
+	state   atomic.Uint64
+	closeFn func() error
 
 	// The state of the Read in progress: the buffer, what the call did, and whether it
 	// was tried at all.
@@ -75,10 +83,12 @@ func (s *Stream) Init(raw syscall.RawConn, waiter Waiter) {
 // could (poll.go, inq.go): a keep-alive connection's server then reads once per request,
 // not twice. Every read of the socket must go through s while it is on; turn it off
 // before handing the connection to code that reads it otherwise. Only the goroutine that
-// reads s may call it, between reads.
+// reads s may call it, between reads. Turning it off also ends Own's own calls: those of a
+// connection handed over go through net again.
 func (s *Stream) WaitBeforeReads(on bool) bool {
 	s.drained = false
 	s.pollDesc = 0
+	s.owned = false
 	if !on {
 		return false
 	}
@@ -101,6 +111,9 @@ func expiredUntried(err error, tried bool) bool {
 // something is. Like net.Conn's, it returns io.EOF when the peer closed its side, and an
 // error for which errors.Is finds the errno (ECONNRESET) or os.ErrDeadlineExceeded.
 func (s *Stream) Read(p []byte) (int, error) {
+	if s.owned {
+		return s.readOwned(p)
+	}
 	if len(p) == 0 {
 		return 0, nil // as net.Conn: a zero-byte read reads nothing, not EOF
 	}
@@ -174,6 +187,9 @@ func (s *Stream) await(uintptr) { s.pollCode = runtimePollWait(s.pollDesc, 'r') 
 // Write writes all of p, waiting on the poller (under the write deadline) while the socket's
 // buffer is full. On error it returns how much went before it.
 func (s *Stream) Write(p []byte) (int, error) {
+	if s.owned {
+		return s.writeOwned(p)
+	}
 	s.wbuf, s.wn, s.werrno, s.wtried = p, 0, 0, false
 	err := s.raw.Write(s.writeFn)
 	if expiredUntried(err, s.wtried) && s.waiter != nil && s.waiter.ArmWrite(true) {
@@ -228,6 +244,9 @@ func (s *Stream) writeSome(fd uintptr) syscall.Errno {
 // socket took only part of p and nothing failed, the caller writes the rest and reads as
 // usual. It is a read and a write: no Read may run at the same time.
 func (s *Stream) WriteThenAwait(p []byte) (sent int, writeErr, waitErr error) {
+	if s.owned {
+		return s.writeThenAwaitOwned(p)
+	}
 	s.wbuf, s.wn, s.werrno, s.woke = p, 0, 0, false
 	s.drained = false // the wait consumes the readiness a wait-first read would
 	waitErr = s.raw.Read(s.awaitFn)

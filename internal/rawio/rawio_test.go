@@ -127,21 +127,34 @@ func TestStreamKeepsTheDeadlines(t *testing.T) {
 	}
 }
 
-// waitingPair is pair with reads that wait first after one that emptied the socket.
-func waitingPair(t *testing.T) (*net.TCPConn, *net.TCPConn, *Stream) {
+// waitingPair is pair with reads that wait first after one that emptied the socket, and,
+// with own set, a Stream making its own calls (Own).
+func waitingPair(t *testing.T, own bool) (*net.TCPConn, *net.TCPConn, *Stream) {
 	t.Helper()
 	c, peer, s := pair(t)
 	if !s.WaitBeforeReads(true) {
 		t.Fatal("WaitBeforeReads could not turn on (no poll descriptor found, or no TCP_INQ): keep-alive reads cost a read(2) more")
 	}
+	if own && !s.Own(c.Close) {
+		t.Fatal("Own could not take the descriptor")
+	}
 	return c, peer, s
+}
+
+// bothWays runs test on a Stream going through net's RawConn and on one that owns its
+// descriptor.
+func bothWays(t *testing.T, test func(t *testing.T, own bool)) {
+	t.Run("through-net", func(t *testing.T) { test(t, false) })
+	t.Run("owned", func(t *testing.T) { test(t, true) })
 }
 
 // A read after one that emptied the socket waits first, without clearing the readiness:
 // bytes that came while nobody read must be found at once, and bytes left behind by a
 // full read must be read without waiting for more.
-func TestStreamWaitFirstLosesNothing(t *testing.T) {
-	c, peer, s := waitingPair(t)
+func TestStreamWaitFirstLosesNothing(t *testing.T) { bothWays(t, testWaitFirstLosesNothing) }
+
+func testWaitFirstLosesNothing(t *testing.T, own bool) {
+	c, peer, s := waitingPair(t, own)
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	buf := make([]byte, 64)
 	// expect reads into size bytes of buf.
@@ -190,8 +203,10 @@ func TestStreamWaitFirstLosesNothing(t *testing.T) {
 // The kernel ends a read at the peer's FIN, and no event announces the FIN again: a read
 // that stopped there must be followed by a read (io.EOF), not a wait. A reset that comes
 // while the read waits wakes it.
-func TestStreamWaitFirstSeesTheEnd(t *testing.T) {
-	c, peer, s := waitingPair(t)
+func TestStreamWaitFirstSeesTheEnd(t *testing.T) { bothWays(t, testWaitFirstSeesTheEnd) }
+
+func testWaitFirstSeesTheEnd(t *testing.T, own bool) {
+	c, peer, s := waitingPair(t, own)
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	peer.Write([]byte("last"))
 	peer.CloseWrite()
@@ -211,7 +226,7 @@ func TestStreamWaitFirstSeesTheEnd(t *testing.T) {
 		t.Fatalf("io.EOF came after %v: the read waited for an event that never comes", waited)
 	}
 
-	c2, peer2, s2 := waitingPair(t)
+	c2, peer2, s2 := waitingPair(t, own)
 	c2.SetReadDeadline(time.Now().Add(5 * time.Second))
 	peer2.Write([]byte("x"))
 	if n, err := s2.Read(buf); n != 1 || err != nil {
@@ -228,8 +243,10 @@ func TestStreamWaitFirstSeesTheEnd(t *testing.T) {
 }
 
 // The wait before a read keeps the deadline, and a Close from another goroutine ends it.
-func TestStreamWaitFirstDeadlineAndClose(t *testing.T) {
-	c, peer, s := waitingPair(t)
+func TestStreamWaitFirstDeadlineAndClose(t *testing.T) { bothWays(t, testWaitFirstDeadlineAndClose) }
+
+func testWaitFirstDeadlineAndClose(t *testing.T, own bool) {
+	c, peer, s := waitingPair(t, own)
 	buf := make([]byte, 64)
 	peer.Write([]byte("x"))
 	if n, err := s.Read(buf); n != 1 || err != nil {
@@ -252,7 +269,11 @@ func TestStreamWaitFirstDeadlineAndClose(t *testing.T) {
 	}
 	go func() {
 		time.Sleep(20 * time.Millisecond)
-		c.Close()
+		if own {
+			s.Close() // an owned Stream's connection closes only through it
+		} else {
+			c.Close()
+		}
 	}()
 	if _, err := s.Read(buf); !errors.Is(err, net.ErrClosed) {
 		t.Fatalf("Read when closed under it: %v, want net.ErrClosed", err)
@@ -262,8 +283,12 @@ func TestStreamWaitFirstDeadlineAndClose(t *testing.T) {
 // A keep-alive exchange, a message each way and each answered only once it arrived, costs
 // the waiting side one read per message, not a read that finds nothing and another after.
 func TestStreamWaitFirstReadsOncePerMessage(t *testing.T) {
+	bothWays(t, testWaitFirstReadsOncePerMessage)
+}
+
+func testWaitFirstReadsOncePerMessage(t *testing.T, own bool) {
 	const rounds = 200
-	_, peer, s := waitingPair(t)
+	_, peer, s := waitingPair(t, own)
 	s.reads = 0
 	peerDone := make(chan error, 1)
 	go func() {

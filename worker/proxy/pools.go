@@ -397,7 +397,7 @@ func (np *nodePool) get(now int64, timeout time.Duration, fresh bool, sni []byte
 				np.mu.Unlock()
 				return c, true, nil
 			}
-			c.conn.Close()
+			c.close()
 		}
 		np.mu.Unlock()
 	}
@@ -502,7 +502,7 @@ func (np *nodePool) evictIdle(now int64) {
 	// The stack is ordered by idleSince, oldest first.
 	n := 0
 	for n < len(np.idle) && time.Duration(now-np.idle[n].idleSince) >= np.key.idleTimeout {
-		np.idle[n].conn.Close()
+		np.idle[n].close()
 		n++
 	}
 	if n > 0 {
@@ -521,7 +521,7 @@ func (np *nodePool) shut() {
 	np.idle = nil
 	np.mu.Unlock()
 	for _, c := range idle {
-		c.conn.Close()
+		c.close()
 	}
 }
 
@@ -565,11 +565,13 @@ type upConn struct {
 }
 
 // bindRaw makes c read and write a plain TCP connection's descriptor directly, arming
-// its deadlines only when a read or write is about to wait (ArmRead, ArmWrite).
+// its deadlines only when a read or write is about to wait (ArmRead, ArmWrite). From here
+// on c closes through its Stream (close).
 func (c *upConn) bindRaw(raw syscall.RawConn) {
 	c.raw = raw
 	c.io.Init(raw, c)
 	c.io.WaitBeforeReads(true)
+	c.io.Own(c.conn.Close)
 }
 
 // ArmRead arms the read timeout for a wait about to start (rawio.Waiter): nginx's
@@ -652,6 +654,11 @@ func (c *upConn) sendAndAwait(p []byte) (int, error) {
 	return sent + n, err
 }
 
+// close closes the connection, through its Stream when it has one (rawio.Stream.Own).
 func (c *upConn) close() {
+	if c.raw != nil {
+		_ = c.io.Close()
+		return
+	}
 	c.conn.Close()
 }

@@ -145,7 +145,7 @@ func (t *tunnel) run(client net.Conn) {
 	// The node side is done: stop the other direction and wait for it, since the server
 	// reuses client's wrapper once run returns.
 	t.stopping.Store(true)
-	t.node.conn.Close()
+	t.node.close()
 	_ = client.SetReadDeadline(time.Unix(1, 0))
 	wg.Wait()
 }
@@ -185,7 +185,7 @@ func (t *tunnel) clientToNode(client net.Conn) {
 		if n > 0 {
 			t.lastActive.Store(monotime.Now())
 			if werr := writeWithin(t.node.conn, buf[:n], t.send); werr != nil {
-				t.node.conn.Close()
+				t.node.close()
 				return
 			}
 		}
@@ -201,7 +201,7 @@ func (t *tunnel) clientToNode(client net.Conn) {
 				return
 			}
 			// Reset, or idle: end the node side too.
-			t.node.conn.Close()
+			t.node.close()
 			return
 		}
 	}
