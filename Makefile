@@ -3,7 +3,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 GO ?= go
 
-.PHONY: build run test unit integration microbench bench fuzz vet clean
+.PHONY: build run test unit integration microbench bench fuzz pgo vet clean
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/gwctl ./cmd/gwctl
@@ -44,6 +44,11 @@ fuzz:
 # BENCH_ARGS, e.g. make bench BENCH_ARGS="--workers 1 --duration 5s".
 bench:
 	benchmark/run.sh $(BENCH_ARGS)
+
+# Refreshes cmd/gwctl/default.pgo, the worker profile `go build` optimizes gwctl with
+# (profile-guided optimization), from a benchmark run; needs wrk and nginx.
+pgo:
+	tools/pgo.sh
 
 clean:
 	rm -rf bin logs data
