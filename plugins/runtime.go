@@ -9,6 +9,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"gw/conf"
+	"gw/internal/monotime"
 	"gw/shm"
 )
 
@@ -82,6 +83,11 @@ type Ctx struct {
 	// UpstreamNanos is how long the upstream took, from connect to response header; -1
 	// when no upstream was contacted.
 	UpstreamNanos int64
+	// AnsweredNanos is when the response was whole, in StartNanos's clock: the proxy's
+	// last clock reading, which the log phase takes for now as nginx takes its cached
+	// time. 0 when the worker has none (a plugin answered, a streamed body): read the
+	// clock (Now).
+	AnsweredNanos int64
 	// Node is the upstream node that answered, "host:port", empty when none did.
 	Node []byte
 	// Consumer is the authenticated consumer's name, empty without one.
@@ -118,12 +124,22 @@ func ReleaseCtx(c *Ctx) {
 // keeps its own (one per client connection, whose requests come one at a time). End it
 // after the log phase.
 func (c *Ctx) Begin(req *fasthttp.RequestCtx, route *RouteInfo, startNanos int64) {
-	c.Request, c.Route, c.StartNanos, c.UpstreamNanos = req, route, startNanos, -1
+	c.Request, c.Route, c.StartNanos, c.UpstreamNanos, c.AnsweredNanos = req, route, startNanos, -1, 0
+}
+
+// AnsweredAt returns when the response was whole (AnsweredNanos), reading the clock when
+// the worker did not say.
+func (c *Ctx) AnsweredAt() int64 {
+	if c.AnsweredNanos != 0 {
+		return c.AnsweredNanos
+	}
+	return monotime.Unix(monotime.Now())
 }
 
 // End clears c after its request, keeping its buffers for the next.
 func (c *Ctx) End() {
 	c.Request, c.Route, c.Consumer, c.UpstreamHost = nil, nil, "", nil
+	c.AnsweredNanos = 0
 	c.merged, c.mergedBase = nil, nil
 	c.Node = c.Node[:0]
 	for i := range c.headers {

@@ -121,6 +121,9 @@ func (w *Worker) route(ctx *fasthttp.RequestCtx, x *exchange) {
 		r.proxy(ctx, &x.up)
 		c.UpstreamNanos = x.up.UpstreamNanos
 		c.Node = append(c.Node[:0], x.up.Node...) // a copy: the Ctx outlives nothing, but is pooled
+		if x.up.Ended != 0 {
+			c.AnsweredNanos = monotime.Unix(x.up.Ended) // the log phase reads no clock
+		}
 	}
 	c.ApplyResponseHeaders()
 	logAll(r.global, c)

@@ -9,7 +9,6 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"gw/internal/monotime"
 	"gw/plugins"
 	"gw/shm"
 )
@@ -103,7 +102,7 @@ func newRecorder(t *Table, cfg *Config, route *plugins.RouteInfo) *recorder {
 // counts, eight atomic adds into shared memory. The entry is per status code, so its
 // request histogram's count is also its apisix_http_status count.
 func (r *recorder) Log(c *plugins.Ctx) {
-	total := monotime.Unix(monotime.Now()) - c.StartNanos
+	total := c.AnsweredAt() - c.StartNanos
 	resp := &c.Request.Response
 	s := r.series(resp.StatusCode(), c.Node, c.Consumer)
 	cs := s.c

@@ -122,6 +122,29 @@ func TestLogRecordsStatusLatencyAndBandwidth(t *testing.T) {
 	}
 }
 
+// The log phase takes the time the worker says the response was whole for now, as nginx
+// takes its cached time, and reads the clock only without one.
+func TestLogTakesTheAnswerTimeForNow(t *testing.T) {
+	tab, seg := newTable(t, 100)
+	r := buildRecorder(t, seg, `{}`, route1)
+	ctx, _ := request(200, "hello", "10.0.0.1:8080", 0, 0)
+	start := time.Now().Add(-time.Hour).UnixNano() // a clock read would make it an hour
+	c := plugins.AcquireCtx(ctx, nil, start)
+	c.UpstreamNanos = int64(2 * time.Millisecond)
+	c.AnsweredNanos = start + int64(7*time.Millisecond)
+	c.Node = append(c.Node[:0], "10.0.0.1:8080"...)
+	r.Log(c)
+	plugins.ReleaseCtx(c)
+
+	lat := scrape(t, tab)["apisix_http_latency"]
+	if sum := lat.Sum("apisix_http_latency_sum", map[string]string{"type": "request"}); sum < 6.999 || sum > 7.001 {
+		t.Errorf("request latency = %g ms, want 7 (AnsweredNanos - StartNanos)", sum)
+	}
+	if sum := lat.Sum("apisix_http_latency_sum", map[string]string{"type": "apisix"}); sum < 4.999 || sum > 5.001 {
+		t.Errorf("apisix latency = %g ms, want 5", sum)
+	}
+}
+
 func TestPreferName(t *testing.T) {
 	for _, tt := range []struct {
 		name, raw      string
@@ -216,10 +239,22 @@ func BenchmarkLog(b *testing.B) {
 	c := plugins.AcquireCtx(ctx, route1, time.Now().UnixNano())
 	c.UpstreamNanos = int64(time.Millisecond)
 	c.Node = append(c.Node, "10.0.0.1:8080"...)
-	b.ReportAllocs()
-	for b.Loop() {
-		r.Log(c)
-	}
+	// A proxied request: the worker says when the answer was whole. A plugin's own answer
+	// leaves it to the clock.
+	b.Run("proxied", func(b *testing.B) {
+		c.AnsweredNanos = c.StartNanos + int64(2*time.Millisecond)
+		b.ReportAllocs()
+		for b.Loop() {
+			r.Log(c)
+		}
+	})
+	b.Run("clock", func(b *testing.B) {
+		c.AnsweredNanos = 0
+		b.ReportAllocs()
+		for b.Loop() {
+			r.Log(c)
+		}
+	})
 }
 
 // BenchmarkLogParallel is BenchmarkLog from every core into the same series, the worst
