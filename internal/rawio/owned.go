@@ -133,11 +133,17 @@ func (s *Stream) readOwned(p []byte) (int, error) {
 		return 0, net.ErrClosed
 	}
 	n, err := s.readHeld(p)
+	return n, s.end(err)
+}
+
+// end ends a call that acquire began, and returns its error, net.ErrClosed in place of
+// one a Close caused (closedUnder).
+func (s *Stream) end(err error) error {
 	if err != nil {
 		err = s.closedUnder(err)
 	}
 	s.release()
-	return n, err
+	return err
 }
 
 // closedUnder returns net.ErrClosed in place of err when a Close came during the call, as
@@ -183,11 +189,7 @@ func (s *Stream) writeOwned(p []byte) (int, error) {
 		return 0, net.ErrClosed
 	}
 	n, err := s.writeHeld(p)
-	if err != nil {
-		err = s.closedUnder(err)
-	}
-	s.release()
-	return n, err
+	return n, s.end(err)
 }
 
 func (s *Stream) writeHeld(p []byte) (int, error) {
