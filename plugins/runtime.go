@@ -85,8 +85,8 @@ type Ctx struct {
 	UpstreamNanos int64
 	// AnsweredNanos is when the response was whole, in StartNanos's clock: the proxy's
 	// last clock reading, which the log phase takes for now as nginx takes its cached
-	// time. 0 when the worker has none (a plugin answered, a streamed body): read the
-	// clock (Now).
+	// time. 0 when the worker has none (a plugin answered, a streamed body): AnsweredAt
+	// then reads the clock.
 	AnsweredNanos int64
 	// Node is the upstream node that answered, "host:port", empty when none did.
 	Node []byte
