@@ -53,7 +53,8 @@ func (s *Stream) Own(close func() error) bool {
 // Close closes the connection, safely from any goroutine and any number of times: a call in
 // progress ends (a read with io.EOF, a write with EPIPE) and the connection is closed as it
 // does. Only the first Close reports an error, and only when it closed the connection
-// itself. Without Own it is the connection's close.
+// itself. It closes what Own was given: on a Stream never handed to Own it only marks it
+// closed.
 func (s *Stream) Close() error {
 	var was uint64
 	for {
