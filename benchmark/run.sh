@@ -72,7 +72,7 @@ bin=benchmark/results/tmp/bin
 mkdir -p "$bin"
 echo "building gwctl and the benchmark tools into $bin"
 version=$(git describe --tags --always --dirty 2>/dev/null || echo dev)
-go build -ldflags "-X main.version=$version" -o "$bin/gwctl" ./cmd/gwctl
+go build $(tools/netpoll-overlay.sh "$bin/netpoll") -ldflags "-X main.version=$version" -o "$bin/gwctl" ./cmd/gwctl
 go build -o "$bin/upstream" ./benchmark/upstream
 go build -o "$bin/runner" ./benchmark/runner
 if [ "${GW_BENCH_PROFILE:-}" = 1 ]; then

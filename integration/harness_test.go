@@ -18,8 +18,12 @@ import (
 	"time"
 )
 
-// gwctl is the binary under test, built once by TestMain.
+// gwctl is the binary under test, built once by TestMain as `make build` builds it.
 var gwctl string
+
+// buildFlags are the `go build` flags every gwctl under test is built with: the poller
+// overlay of `make build` (tools/netpoll-overlay.sh), when it applies to this Go.
+var buildFlags []string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "gw-integration-")
@@ -28,7 +32,15 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	gwctl = filepath.Join(dir, "gwctl")
-	build := exec.Command("go", "build", "-o", gwctl, "-ldflags", "-X main.version=itest", "../cmd/gwctl")
+	overlay := exec.Command("../tools/netpoll-overlay.sh", filepath.Join(dir, "netpoll"))
+	overlay.Stderr = os.Stderr
+	flag, err := overlay.Output()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "tools/netpoll-overlay.sh:", err)
+		os.Exit(1)
+	}
+	buildFlags = strings.Fields(string(flag))
+	build := exec.Command("go", append(append([]string{"build"}, buildFlags...), "-o", gwctl, "-ldflags", "-X main.version=itest", "../cmd/gwctl")...)
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building gwctl:", err)

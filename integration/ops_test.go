@@ -492,3 +492,18 @@ func TestUserWhoCannotEnterThePrefix(t *testing.T) {
 		t.Fatalf("start failed with %q, want it to say %q", out, want)
 	}
 }
+
+// The gwctl that `make build` makes serves a batch of ready connections in the order they
+// became ready (tools/netpoll-overlay.sh), and says so; a build with Go's own poller order
+// fails here.
+func TestVersionReportsReadinessOrder(t *testing.T) {
+	out, err := exec.Command(gwctl, "--version").CombinedOutput()
+	if err != nil {
+		t.Fatalf("gwctl --version: %v\n%s", err, out)
+	}
+	for _, want := range []string{"gwctl version itest\n", "poller order: readiness order\n"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("gwctl --version does not say %q:\n%s", want, out)
+		}
+	}
+}

@@ -28,7 +28,8 @@ func upgradeBuilds(t *testing.T) (v2, newLayout string) {
 			{builds.v2, "-X main.version=itest-v2"},
 			{builds.newLayout, "-X main.version=itest-v3 -X gw/shm.layoutEpoch=1"},
 		} {
-			out, err := exec.Command("go", "build", "-o", b.out, "-ldflags", b.ldflags, "../cmd/gwctl").CombinedOutput()
+			args := append(append([]string{"build"}, buildFlags...), "-o", b.out, "-ldflags", b.ldflags, "../cmd/gwctl")
+			out, err := exec.Command("go", args...).CombinedOutput()
 			if err != nil {
 				builds.err = fmt.Errorf("go build %s: %v\n%s", b.ldflags, err, out)
 				return

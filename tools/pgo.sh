@@ -13,7 +13,7 @@ trap 'rm -rf "$work"' EXIT
 for tool in runner profgw upstream; do
 	go build -o "$work/$tool" "./benchmark/$tool"
 done
-go build -o "$work/gwctl" ./cmd/gwctl
+go build $(tools/netpoll-overlay.sh "$work/netpoll") -o "$work/gwctl" ./cmd/gwctl
 ulimit -n "$(ulimit -Hn | sed 's/unlimited/20000/')" 2>/dev/null || true
 
 GW_BENCH_PROFILE=1 "$work/runner" -gwctl "$work/gwctl" -upstream "$work/upstream" -profgw "$work/profgw" \

@@ -138,6 +138,18 @@ func describeMachine() Machine {
 	return m
 }
 
+// pollerOrder is what `gwctl --version` says of its poller's order, "unknown" when it says
+// nothing.
+func pollerOrder(gwctl string) string {
+	out, _ := exec.Command(gwctl, "--version").CombinedOutput()
+	_, order, found := strings.Cut(string(out), "poller order: ")
+	if !found {
+		return "unknown"
+	}
+	order, _, _ = strings.Cut(order, "\n")
+	return order
+}
+
 // toolVersion is the first line a tool prints about itself.
 func toolVersion(argv ...string) string {
 	out, _ := exec.Command(argv[0], argv[1:]...).CombinedOutput()
@@ -156,10 +168,11 @@ func benchmark(o *options) error {
 	m := &report.Machine
 	m.Nginx = strings.TrimPrefix(toolVersion(o.nginx, "-v"), "nginx version: ")
 	m.Wrk, _, _ = strings.Cut(toolVersion(o.wrk, "-v"), " Copyright")
+	m.PollerOrder = pollerOrder(o.gwctl)
 	report.LoadAverage.Start = loadAverage()
 	report.LoadAverage.Max = report.LoadAverage.Start
-	fmt.Printf("machine: %d CPUs, %s, Linux %s, %s, gw %s; load average %.2f\n",
-		m.Cores, m.Model, m.Kernel, m.GoVersion, m.Commit, report.LoadAverage.Start)
+	fmt.Printf("machine: %d CPUs, %s, Linux %s, %s, gw %s (poller: %s); load average %.2f\n",
+		m.Cores, m.Model, m.Kernel, m.GoVersion, m.Commit, m.PollerOrder, report.LoadAverage.Start)
 	if report.LoadAverage.Start > 0.5*float64(m.Cores) {
 		fmt.Printf("WARNING: the machine is busy (load average %.2f on %d CPUs); figures will be noisy\n", report.LoadAverage.Start, m.Cores)
 	}

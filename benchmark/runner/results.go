@@ -26,8 +26,11 @@ type Machine struct {
 	Kernel    string    `json:"kernel"`
 	GoVersion string    `json:"go_version"`
 	Commit    string    `json:"commit"`
-	Nginx     string    `json:"nginx"`
-	Wrk       string    `json:"wrk"`
+	// PollerOrder is how the gwctl under test serves a batch of ready connections, as its
+	// --version measures it: "readiness order" when built as `make build` builds it.
+	PollerOrder string `json:"poller_order"`
+	Nginx       string `json:"nginx"`
+	Wrk         string `json:"wrk"`
 }
 
 // Settings are the run's parameters.

@@ -6,9 +6,11 @@ package main
 import (
 	"fmt"
 	"os"
+	"runtime"
 
 	"github.com/urfave/cli/v2"
 
+	"gw/internal/pollorder"
 	_ "gw/plugins/all"
 )
 
@@ -16,6 +18,7 @@ import (
 var version = "dev"
 
 func main() {
+	cli.VersionPrinter = printVersion
 	app := &cli.App{
 		Name:    "gwctl",
 		Usage:   "an API gateway on nginx's master/worker model that speaks APISIX's Admin API",
@@ -42,4 +45,18 @@ func main() {
 		fmt.Fprintf(os.Stderr, "gwctl: %v\n", err)
 		os.Exit(1)
 	}
+}
+
+// printVersion answers `gwctl --version` with what the binary was built from, as
+// `nginx -V` does, including the order its poller serves ready connections in, measured:
+// `make build` patches it to readiness order (tools/netpoll-overlay.sh), a plain
+// `go build` does not.
+func printVersion(c *cli.Context) {
+	fmt.Printf("gwctl version %s\n", c.App.Version)
+	order, err := pollorder.Settled()
+	if err != nil {
+		fmt.Printf("built with %s %s/%s; poller order not measured: %v\n", runtime.Version(), runtime.GOOS, runtime.GOARCH, err)
+		return
+	}
+	fmt.Printf("built with %s %s/%s; poller order: %s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH, order)
 }

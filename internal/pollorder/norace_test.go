@@ -1,0 +1,5 @@
+//go:build !race
+
+package pollorder
+
+const raceEnabled = false

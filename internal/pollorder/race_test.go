@@ -1,0 +1,7 @@
+//go:build race
+
+package pollorder
+
+// raceEnabled: the race detector's runtime shuffles the scheduler's queues on purpose, so
+// no order can be measured under it.
+const raceEnabled = true
