@@ -72,11 +72,13 @@ bin=benchmark/results/tmp/bin
 mkdir -p "$bin"
 echo "building gwctl and the benchmark tools into $bin"
 version=$(git describe --tags --always --dirty 2>/dev/null || echo dev)
-go build $(tools/netpoll-overlay.sh "$bin/netpoll") -ldflags "-X main.version=$version" -o "$bin/gwctl" ./cmd/gwctl
+# As `make build` builds it, with the poller in readiness order (tools/netpoll-overlay.sh).
+overlay=$(tools/netpoll-overlay.sh "$bin/netpoll")
+go build $overlay -ldflags "-X main.version=$version" -o "$bin/gwctl" ./cmd/gwctl
 go build -o "$bin/upstream" ./benchmark/upstream
 go build -o "$bin/runner" ./benchmark/runner
 if [ "${GW_BENCH_PROFILE:-}" = 1 ]; then
-	go build -o "$bin/profgw" ./benchmark/profgw
+	go build $overlay -o "$bin/profgw" ./benchmark/profgw
 fi
 
 exec "$bin/runner" -gwctl "$bin/gwctl" -upstream "$bin/upstream" -profgw "$bin/profgw" "${args[@]}"

@@ -10,10 +10,13 @@ cd "$(dirname "$0")/.."
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-for tool in runner profgw upstream; do
+# gwctl and its profiling twin as `make build` builds them (tools/netpoll-overlay.sh).
+overlay=$(tools/netpoll-overlay.sh "$work/netpoll")
+for tool in runner upstream; do
 	go build -o "$work/$tool" "./benchmark/$tool"
 done
-go build $(tools/netpoll-overlay.sh "$work/netpoll") -o "$work/gwctl" ./cmd/gwctl
+go build $overlay -o "$work/profgw" ./benchmark/profgw
+go build $overlay -o "$work/gwctl" ./cmd/gwctl
 ulimit -n "$(ulimit -Hn | sed 's/unlimited/20000/')" 2>/dev/null || true
 
 GW_BENCH_PROFILE=1 "$work/runner" -gwctl "$work/gwctl" -upstream "$work/upstream" -profgw "$work/profgw" \
