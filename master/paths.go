@@ -1,6 +1,7 @@
 package master
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -109,15 +110,32 @@ func (p Paths) lockInstance() (*os.File, error) {
 	return f, nil
 }
 
-// WaitGone blocks until no master holds the instance lock, or timeout passes. The lock, not
-// the pid, is watched: an exited master that nobody has reaped yet still has a pid.
-func (p Paths) WaitGone(timeout time.Duration) bool {
+// WaitGone blocks until master pid has exited and no master holds the instance lock, or
+// timeout passes. Both are watched: the master drops the lock a moment before it exits, and
+// a new master may hold it under another pid. An exited master that nobody has reaped yet
+// still has a pid, as a zombie, and counts as gone.
+func (p Paths) WaitGone(pid int, timeout time.Duration) bool {
 	deadline := time.Now().Add(timeout)
-	for p.lockHeld() {
+	for p.lockHeld() || processRuns(pid) {
 		if time.Now().After(deadline) {
 			return false
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	return true
+}
+
+// processRuns reports whether pid is a process that has not exited: it exists and is not a
+// zombie.
+func processRuns(pid int) bool {
+	if syscall.Kill(pid, 0) == syscall.ESRCH {
+		return false
+	}
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false // gone between the two looks
+	}
+	// The state follows the command name, which is in parentheses and may hold anything.
+	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	return len(fields) > 0 && fields[0] != "Z" && fields[0] != "X"
 }

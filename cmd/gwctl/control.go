@@ -73,7 +73,7 @@ func signalCommand(name, done, usage string, sig syscall.Signal, timeout func(ma
 				return fmt.Errorf("signalling master %d: %w", pid, err)
 			}
 			wait := timeout(paths)
-			if !paths.WaitGone(wait) {
+			if !paths.WaitGone(pid, wait) {
 				return fmt.Errorf("master %d still running %v after %v; see %s", pid, wait, sig, paths.ErrorLog)
 			}
 			fmt.Printf("gw %s (master pid %d)\n", done, pid)
