@@ -170,6 +170,9 @@ func TestKilledWorkerIsReplacedAndItsQueueServed(t *testing.T) {
 			t.Errorf("request %d: %s", i, got)
 		}
 	}
+	if t.Failed() {
+		t.Logf("error.log:\n%s", in.errorLog())
+	}
 }
 
 // kill -9 of a worker under load: only requests that worker had in flight may fail, and
