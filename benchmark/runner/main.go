@@ -296,7 +296,9 @@ func finish(report *Report, dir, base, latest string) error {
 	return nil
 }
 
-// rerender redraws the Markdown and charts of a saved report beside it.
+// rerender redraws the Markdown and charts of a saved report beside it. Medians and
+// ratios are taken again from the runs it keeps, so that a report from an older runner
+// gets what this one computes (the ratios' intervals, say).
 func rerender(path string) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -305,6 +307,9 @@ func rerender(path string) error {
 	var r Report
 	if err := json.Unmarshal(b, &r); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
+	}
+	for i := range r.Rows {
+		r.Rows[i].finish()
 	}
 	base := strings.TrimSuffix(filepath.Base(path), ".json")
 	written, err := writeOutputs(&r, filepath.Dir(path), base, base)

@@ -12,50 +12,92 @@ import (
 type goal struct {
 	scenario string
 	what     string
-	ok       func(sc *Scenario) (measured string, met bool)
+	// ok says what was measured and whether the goal was met; verdict words it.
+	ok func(sc *Scenario) (measured, verdict string)
 }
 
 var goals = []goal{
-	{gwPlain, "CPU µs per request ≤ nginx proxy's", ratioAtMost(func(r *Ratios) float64 { return r.CPUPerRequest }, 1.0)},
-	{gwPlain, "requests/s ≥ 1.0× nginx proxy's", ratioAtLeast(func(r *Ratios) float64 { return r.RPS }, 1.0)},
-	{gwPlain, "p99 ≤ nginx proxy's", ratioAtMost(func(r *Ratios) float64 { return r.P99 }, 1.0)},
-	{gwPlugins, "CPU µs per request ≤ 1.05× nginx proxy's", ratioAtMost(func(r *Ratios) float64 { return r.CPUPerRequest }, 1.05)},
-	{gwPlugins, "requests/s ≥ 0.95× nginx proxy's", ratioAtLeast(func(r *Ratios) float64 { return r.RPS }, 0.95)},
-	{gwPlugins, "p99 ≤ nginx proxy's", ratioAtMost(func(r *Ratios) float64 { return r.P99 }, 1.0)},
+	{gwPlain, "CPU µs per request ≤ nginx proxy's", vsNginx(cpuPerRequest, atMost(1.0))},
+	{gwPlain, "requests/s ≥ 1.0× nginx proxy's", vsNginx(requestsPerSecond, atLeast(1.0))},
+	{gwPlain, "p99 ≤ nginx proxy's", vsNginx(p99, atMost(1.0))},
+	{gwPlugins, "CPU µs per request ≤ 1.05× nginx proxy's", vsNginx(cpuPerRequest, atMost(1.05))},
+	{gwPlugins, "requests/s ≥ 0.95× nginx proxy's", vsNginx(requestsPerSecond, atLeast(0.95))},
+	{gwPlugins, "p99 ≤ nginx proxy's", vsNginx(p99, atMost(1.0))},
 	{gwPlugins, "worker RSS < 30 MiB", memBelow(func(s *Summary) int64 { return s.WorkerRSSKiB }, 30<<10)},
 	{gwPlugins, "master RSS < 50 MiB", memBelow(func(s *Summary) int64 { return s.MasterRSSKiB }, 50<<10)},
-	{gwScraped, "p99 < 1.05× unscraped (issue 5)", func(sc *Scenario) (string, bool) {
-		if sc.VsUnscraped == nil {
-			return "no ratio", false
-		}
-		return fmt.Sprintf("%.2f×", sc.VsUnscraped.P99), sc.VsUnscraped.P99 < 1.05
+	{gwScraped, "p99 < 1.05× unscraped (issue 5)", func(sc *Scenario) (string, string) {
+		return judge(sc.VsUnscraped, p99, below(1.05))
 	}},
 }
 
-func ratioAtMost(f func(*Ratios) float64, limit float64) func(*Scenario) (string, bool) {
-	return func(sc *Scenario) (string, bool) {
-		if sc.VsNginx == nil {
-			return "no ratio", false
-		}
-		v := f(sc.VsNginx)
-		return fmt.Sprintf("%.2f×", v), v <= limit
+// figure picks one ratio, and its interval, out of a Ratios.
+type figure func(r *Ratios) (median float64, interval *[2]float64)
+
+func cpuPerRequest(r *Ratios) (float64, *[2]float64) {
+	if r.Interval == nil {
+		return r.CPUPerRequest, nil
 	}
+	return r.CPUPerRequest, &r.Interval.CPUPerRequest
 }
 
-func ratioAtLeast(f func(*Ratios) float64, limit float64) func(*Scenario) (string, bool) {
-	return func(sc *Scenario) (string, bool) {
-		if sc.VsNginx == nil {
-			return "no ratio", false
-		}
-		v := f(sc.VsNginx)
-		return fmt.Sprintf("%.2f×", v), v >= limit
+func requestsPerSecond(r *Ratios) (float64, *[2]float64) {
+	if r.Interval == nil {
+		return r.RPS, nil
 	}
+	return r.RPS, &r.Interval.RPS
 }
 
-func memBelow(f func(*Summary) int64, kib int64) func(*Scenario) (string, bool) {
-	return func(sc *Scenario) (string, bool) {
+func p99(r *Ratios) (float64, *[2]float64) {
+	if r.Interval == nil {
+		return r.P99, nil
+	}
+	return r.P99, &r.Interval.P99
+}
+
+// A bound says whether a ratio meets a goal.
+type bound func(v float64) bool
+
+func atMost(limit float64) bound  { return func(v float64) bool { return v <= limit } }
+func below(limit float64) bound   { return func(v float64) bool { return v < limit } }
+func atLeast(limit float64) bound { return func(v float64) bool { return v >= limit } }
+
+func vsNginx(f figure, ok bound) func(*Scenario) (string, string) {
+	return func(sc *Scenario) (string, string) { return judge(sc.VsNginx, f, ok) }
+}
+
+// judge words a ratio against its goal. With enough rounds for a 95% interval, the goal is
+// met or missed only when the whole interval says so; an interval on both sides of the
+// line is "within noise", whatever side the median fell on. With fewer rounds the median
+// alone decides.
+func judge(r *Ratios, f figure, ok bound) (measured, verdict string) {
+	if r == nil {
+		return "no ratio", "missed"
+	}
+	median, interval := f(r)
+	measured = fmt.Sprintf("%.2f×", median)
+	if interval == nil {
+		if ok(median) {
+			return measured, "met"
+		}
+		return measured, "missed"
+	}
+	measured += fmt.Sprintf(", 95%% interval %.2f–%.2f", interval[0], interval[1])
+	switch low, high := ok(interval[0]), ok(interval[1]); {
+	case low && high:
+		return measured, "met"
+	case !low && !high:
+		return measured, "missed"
+	}
+	return measured, "within noise"
+}
+
+func memBelow(f func(*Summary) int64, kib int64) func(*Scenario) (string, string) {
+	return func(sc *Scenario) (string, string) {
 		v := f(&sc.Median)
-		return mib(v), v < kib
+		if v < kib {
+			return mib(v), "met"
+		}
+		return mib(v), "missed"
 	}
 }
 
@@ -149,18 +191,16 @@ func writeRow(b *strings.Builder, row *Row) {
 		}
 	}
 	if row.Workers == 1 {
-		b.WriteString("\nIssue 7's goals for one worker:\n\n")
+		b.WriteString("\nIssue 7's goals for one worker. With six rounds or more a ratio comes with the 95% interval " +
+			"of its median over rounds; a goal is met or missed only when the whole interval says so, " +
+			"and is within noise when the interval lies on both sides of its line:\n\n")
 		for _, g := range goals {
 			sc := row.scenario(g.scenario)
 			if sc == nil {
 				continue
 			}
-			measured, met := g.ok(sc)
-			mark := "missed"
-			if met {
-				mark = "met"
-			}
-			fmt.Fprintf(b, "- %s: %s — %s (%s)\n", g.scenario, g.what, measured, mark)
+			measured, verdict := g.ok(sc)
+			fmt.Fprintf(b, "- %s: %s — %s (%s)\n", g.scenario, g.what, measured, verdict)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"slices"
 	"time"
 )
@@ -137,6 +138,39 @@ type Ratios struct {
 	RPS           float64 `json:"rps"`
 	P99           float64 `json:"p99"`
 	CPUPerRequest float64 `json:"cpu_per_request"`
+	// Interval bounds each median with at least 95% confidence; nil with fewer than six
+	// rounds, too few for any such bound.
+	Interval *RatioInterval `json:"interval_95,omitempty"`
+}
+
+// RatioInterval is, for each ratio, a range that holds the median of its per-round
+// quotients with at least 95% confidence. It makes no assumption about how the quotients
+// are distributed, only that rounds are independent: it is the pair of order statistics
+// that the binomial distribution places around the median (as a sign test does).
+type RatioInterval struct {
+	RPS           [2]float64 `json:"rps"`
+	P99           [2]float64 `json:"p99"`
+	CPUPerRequest [2]float64 `json:"cpu_per_request"`
+}
+
+// medianInterval returns the 95% interval of the median of xs (see RatioInterval), and
+// false for fewer than six values.
+func medianInterval(xs []float64) ([2]float64, bool) {
+	n := len(xs)
+	// The largest k with P(Binomial(n, 1/2) < k) <= 2.5%: the median lies between the
+	// k-th smallest and the k-th largest value with probability at least 95%.
+	k, tail, term := 0, 0.0, math.Pow(0.5, float64(n)) // term is P(X = k)
+	for k < n && tail+term <= 0.025 {
+		tail += term
+		term *= float64(n-k) / float64(k+1)
+		k++
+	}
+	if k == 0 {
+		return [2]float64{}, false
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return [2]float64{s[k-1], s[n-k]}, true
 }
 
 // Ocelot is seed 001's comparison: ab -n 20000 -c 1000 through gw and nginx.
@@ -213,7 +247,13 @@ func ratios(gw, nginx []Run) *Ratios {
 	if len(rps) == 0 {
 		return nil
 	}
-	return &Ratios{RPS: median(rps), P99: median(p99), CPUPerRequest: median(cpu)}
+	r := &Ratios{RPS: median(rps), P99: median(p99), CPUPerRequest: median(cpu)}
+	if rpsRange, ok := medianInterval(rps); ok {
+		p99Range, _ := medianInterval(p99)
+		cpuRange, _ := medianInterval(cpu)
+		r.Interval = &RatioInterval{RPS: rpsRange, P99: p99Range, CPUPerRequest: cpuRange}
+	}
+	return r
 }
 
 // finish fills the medians and ratios of a measured row.

@@ -231,3 +231,52 @@ func TestRouteBodies(t *testing.T) {
 		t.Errorf("makeBody(23) = %q", makeBody(23))
 	}
 }
+
+func TestMedianInterval(t *testing.T) {
+	values := func(n int) []float64 {
+		xs := make([]float64, n)
+		for i := range xs {
+			xs[i] = float64(n - i) // descending, so that sorting matters
+		}
+		return xs
+	}
+	if _, ok := medianInterval(values(5)); ok {
+		t.Error("5 rounds: no interval holds the median with 95% confidence, yet one was given")
+	}
+	for _, c := range []struct {
+		n        int
+		low, top float64
+	}{
+		{6, 1, 6},   // P(all six on one side) = 1/64 each way
+		{7, 1, 7},   // 1/128
+		{21, 6, 16}, // P(X <= 5) = 1.3%, P(X <= 6) = 3.9%
+	} {
+		got, ok := medianInterval(values(c.n))
+		if !ok || got != [2]float64{c.low, c.top} {
+			t.Errorf("%d rounds: interval %v %v, want [%v %v]", c.n, got, ok, c.low, c.top)
+		}
+	}
+}
+
+func TestGoalsAreJudgedOnTheInterval(t *testing.T) {
+	for _, c := range []struct {
+		quotients []float64 // gw's CPU per request over nginx's, one per round
+		want      string
+	}{
+		{[]float64{0.95, 0.96, 0.97, 0.98, 0.99, 1.00, 0.94}, "0.97×, 95% interval 0.94–1.00 (met)"},
+		{[]float64{0.95, 0.96, 0.97, 0.98, 0.99, 1.01, 0.94}, "0.97×, 95% interval 0.94–1.01 (within noise)"},
+		{[]float64{1.03, 0.99, 1.01, 1.02, 1.01, 1.04, 1.02}, "1.02×, 95% interval 0.99–1.04 (within noise)"},
+		{[]float64{1.03, 1.02, 1.01, 1.02, 1.01, 1.04, 1.02}, "1.02×, 95% interval 1.01–1.04 (missed)"},
+		{[]float64{0.90, 1.10}, "1.00× (met)"}, // too few rounds: the median decides
+	} {
+		var gw, nginx []Run
+		for i, q := range c.quotients {
+			gw = append(gw, Run{Round: i + 1, RPS: 100, P99US: 1000, CPUPerRequestUS: 40 * q})
+			nginx = append(nginx, Run{Round: i + 1, RPS: 100, P99US: 1000, CPUPerRequestUS: 40})
+		}
+		measured, verdict := goals[0].ok(&Scenario{Name: gwPlain, VsNginx: ratios(gw, nginx)})
+		if got := measured + " (" + verdict + ")"; got != c.want {
+			t.Errorf("%v: %q, want %q", c.quotients, got, c.want)
+		}
+	}
+}
