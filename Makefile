@@ -5,10 +5,10 @@ GO ?= go
 
 .PHONY: build run test unit integration microbench bench fuzz pgo vet clean
 
-# With Go's poller patched to serve ready connections in the order they became ready, as
-# nginx does; see tools/netpoll-overlay.sh. `bin/gwctl --version` says which order it has.
+# With two lines of Go's runtime changed (the poller's order and the monitor thread's pace;
+# see tools/runtime-overlay.sh). `bin/gwctl --version` says whether a binary has them.
 build:
-	$(GO) build $$(GO=$(GO) tools/netpoll-overlay.sh bin/netpoll) -ldflags "$(LDFLAGS)" -o bin/gwctl ./cmd/gwctl
+	$(GO) build $$(GO=$(GO) tools/runtime-overlay.sh bin/goruntime) -ldflags "$(LDFLAGS)" -o bin/gwctl ./cmd/gwctl
 
 # Runs the gateway in the foreground on the repository's conf/config.yaml, which holds
 # exactly the embedded defaults: data port 9080, Admin API 127.0.0.1:9180. Ctrl-C stops it.

@@ -72,8 +72,8 @@ bin=benchmark/results/tmp/bin
 mkdir -p "$bin"
 echo "building gwctl and the benchmark tools into $bin"
 version=$(git describe --tags --always --dirty 2>/dev/null || echo dev)
-# As `make build` builds it, with the poller in readiness order (tools/netpoll-overlay.sh).
-overlay=$(tools/netpoll-overlay.sh "$bin/netpoll")
+# As `make build` builds it, with its runtime changes (tools/runtime-overlay.sh).
+overlay=$(tools/runtime-overlay.sh "$bin/goruntime")
 go build $overlay -ldflags "-X main.version=$version" -o "$bin/gwctl" ./cmd/gwctl
 go build -o "$bin/upstream" ./benchmark/upstream
 go build -o "$bin/runner" ./benchmark/runner

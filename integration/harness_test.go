@@ -22,7 +22,7 @@ import (
 var gwctl string
 
 // buildFlags are the `go build` flags every gwctl under test is built with: the poller
-// overlay of `make build` (tools/netpoll-overlay.sh), when it applies to this Go.
+// overlay of `make build` (tools/runtime-overlay.sh), when it applies to this Go.
 var buildFlags []string
 
 func TestMain(m *testing.M) {
@@ -32,11 +32,11 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	gwctl = filepath.Join(dir, "gwctl")
-	overlay := exec.Command("../tools/netpoll-overlay.sh", filepath.Join(dir, "netpoll"))
+	overlay := exec.Command("../tools/runtime-overlay.sh", filepath.Join(dir, "goruntime"))
 	overlay.Stderr = os.Stderr
 	flag, err := overlay.Output()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "tools/netpoll-overlay.sh:", err)
+		fmt.Fprintln(os.Stderr, "tools/runtime-overlay.sh:", err)
 		os.Exit(1)
 	}
 	buildFlags = strings.Fields(string(flag))

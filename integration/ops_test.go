@@ -493,15 +493,15 @@ func TestUserWhoCannotEnterThePrefix(t *testing.T) {
 	}
 }
 
-// The gwctl that `make build` makes serves a batch of ready connections in the order they
-// became ready (tools/netpoll-overlay.sh), and says so; a build with Go's own poller order
-// fails here.
-func TestVersionReportsReadinessOrder(t *testing.T) {
+// The gwctl that `make build` makes has both changes of tools/runtime-overlay.sh, and says
+// so: it serves a batch of ready connections in the order they became ready, and its
+// monitor thread keeps its pace after a system call. A build without them fails here.
+func TestVersionReportsTheRuntimeChanges(t *testing.T) {
 	out, err := exec.Command(gwctl, "--version").CombinedOutput()
 	if err != nil {
 		t.Fatalf("gwctl --version: %v\n%s", err, out)
 	}
-	for _, want := range []string{"gwctl version itest\n", "poller order: readiness order\n"} {
+	for _, want := range []string{"gwctl version itest\n", "poller order: readiness order\n", "monitor after a system call: keeps its pace ("} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("gwctl --version does not say %q:\n%s", want, out)
 		}

@@ -10,8 +10,8 @@ cd "$(dirname "$0")/.."
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-# gwctl and its profiling twin as `make build` builds them (tools/netpoll-overlay.sh).
-overlay=$(tools/netpoll-overlay.sh "$work/netpoll")
+# gwctl and its profiling twin as `make build` builds them (tools/runtime-overlay.sh).
+overlay=$(tools/runtime-overlay.sh "$work/goruntime")
 for tool in runner upstream; do
 	go build -o "$work/$tool" "./benchmark/$tool"
 done

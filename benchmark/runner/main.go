@@ -138,16 +138,16 @@ func describeMachine() Machine {
 	return m
 }
 
-// pollerOrder is what `gwctl --version` says of its poller's order, "unknown" when it says
-// nothing.
-func pollerOrder(gwctl string) string {
-	out, _ := exec.Command(gwctl, "--version").CombinedOutput()
-	_, order, found := strings.Cut(string(out), "poller order: ")
+// versionSays is what `gwctl --version` says after label ("poller order: "), up to the
+// end of the line or an opening parenthesis; "unknown" when it says nothing.
+func versionSays(version, label string) string {
+	_, said, found := strings.Cut(version, label)
 	if !found {
 		return "unknown"
 	}
-	order, _, _ = strings.Cut(order, "\n")
-	return order
+	said, _, _ = strings.Cut(said, "\n")
+	said, _, _ = strings.Cut(said, " (")
+	return said
 }
 
 // toolVersion is the first line a tool prints about itself.
@@ -168,11 +168,13 @@ func benchmark(o *options) error {
 	m := &report.Machine
 	m.Nginx = strings.TrimPrefix(toolVersion(o.nginx, "-v"), "nginx version: ")
 	m.Wrk, _, _ = strings.Cut(toolVersion(o.wrk, "-v"), " Copyright")
-	m.PollerOrder = pollerOrder(o.gwctl)
+	version, _ := exec.Command(o.gwctl, "--version").CombinedOutput()
+	m.PollerOrder = versionSays(string(version), "poller order: ")
+	m.MonitorPace = versionSays(string(version), "monitor after a system call: ")
 	report.LoadAverage.Start = loadAverage()
 	report.LoadAverage.Max = report.LoadAverage.Start
-	fmt.Printf("machine: %d CPUs, %s, Linux %s, %s, gw %s (poller: %s); load average %.2f\n",
-		m.Cores, m.Model, m.Kernel, m.GoVersion, m.Commit, m.PollerOrder, report.LoadAverage.Start)
+	fmt.Printf("machine: %d CPUs, %s, Linux %s, %s, gw %s (poller: %s; monitor: %s); load average %.2f\n",
+		m.Cores, m.Model, m.Kernel, m.GoVersion, m.Commit, m.PollerOrder, m.MonitorPace, report.LoadAverage.Start)
 	if report.LoadAverage.Start > 0.5*float64(m.Cores) {
 		fmt.Printf("WARNING: the machine is busy (load average %.2f on %d CPUs); figures will be noisy\n", report.LoadAverage.Start, m.Cores)
 	}

@@ -117,7 +117,11 @@ func markdown(r *Report, charts []string) string {
 	fmt.Fprintf(&b, "# gw against nginx, %s\n\n", m.Date.Format("2006-01-02 15:04 MST"))
 	fmt.Fprintf(&b, "- Machine: %d CPUs, %s, Linux %s; load average %.2f at the start, %.2f at most before a run.\n",
 		m.Cores, m.Model, m.Kernel, r.LoadAverage.Start, r.LoadAverage.Max)
-	fmt.Fprintf(&b, "- Software: gw %s built with %s, poller in %s; %s; %s.\n", m.Commit, m.GoVersion, m.PollerOrder, m.Nginx, m.Wrk)
+	runtimeChanges := "poller in " + m.PollerOrder
+	if m.MonitorPace != "" {
+		runtimeChanges += ", monitor " + m.MonitorPace + " after a system call"
+	}
+	fmt.Fprintf(&b, "- Software: gw %s built with %s, %s; %s; %s.\n", m.Commit, m.GoVersion, runtimeChanges, m.Nginx, m.Wrk)
 	st := r.Settings
 	accessLog := "off in gw and nginx"
 	if st.AccessLog {

@@ -27,9 +27,11 @@ type Machine struct {
 	Kernel    string    `json:"kernel"`
 	GoVersion string    `json:"go_version"`
 	Commit    string    `json:"commit"`
-	// PollerOrder is how the gwctl under test serves a batch of ready connections, as its
-	// --version measures it: "readiness order" when built as `make build` builds it.
+	// PollerOrder and MonitorPace are what the gwctl under test's --version measures of
+	// the runtime changes `make build` makes (tools/runtime-overlay.sh): "readiness order"
+	// and "keeps its pace" when it has them.
 	PollerOrder string `json:"poller_order"`
+	MonitorPace string `json:"monitor_pace,omitempty"`
 	Nginx       string `json:"nginx"`
 	Wrk         string `json:"wrk"`
 }

@@ -280,3 +280,16 @@ func TestGoalsAreJudgedOnTheInterval(t *testing.T) {
 		}
 	}
 }
+
+func TestVersionSays(t *testing.T) {
+	version := "gwctl version x\nbuilt with go1.26.8 linux/amd64\npoller order: readiness order\nmonitor after a system call: keeps its pace (4 wake-ups in 30ms)\n"
+	if got := versionSays(version, "poller order: "); got != "readiness order" {
+		t.Errorf("poller order %q", got)
+	}
+	if got := versionSays(version, "monitor after a system call: "); got != "keeps its pace" {
+		t.Errorf("monitor %q", got)
+	}
+	if got := versionSays("gwctl version 1\n", "poller order: "); got != "unknown" {
+		t.Errorf("older gwctl: %q", got)
+	}
+}

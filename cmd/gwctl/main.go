@@ -10,7 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"gw/internal/pollorder"
+	"gw/internal/runtimepatch"
 	_ "gw/plugins/all"
 )
 
@@ -48,15 +48,19 @@ func main() {
 }
 
 // printVersion answers `gwctl --version` with what the binary was built from, as
-// `nginx -V` does, including the order its poller serves ready connections in, measured:
-// `make build` patches it to readiness order (tools/netpoll-overlay.sh), a plain
-// `go build` does not.
+// `nginx -V` does, including the two changes `make build` makes to Go's runtime
+// (tools/runtime-overlay.sh), measured: a plain `go build` has neither.
 func printVersion(c *cli.Context) {
 	fmt.Printf("gwctl version %s\n", c.App.Version)
-	order, err := pollorder.Settled()
-	if err != nil {
-		fmt.Printf("built with %s %s/%s; poller order not measured: %v\n", runtime.Version(), runtime.GOOS, runtime.GOARCH, err)
-		return
+	fmt.Printf("built with %s %s/%s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	if order, err := runtimepatch.SettledOrder(); err != nil {
+		fmt.Printf("poller order: not measured: %v\n", err)
+	} else {
+		fmt.Printf("poller order: %s\n", order)
 	}
-	fmt.Printf("built with %s %s/%s; poller order: %s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH, order)
+	if pace, woke, err := runtimepatch.SettledPace(); err != nil {
+		fmt.Printf("monitor after a system call: not measured: %v\n", err)
+	} else {
+		fmt.Printf("monitor after a system call: %s (%d wake-ups in %v)\n", pace, woke, runtimepatch.PaceWindow)
+	}
 }

@@ -1,11 +1,14 @@
-// Package pollorder measures the order in which Go's runtime runs goroutines whose
-// descriptors became ready together, within one poll of its network poller. A worker
-// serves each connection on a goroutine, so this order is the order in which a batch of
-// ready connections gets served: stock Go runs such a batch from the last ready to the
-// first, which widens the latency tail; gwctl is built with the poller patched to keep
-// readiness order (tools/netpoll-overlay.sh). The measurement tells which one a binary
-// has, since only running it can.
-package pollorder
+// Package runtimepatch measures the two things gwctl's build changes in Go's runtime
+// (tools/runtime-overlay.sh), since only running a binary can tell whether it has them:
+//
+//   - Order: the order in which the scheduler runs goroutines whose descriptors became
+//     ready in one poll. A worker serves each connection on a goroutine, so this is the
+//     order in which a batch of ready connections is served. Stock Go runs a batch from
+//     the last ready to the first, which widens the latency tail; gwctl keeps readiness
+//     order, as nginx's event loop does.
+//   - Pace: what the runtime's monitor thread does when a system call wakes it from its
+//     deep sleep. Stock Go restarts it at a 20 µs period; gwctl keeps its pace.
+package runtimepatch
 
 import (
 	"fmt"
@@ -45,12 +48,12 @@ const waiters = 8
 // measuring goroutine sleeps, and need microseconds.
 const settle = 20 * time.Millisecond
 
-// Measure makes waiters goroutines block reading pipes, makes every pipe readable in turn
+// MeasureOrder makes waiters goroutines block reading pipes, makes every pipe readable in turn
 // without letting them run, then records the order they run in. It runs with GOMAXPROCS
 // at 1, as a worker does, so that one scheduler takes the whole batch from one poll; the
-// previous setting is restored. Measure takes about settle, and is not meant to run
+// previous setting is restored. It takes about settle, and is not meant to run
 // beside other work of the process.
-func Measure() (Order, error) {
+func MeasureOrder() (Order, error) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	var readers, writers [waiters]*os.File
 	defer func() {
@@ -64,7 +67,7 @@ func Measure() (Order, error) {
 	for i := range waiters {
 		r, w, err := os.Pipe()
 		if err != nil {
-			return Mixed, fmt.Errorf("pollorder: %w", err)
+			return Mixed, fmt.Errorf("runtimepatch: %w", err)
 		}
 		readers[i], writers[i] = r, w
 	}
@@ -88,12 +91,12 @@ func Measure() (Order, error) {
 		// A write to a pipe with room returns without blocking, so no reader runs
 		// before the last write: they all wait for the next poll.
 		if _, err := writers[i].Write([]byte{1}); err != nil {
-			return Mixed, fmt.Errorf("pollorder: %w", err)
+			return Mixed, fmt.Errorf("runtimepatch: %w", err)
 		}
 	}
 	for range waiters {
 		if err := <-done; err != nil {
-			return Mixed, fmt.Errorf("pollorder: %w", err)
+			return Mixed, fmt.Errorf("runtimepatch: %w", err)
 		}
 	}
 	mu.Lock()
@@ -117,12 +120,12 @@ func classify(ran []int) Order {
 	return Mixed
 }
 
-// Settled measures up to three times, until a measurement is not Mixed.
-func Settled() (Order, error) {
+// SettledOrder measures up to three times, until a measurement is not Mixed.
+func SettledOrder() (Order, error) {
 	for range 2 {
-		if o, err := Measure(); err != nil || o != Mixed {
+		if o, err := MeasureOrder(); err != nil || o != Mixed {
 			return o, err
 		}
 	}
-	return Measure()
+	return MeasureOrder()
 }

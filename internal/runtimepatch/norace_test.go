@@ -1,5 +1,5 @@
 //go:build !race
 
-package pollorder
+package runtimepatch
 
 const raceEnabled = false

@@ -1,6 +1,6 @@
 //go:build race
 
-package pollorder
+package runtimepatch
 
 // raceEnabled: the race detector's runtime shuffles the scheduler's queues on purpose, so
 // no order can be measured under it.
