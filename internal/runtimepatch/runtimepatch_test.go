@@ -44,7 +44,9 @@ func TestStockGoRestartsTheMonitorAfterASystemCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got != PaceRestarted {
+	// Unclear is let through: on a busy machine the monitor's thread may not get the CPU
+	// often enough to show its pace. Kept is what this test is for.
+	if got == PaceKept {
 		t.Fatalf("the monitor %v (%d wake-ups in %v); if this Go keeps its pace itself, tools/runtime-overlay.sh no longer needs to change proc.go", got, woke, PaceWindow)
 	}
 }
