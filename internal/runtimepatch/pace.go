@@ -43,11 +43,11 @@ func (p Pace) String() string {
 const PaceWindow = 30 * time.Millisecond
 
 // MeasurePace keeps the processor busy until the monitor has slowed down, lets the
-// process go idle until the monitor sleeps deeply, wakes it with a system call made the
-// way net makes them, then keeps the one processor busy for PaceWindow and counts how often the
-// other threads (the monitor, in practice) woke meanwhile: woke. It runs with GOMAXPROCS
-// at 1, restoring the previous setting, takes about 150 ms, and is not meant to run beside
-// other work of the process.
+// process go idle until the monitor sleeps deeply, wakes it with system calls made the way
+// net makes them (reading /proc for the count, then getpid), then keeps the one processor
+// busy for PaceWindow and counts how often the other threads (the monitor, in practice)
+// woke meanwhile: woke. It runs with GOMAXPROCS at 1, restoring the previous setting,
+// takes about 150 ms, and is not meant to run beside other work of the process.
 func MeasurePace() (pace Pace, woke int, err error) {
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	// Busy first, so that the monitor slows down to its longest period as it does under
