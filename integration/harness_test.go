@@ -21,8 +21,8 @@ import (
 // gwctl is the binary under test, built once by TestMain as `make build` builds it.
 var gwctl string
 
-// buildFlags are the `go build` flags every gwctl under test is built with: the poller
-// overlay of `make build` (tools/runtime-overlay.sh), when it applies to this Go.
+// buildFlags are the `go build` flags every gwctl under test is built with: the runtime
+// overlay of `make build` (tools/runtime-overlay.sh), as far as it applies to this Go.
 var buildFlags []string
 
 func TestMain(m *testing.M) {
