@@ -30,7 +30,7 @@ var magic = [2]byte{'g', 'w'}
 // Kind says what a frame carries.
 type Kind uint8
 
-// The frame kinds. Worker → master: Hello, Ready, Ack, Stats. Master → worker: Setup,
+// The frame kinds. Worker → master: Hello, Ready, Ack, Reject, Stats. Master → worker: Setup,
 // Config, Shutdown, Reopen, TicketKeys. A new kind changes no other frame, so
 // ProtocolVersion stays: a master and its workers are always one binary (Hello.Version).
 const (
@@ -44,7 +44,14 @@ const (
 	KindStats    Kind = 8 // worker → master: Stats, about once a second
 	// master → worker: TicketKeys, whenever the master rotates the TLS session ticket keys
 	KindTicketKeys Kind = 9
+	// worker → master: Reject, a snapshot version this worker refused to serve, and why
+	KindReject Kind = 10
 )
+
+// FatalExitCode is the status a worker exits with when respawning it cannot help (its
+// setup is bad: a socket it cannot use, a log it cannot open). It is not 2, Go's status for
+// a panic: a worker that panics is respawned like any other that dies.
+const FatalExitCode = 78 // EX_CONFIG in sysexits.h
 
 func (k Kind) String() string {
 	switch k {
@@ -66,6 +73,8 @@ func (k Kind) String() string {
 		return "stats"
 	case KindTicketKeys:
 		return "ticket-keys"
+	case KindReject:
+		return "reject"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }

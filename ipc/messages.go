@@ -44,6 +44,15 @@ type Ack struct {
 	Version uint64 `json:"version"`
 }
 
+// Reject says a worker refused a snapshot and keeps serving the one it had: Reason names
+// each object it could not build. The master checked the snapshot before sending it, so a
+// Reject means the two processes disagree, and the master reports it until a later
+// snapshot is served.
+type Reject struct {
+	Version uint64 `json:"version"`
+	Reason  string `json:"reason"`
+}
+
 // ShutdownMode says how a worker should stop.
 type ShutdownMode string
 

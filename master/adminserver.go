@@ -48,6 +48,7 @@ func (m *Master) listenAdmin(cfg *conf.Config) error {
 	}
 	handler := admin.New(admin.Options{
 		Store:     m.store,
+		Builder:   m,
 		Keys:      cfg.AdminKeys(),
 		Allow:     cfg.AllowNets(),
 		Publisher: m,

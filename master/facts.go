@@ -1,6 +1,11 @@
 package master
 
-import "time"
+import (
+	"fmt"
+	"time"
+
+	"gw/conf"
+)
 
 // Facts is the master's own state, for `gwctl status` and the metrics endpoint.
 type Facts struct {
@@ -16,6 +21,10 @@ type Facts struct {
 	// Reloads and ReloadFailures count `gwctl reload` (SIGHUP) outcomes.
 	Reloads        uint64
 	ReloadFailures uint64
+	// LeftOut are the stored objects the served snapshot leaves out, each with why.
+	LeftOut []conf.LeftOut `json:",omitempty"`
+	// ConfigRejections counts the snapshots workers refused (see WorkerFacts.Rejected).
+	ConfigRejections uint64
 }
 
 // WorkerFacts describes one live worker process.
@@ -28,6 +37,9 @@ type WorkerFacts struct {
 	// Requests and Connections are from the worker's last report (at most a second old).
 	Requests    uint64
 	Connections int64
+	// Rejected, when set, says which snapshot the worker refuses and why: it serves an
+	// older one.
+	Rejected string `json:",omitempty"`
 }
 
 // Facts returns a consistent copy of the master's state. Safe for concurrent use.
@@ -38,11 +50,15 @@ func (m *Master) Facts() Facts {
 		PID: m.pid, Version: m.opts.Version, Started: m.started, Generation: m.gen.id,
 		ConfigVersion: m.version, ConfigSource: m.paths.Config,
 		WorkerRestarts: m.restarts, Reloads: m.reloads, ReloadFailures: m.reloadFailures,
+		LeftOut: m.leftOut, ConfigRejections: m.configRejections,
 	}
 	for _, w := range m.allWorkersLocked() {
 		wf := WorkerFacts{Slot: w.slot, PID: w.pid, Generation: w.generation, State: w.state(), Started: w.started}
 		if st := w.stats.Load(); st != nil {
 			wf.Requests, wf.Connections = st.Requests, st.Connections
+		}
+		if rejected := w.refuses(); rejected != nil {
+			wf.Rejected = fmt.Sprintf("refuses config version %d: %s", rejected.Version, rejected.Reason)
 		}
 		f.Workers = append(f.Workers, wf)
 	}

@@ -23,6 +23,7 @@ import (
 	"gw/conf"
 	"gw/internal/atomicfile"
 	"gw/internal/errlog"
+	"gw/ipc"
 	"gw/master/health"
 	"gw/master/store"
 	"gw/plugins"
@@ -46,6 +47,18 @@ type Options struct {
 	Binary string
 	// UpgradeTimeout bounds how long a new master may take to become ready (default 1m).
 	UpgradeTimeout time.Duration
+	// NewChecker makes what builds snapshots exactly as the workers do
+	// (worker.NewChecker), given the master's shared-memory segments and error log. The
+	// master checks
+	// the stored objects at start and every Admin API write with it. Nil checks nothing
+	// beyond validation.
+	NewChecker func(segments map[string]*shm.Segment, log *errlog.Logger) SnapshotChecker
+}
+
+// SnapshotChecker builds a snapshot as the workers will under cfg and returns the objects
+// that fail to build (worker.Checker).
+type SnapshotChecker interface {
+	Check(snap *conf.Snapshot, cfg *conf.Config) ([]conf.LeftOut, error)
 }
 
 // readyTimeout bounds how long a new worker may take to report ready.
@@ -71,6 +84,7 @@ type Master struct {
 
 	segments map[string]*shm.Segment // plugins' shared memory, by plugin name
 	health   *health.Checker         // active health checks; nil until the segments exist
+	checker  SnapshotChecker         // nil without Options.NewChecker
 	store    *store.Store
 	admin    *adminServers
 	control  net.Listener
@@ -93,9 +107,10 @@ type Master struct {
 	sockets   map[string]*slotSockets // by listen address; kept across reloads
 	snapshot  []byte                  // the latest published conf.Snapshot, as JSON
 	version   uint64
-	slots     []*workerProc // the current generation, by slot
-	starting  []*workerProc // a new generation not yet swapped in
-	draining  []*workerProc // older generations still finishing their requests
+	leftOut   []conf.LeftOut // what that snapshot leaves out
+	slots     []*workerProc  // the current generation, by slot
+	starting  []*workerProc  // a new generation not yet swapped in
+	draining  []*workerProc  // older generations still finishing their requests
 	stopping  bool
 	crashes   map[int][]time.Time // recent unexpected exits per slot, for backoff
 
@@ -104,6 +119,8 @@ type Master struct {
 	restarts       uint64
 	reloads        uint64
 	reloadFailures uint64
+	// configRejections counts the snapshots workers refused (ipc.Reject).
+	configRejections uint64
 
 	exits    chan *workerProc
 	commands chan command
@@ -231,7 +248,10 @@ func (m *Master) start() error {
 	if err := m.prepareWorkerFiles(cfg); err != nil {
 		return err
 	}
-	snap, err := m.store.Snapshot()
+	if m.opts.NewChecker != nil {
+		m.checker = m.opts.NewChecker(m.segments, m.log)
+	}
+	snap, err := m.loadStored(cfg)
 	if err != nil {
 		return fmt.Errorf("loading stored config: %w", err)
 	}
@@ -289,8 +309,12 @@ func (m *Master) start() error {
 		if cfg.SSL.Enabled {
 			tlsListen = " tls=" + strings.Join(cfg.SSL.Listen, ",")
 		}
-		fmt.Fprintf(m.opts.Notify, "ready pid=%d workers=%d listen=%s%s admin=%s\n", os.Getpid(), gen.workers,
-			strings.Join(cfg.NodeListen, ","), tlsListen, cfg.Admin.Listen)
+		leftOut := ""
+		if n := len(snap.LeftOut); n > 0 {
+			leftOut = fmt.Sprintf(" left_out=%d", n)
+		}
+		fmt.Fprintf(m.opts.Notify, "ready pid=%d workers=%d listen=%s%s admin=%s%s\n", os.Getpid(), gen.workers,
+			strings.Join(cfg.NodeListen, ","), tlsListen, cfg.Admin.Listen, leftOut)
 		m.opts.Notify.Close()
 		m.opts.Notify = nil
 	}
@@ -438,9 +462,45 @@ func (m *Master) setSnapshot(snap *conf.Snapshot) error {
 		m.health.Update(snap)
 	}
 	m.mu.Lock()
-	m.snapshot, m.version = data, snap.Version
+	m.snapshot, m.version, m.leftOut = data, snap.Version, snap.LeftOut
 	m.mu.Unlock()
 	return nil
+}
+
+// loadStored is the stored config as the workers will serve it under cfg. A stored
+// object that does not decode or does not build never stops a start: it is left out,
+// named in the error log, in `gwctl status` and in the Admin API's answer for it, and
+// whatever references it answers as if it were missing. A route left out is a 404, never
+// a route without its plugins.
+func (m *Master) loadStored(cfg *conf.Config) (*conf.Snapshot, error) {
+	snap := m.store.Snapshot()
+	if m.checker != nil {
+		failed, err := m.checker.Check(snap, cfg)
+		if err != nil {
+			return nil, err
+		}
+		snap.LeaveOut(failed)
+	}
+	for _, l := range snap.LeftOut {
+		m.log.Errorf("stored object %s is left out and not served: %s (fix it with a PUT, or DELETE it)", l.Key(), l.Reason)
+	}
+	return snap, nil
+}
+
+// Check is the Admin API's Builder: snap built as the workers will build it under the
+// config they run.
+func (m *Master) Check(snap *conf.Snapshot) ([]conf.LeftOut, error) {
+	if m.checker == nil {
+		return nil, nil
+	}
+	return m.checker.Check(snap, m.currentConfig())
+}
+
+// LeftOut is the Admin API's Builder: what the snapshot published last leaves out.
+func (m *Master) LeftOut() []conf.LeftOut {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.leftOut
 }
 
 // Publish makes every live worker serve snap and returns once each has acknowledged it.
@@ -674,10 +734,6 @@ func (m *Master) reopen() {
 	}
 }
 
-// fatalExitCode is the status a worker exits with when respawning it cannot help (bad
-// setup); as in nginx, such a worker is not respawned.
-const fatalExitCode = 2
-
 func (m *Master) handleExit(w *workerProc) {
 	m.mu.Lock()
 	current := w.slot < len(m.slots) && m.slots[w.slot] == w
@@ -690,8 +746,9 @@ func (m *Master) handleExit(w *workerProc) {
 		return
 	}
 	m.log.Errorf("worker slot %d (pid %d) exited unexpectedly: %v", w.slot, w.pid, w.exitErr)
-	if w.exitCode == fatalExitCode {
-		m.log.Errorf("worker slot %d exited with fatal code %d and cannot be respawned", w.slot, fatalExitCode)
+	// As in nginx, a worker whose setup failed is not respawned: it would fail the same way.
+	if w.exitCode == ipc.FatalExitCode {
+		m.log.Errorf("worker slot %d exited with fatal code %d and cannot be respawned", w.slot, ipc.FatalExitCode)
 		return
 	}
 	m.mu.Lock()

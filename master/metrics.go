@@ -91,14 +91,19 @@ func (h *metricsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (m *Master) metricsFacts() prometheus.Facts {
 	f := m.Facts()
 	out := prometheus.Facts{
-		Workers:        map[string]int{},
-		WorkerRestarts: f.WorkerRestarts,
-		Reloads:        f.Reloads,
-		ReloadFailures: f.ReloadFailures,
-		ConfigVersion:  f.ConfigVersion,
+		Workers:          map[string]int{},
+		WorkerRestarts:   f.WorkerRestarts,
+		Reloads:          f.Reloads,
+		ReloadFailures:   f.ReloadFailures,
+		ConfigVersion:    f.ConfigVersion,
+		ConfigLeftOut:    len(f.LeftOut),
+		ConfigRejections: f.ConfigRejections,
 	}
 	for _, w := range f.Workers {
 		out.Workers[w.State]++
+		if w.Rejected != "" {
+			out.WorkersRefusingConfig++
+		}
 	}
 	if m.health != nil {
 		for _, st := range m.health.Statuses() {

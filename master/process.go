@@ -36,7 +36,10 @@ type workerProc struct {
 
 	ackMu   sync.Mutex
 	acked   uint64
-	ackWake chan struct{} // closed and replaced on every ack
+	ackWake chan struct{} // closed and replaced on every ack and every reject
+	// rejected is the latest snapshot the worker refused, newer than acked; nil once it
+	// serves a later one.
+	rejected *ipc.Reject
 }
 
 // firstListenerFD is where inherited listening sockets start in a worker: 0-2 are stdio and
@@ -164,6 +167,16 @@ func (m *Master) talk(w *workerProc, setup ipc.Setup) {
 			if frame.Decode(&ack) == nil {
 				w.recordAck(ack.Version)
 			}
+		case ipc.KindReject:
+			var rej ipc.Reject
+			if frame.Decode(&rej) == nil {
+				m.log.Errorf("worker slot %d (pid %d) refused config version %d and serves its previous one: %s",
+					w.slot, w.pid, rej.Version, rej.Reason)
+				w.recordReject(rej)
+				m.mu.Lock()
+				m.configRejections++
+				m.mu.Unlock()
+			}
 		case ipc.KindStats:
 			var stats ipc.Stats
 			if frame.Decode(&stats) == nil {
@@ -194,18 +207,41 @@ func (w *workerProc) recordAck(version uint64) {
 	if version > w.acked {
 		w.acked = version
 	}
+	if w.rejected != nil && w.rejected.Version <= w.acked {
+		w.rejected = nil
+	}
 	close(w.ackWake)
 	w.ackWake = make(chan struct{})
+}
+
+func (w *workerProc) recordReject(rej ipc.Reject) {
+	w.ackMu.Lock()
+	defer w.ackMu.Unlock()
+	if rej.Version > w.acked && (w.rejected == nil || rej.Version >= w.rejected.Version) {
+		w.rejected = &rej
+	}
+	close(w.ackWake)
+	w.ackWake = make(chan struct{})
+}
+
+// refuses is the snapshot the worker refuses now, nil when it serves the latest it was sent.
+func (w *workerProc) refuses() *ipc.Reject {
+	w.ackMu.Lock()
+	defer w.ackMu.Unlock()
+	return w.rejected
 }
 
 // waitAck blocks until the worker serves version, exits, or ctx ends.
 func (w *workerProc) waitAck(ctx context.Context, version uint64) error {
 	for {
 		w.ackMu.Lock()
-		acked, wake := w.acked, w.ackWake
+		acked, wake, rejected := w.acked, w.ackWake, w.rejected
 		w.ackMu.Unlock()
 		if acked >= version {
 			return nil
+		}
+		if rejected != nil && rejected.Version >= version {
+			return fmt.Errorf("refused version %d and serves version %d: %s", rejected.Version, acked, rejected.Reason)
 		}
 		select {
 		case <-wake:

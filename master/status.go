@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"gw/ipc"
 )
 
 // handOverStatus names the status API's listener in an upgrade.
@@ -67,11 +69,17 @@ func (m *Master) notReady() error {
 	}
 	ready := 0
 	for slot, w := range slots {
+		var rej *ipc.Reject
+		if w != nil {
+			rej = w.refuses()
+		}
 		switch {
 		case w == nil || w.hasExited():
 			return fmt.Errorf("worker slot %d has no running worker", slot)
 		case !w.isReady():
 			return fmt.Errorf("worker slot %d (pid %d) is starting", slot, w.pid)
+		case rej != nil:
+			return fmt.Errorf("worker slot %d (pid %d) refused configuration version %d: %s", slot, w.pid, rej.Version, rej.Reason)
 		case w.ackedVersion() < version:
 			return fmt.Errorf("worker id: %d has not received configuration version %d", slot, version)
 		}

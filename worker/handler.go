@@ -97,6 +97,10 @@ func (w *Worker) route(ctx *fasthttp.RequestCtx, x *exchange) {
 		return
 	}
 	t := w.table.Load()
+	if t.closed != nil {
+		writeJSON(ctx, fasthttp.StatusServiceUnavailable, t.closed)
+		return
+	}
 	value, ok := t.router.MatchCtx(ctx.Method(), ctx.Host(), path, ctx)
 	if !ok {
 		t.notFound(ctx, x)

@@ -105,9 +105,9 @@ func benchWorker(tb testing.TB, upstream string, routePlugins string) *Worker {
 	}
 	pools := proxy.NewPools()
 	tb.Cleanup(pools.Close)
-	t, err := compile(&conf.Snapshot{Version: 1, Routes: []conf.Route{*route}}, pools, shared)
-	if err != nil {
-		tb.Fatal(err)
+	t, leftOut, err := compile(&conf.Snapshot{Version: 1, Routes: []conf.Route{*route}}, pools, shared)
+	if err != nil || leftOut != nil {
+		tb.Fatal(err, leftOut)
 	}
 	w := &Worker{log: errlog.New(io.Discard, "bench"), pools: pools, shared: shared, conns: newConnTracker(), cfg: *cfg, edge: newEdge(cfg)}
 	w.table.Store(t)

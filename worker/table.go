@@ -2,8 +2,10 @@ package worker
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
+	"runtime/debug"
 
 	"gw/conf"
 	"gw/plugins"
@@ -22,6 +24,9 @@ type table struct {
 	// its route; nil without global rules.
 	global    []*plugins.Chain
 	unmatched plugins.RouteInfo
+	// closed, when set, is the 503 body every request gets: a global rule cannot be
+	// served, and serving without it could let in what it refuses.
+	closed []byte
 }
 
 // route is what a matched request needs, resolved at build time so the request path does
@@ -41,129 +46,323 @@ type route struct {
 	pristine bool
 }
 
-// compile builds a table from a snapshot. Upstreams referenced by id are compiled once and
-// shared by every route that uses them, so they share one balancer rotation.
-func compile(snap *conf.Snapshot, pools *proxy.Pools, shared *plugins.Shared) (*table, error) {
-	snap.ResolveClientCerts() // upstream tls.client_cert_id: the ssl's pair, copied in
-	upstreams := make(map[conf.ID]*conf.Upstream, len(snap.Upstreams))
-	for i := range snap.Upstreams {
-		upstreams[snap.Upstreams[i].ID] = &snap.Upstreams[i]
-	}
-	services := make(map[conf.ID]*conf.Service, len(snap.Services))
-	for i := range snap.Services {
-		services[snap.Services[i].ID] = &snap.Services[i]
-	}
-	pluginConfigs := make(map[conf.ID]*conf.PluginConfig, len(snap.PluginConfigs))
-	for i := range snap.PluginConfigs {
-		pluginConfigs[snap.PluginConfigs[i].ID] = &snap.PluginConfigs[i]
-	}
+// compile builds a table from a snapshot. No object stops it: an object that fails to
+// build (an error, or a panic in the code that builds it) is left out of the table and
+// named in leftOut, and whatever references it sees it as missing. The master runs the
+// same code (Check) before it acknowledges a write, and sends workers the snapshot with
+// such objects already removed, so a worker's compile leaves nothing out unless the two
+// disagree. The error is for what no object explains (the shared health table).
+//
+// Upstreams referenced by id are compiled once and shared by every route that uses them,
+// so they share one balancer rotation.
+func compile(snap *conf.Snapshot, pools *proxy.Pools, shared *plugins.Shared) (t *table, leftOut []conf.LeftOut, err error) {
 	health, err := healthTable(shared)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	compiledByID := map[conf.ID]*proxy.Upstream{}
-	upstreamByID := func(id conf.ID, timeout *conf.Timeout) (*proxy.Upstream, error) {
-		u, ok := upstreams[id]
-		if !ok {
-			return nil, fmt.Errorf("upstream %s not found", id)
-		}
-		if timeout != nil { // a route's own timeout makes its upstream distinct
-			return pools.CheckedUpstream(u, timeout, health, conf.HealthUpstreamPrefix+string(id))
-		}
-		if c, ok := compiledByID[id]; ok {
-			return c, nil
-		}
-		c, err := pools.CheckedUpstream(u, nil, health, conf.HealthUpstreamPrefix+string(id))
-		if err != nil {
-			return nil, err
-		}
-		compiledByID[id] = c
-		return c, nil
-	}
-
-	t := &table{version: snap.Version}
-	// APISIX runs global rules on a request no route matched too, with no route in its
-	// context: their plugins see an empty RouteInfo.
-	global, err := buildGlobalRules(snap, &t.unmatched, shared)
-	if err != nil {
-		return nil, err
-	}
-	t.global = global
+	b := &builder{snap: snap, pools: pools, shared: shared, health: health}
+	b.t = &table{version: snap.Version}
+	snap.ResolveClientCerts() // upstream tls.client_cert_id: the ssl's pair, copied in
+	b.indexObjects()
+	b.buildGlobalRules()
 	var entries []router.Entry
 	var live []*proxy.Upstream
+	opts := routerOptions(shared.Config)
 	for i := range snap.Routes {
+		if b.t.closed != nil {
+			break // every request is answered 503 before routing
+		}
 		r := &snap.Routes[i]
 		if !r.Enabled() {
 			continue
 		}
-		var svc *conf.Service
-		if r.ServiceID != "" {
-			svc = services[r.ServiceID]
-			if svc == nil {
-				return nil, fmt.Errorf("route %s: service %s not found", r.ID, r.ServiceID)
+		var built route
+		var entry router.Entry
+		err := b.guard(func() (err error) {
+			built, entry, err = b.route(r)
+			if err == nil {
+				err = router.CheckEntry(&entry, opts)
 			}
-		}
-		var up *proxy.Upstream
-		var err error
-		switch {
-		case r.Upstream != nil:
-			up, err = pools.CheckedUpstream(r.Upstream, r.Timeout, health, conf.HealthRoutePrefix+string(r.ID))
-		case r.UpstreamID != "":
-			up, err = upstreamByID(r.UpstreamID, r.Timeout)
-		case svc != nil && svc.Upstream != nil:
-			up, err = pools.CheckedUpstream(svc.Upstream, r.Timeout, health, conf.HealthServicePrefix+string(svc.ID))
-		case svc != nil && svc.UpstreamID != "":
-			up, err = upstreamByID(svc.UpstreamID, r.Timeout)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("route %s: %w", r.ID, err)
-		}
-		if up != nil {
-			live = append(live, up)
-			if r.EnableWebsocket || (svc != nil && svc.EnableWebsocket) {
-				up = up.WithWebsocket() // shares the balancer with the route's other users
-			}
-		}
-		hosts := r.Hosts
-		if r.Host != "" {
-			hosts = []string{r.Host}
-		}
-		if len(hosts) == 0 && svc != nil {
-			hosts = svc.Hosts
-		}
-		remoteAddrs, err := r.RemoteAddrPrefixes()
-		if err != nil {
-			return nil, fmt.Errorf("route %s: %w", r.ID, err)
-		}
-		vars, err := conf.ParseVars(r.Vars)
-		if err != nil {
-			return nil, fmt.Errorf("route %s: %w", r.ID, err)
-		}
-		entries = append(entries, router.Entry{
-			Paths: r.Paths(), Methods: r.Methods, Hosts: hosts, Priority: r.Priority,
-			RemoteAddrs: remoteAddrs, Vars: vars, Value: len(t.routes),
+			return err
 		})
-		t.routes = append(t.routes, route{info: routeInfo(r, svc, hosts), upstream: up})
-		rt := &t.routes[len(t.routes)-1]
-		var pc *conf.PluginConfig
-		if r.PluginConfigID != "" {
-			if pc = pluginConfigs[r.PluginConfigID]; pc == nil {
-				rt.upstream = nil
-				rt.unavailable = pluginConfigGoneBody
-				continue
+		if err != nil {
+			b.leaveOut("routes", r.ID, err)
+			continue
+		}
+		entry.Value = len(b.t.routes)
+		entries = append(entries, entry)
+		b.t.routes = append(b.t.routes, built)
+		if built.upstream != nil {
+			live = append(live, built.upstream)
+		}
+	}
+	rtr, err := router.BuildWith(entries, opts)
+	if err != nil {
+		return nil, nil, err // CheckEntry passed every entry: a router bug
+	}
+	b.t.router = rtr
+	pools.Retain(live)
+	return b.t, b.leftOut, nil
+}
+
+// builder is one compile's state: the snapshot's objects by id, those compiled so far and
+// those left out.
+type builder struct {
+	snap   *conf.Snapshot
+	pools  *proxy.Pools
+	shared *plugins.Shared
+	health *shm.HealthTable
+	t      *table
+
+	upstreams     map[conf.ID]*conf.Upstream
+	services      map[conf.ID]*conf.Service
+	pluginConfigs map[conf.ID]*conf.PluginConfig
+	// compiled are the stored upstreams, compiled without a route's timeout.
+	compiled map[conf.ID]*proxy.Upstream
+	leftOut  []conf.LeftOut
+}
+
+// guard runs build, turning a panic into an error: building one object's configuration
+// must never take the worker down, whatever the configuration holds. The stack goes to
+// logf, which may be nil; the error, which an Admin API client may read, holds only the
+// panic's value.
+func guard(logf func(format string, args ...any), build func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("BUG: building it panicked: %v", p)
+			if logf != nil {
+				logf("%v\n%s", err, debug.Stack())
 			}
 		}
-		if err := rt.buildChains(r, svc, pc, shared, snap); err != nil {
-			return nil, fmt.Errorf("route %s: %w", r.ID, err)
+	}()
+	return build()
+}
+
+// guard is guard with the compile's logger.
+func (b *builder) guard(build func() error) error {
+	var logf func(string, ...any)
+	if b.shared != nil {
+		logf = b.shared.Logf
+	}
+	return guard(logf, build)
+}
+
+func (b *builder) leaveOut(kind string, id conf.ID, err error) {
+	b.leftOut = append(b.leftOut, conf.LeftOut{Kind: kind, ID: id, Reason: err.Error()})
+}
+
+// indexObjects builds every object that routes reference on its own, so that a failure
+// is blamed on that object rather than on each route using it: a stored upstream is
+// compiled, a service's inline upstream too, and the plugins of services, plugin_configs
+// and consumers are built as a chain. What fails is left out of the indexes.
+func (b *builder) indexObjects() {
+	snap := b.snap
+	b.upstreams = make(map[conf.ID]*conf.Upstream, len(snap.Upstreams))
+	b.compiled = make(map[conf.ID]*proxy.Upstream, len(snap.Upstreams))
+	for i := range snap.Upstreams {
+		u := &snap.Upstreams[i]
+		var c *proxy.Upstream
+		err := b.guard(func() (err error) {
+			c, err = b.pools.CheckedUpstream(u, nil, b.health, conf.HealthUpstreamPrefix+string(u.ID))
+			return err
+		})
+		if err != nil {
+			b.leaveOut("upstreams", u.ID, err)
+			continue
+		}
+		b.upstreams[u.ID], b.compiled[u.ID] = u, c
+	}
+	probe := &plugins.RouteInfo{}
+	builds := func(set map[string]json.RawMessage) error {
+		return b.guard(func() error {
+			_, err := plugins.BuildChain(set, &plugins.Env{Route: probe, Shared: b.shared, Snapshot: snap})
+			return err
+		})
+	}
+	b.services = make(map[conf.ID]*conf.Service, len(snap.Services))
+	for i := range snap.Services {
+		svc := &snap.Services[i]
+		err := builds(svc.Plugins)
+		if err == nil && svc.Upstream != nil {
+			err = b.guard(func() error {
+				_, err := b.pools.CheckedUpstream(svc.Upstream, nil, b.health, conf.HealthServicePrefix+string(svc.ID))
+				return err
+			})
+		}
+		if err != nil {
+			b.leaveOut("services", svc.ID, err)
+			continue
+		}
+		b.services[svc.ID] = svc
+	}
+	b.pluginConfigs = make(map[conf.ID]*conf.PluginConfig, len(snap.PluginConfigs))
+	for i := range snap.PluginConfigs {
+		pc := &snap.PluginConfigs[i]
+		if err := builds(pc.Plugins); err != nil {
+			b.leaveOut("plugin_configs", pc.ID, err)
+			continue
+		}
+		b.pluginConfigs[pc.ID] = pc
+	}
+	// A consumer left out names no request: its credentials are gone from the snapshot
+	// the auth plugins read, so its key is refused (401), never let in without its own
+	// plugins.
+	kept := snap.Consumers[:0:0]
+	for i := range snap.Consumers {
+		c := &snap.Consumers[i]
+		if err := builds(consumerPlugins(c)); err != nil {
+			b.leaveOut("consumers", conf.ID(c.Username), err)
+			continue
+		}
+		kept = append(kept, *c)
+	}
+	if len(kept) != len(snap.Consumers) {
+		snap.Consumers = kept
+	}
+}
+
+// buildGlobalRules builds the global rules for requests no route matched. A global rule
+// that cannot be built, or that the master left out, closes the gateway instead: every
+// request gets a 503 naming it, since serving without it could let in what it refuses
+// (a key-auth or ip-restriction global rule).
+func (b *builder) buildGlobalRules() {
+	if err := b.guard(func() (err error) {
+		b.t.global, err = buildGlobalRules(b.snap, &b.t.unmatched, b.shared)
+		return err
+	}); err != nil {
+		b.t.global = nil
+		b.t.closed = closedBody(err.Error())
+		var failed *globalRuleError
+		id := conf.ID("")
+		if errors.As(err, &failed) {
+			id = failed.id
+		}
+		b.leaveOut("global_rules", id, err)
+		return
+	}
+	for _, l := range b.snap.LeftOut {
+		if l.Kind == "global_rules" {
+			b.t.closed = closedBody("global rule " + string(l.ID) + " is left out: " + l.Reason)
+			return
 		}
 	}
-	rtr, err := router.BuildWith(entries, routerOptions(shared.Config))
-	if err != nil {
-		return nil, err
+}
+
+// route builds one route's table entry and router entry. A reference to an object the
+// snapshot lacks (deleted with ?force=true, or left out) is not an error: the route
+// answers 503 naming it, and everything else keeps serving.
+func (b *builder) route(r *conf.Route) (route, router.Entry, error) {
+	var svc *conf.Service
+	var missing []byte
+	if r.ServiceID != "" {
+		if svc = b.services[r.ServiceID]; svc == nil {
+			// The service's plugins (its auth) cannot run: nothing of the route runs.
+			missing = unavailableBody("service " + string(r.ServiceID) + " not found")
+		}
 	}
-	t.router = rtr
-	pools.Retain(live)
-	return t, nil
+	hosts := r.Hosts
+	if r.Host != "" {
+		hosts = []string{r.Host}
+	}
+	if len(hosts) == 0 && svc != nil {
+		hosts = svc.Hosts
+	}
+	remoteAddrs, err := r.RemoteAddrPrefixes()
+	if err != nil {
+		return route{}, router.Entry{}, err
+	}
+	vars, err := conf.ParseVars(r.Vars)
+	if err != nil {
+		return route{}, router.Entry{}, err
+	}
+	entry := router.Entry{
+		Paths: r.Paths(), Methods: r.Methods, Hosts: hosts, Priority: r.Priority,
+		RemoteAddrs: remoteAddrs, Vars: vars,
+	}
+	rt := route{info: routeInfo(r, svc, hosts)}
+	if missing != nil {
+		rt.unavailable = missing
+		return rt, entry, nil
+	}
+	var pc *conf.PluginConfig
+	if r.PluginConfigID != "" {
+		if pc = b.pluginConfigs[r.PluginConfigID]; pc == nil {
+			rt.unavailable = pluginConfigGoneBody
+			return rt, entry, nil
+		}
+	}
+	up, gone, err := b.upstreamOf(r, svc)
+	if err != nil {
+		return route{}, router.Entry{}, err
+	}
+	if up != nil && (r.EnableWebsocket || (svc != nil && svc.EnableWebsocket)) {
+		up = up.WithWebsocket() // shares the balancer with the route's other users
+	}
+	rt.upstream = up
+	if gone != "" {
+		// The route's own plugins still run (an auth plugin answers first), then 503.
+		rt.unavailable = unavailableBody("upstream " + gone + " not found")
+	}
+	if err := rt.buildChains(r, svc, pc, b.shared, b.snap); err != nil {
+		return route{}, router.Entry{}, err
+	}
+	return rt, entry, nil
+}
+
+// upstreamOf compiles the upstream r uses: its own, the one it names, its service's own
+// or the one its service names. gone is the id of a named upstream the snapshot lacks.
+func (b *builder) upstreamOf(r *conf.Route, svc *conf.Service) (up *proxy.Upstream, gone string, err error) {
+	named := func(id conf.ID) (*proxy.Upstream, string, error) {
+		u, ok := b.upstreams[id]
+		if !ok {
+			return nil, string(id), nil
+		}
+		if r.Timeout != nil { // a route's own timeout makes its upstream distinct
+			up, err := b.pools.CheckedUpstream(u, r.Timeout, b.health, conf.HealthUpstreamPrefix+string(id))
+			return up, "", err
+		}
+		return b.compiled[id], "", nil
+	}
+	switch {
+	case r.Upstream != nil:
+		up, err = b.pools.CheckedUpstream(r.Upstream, r.Timeout, b.health, conf.HealthRoutePrefix+string(r.ID))
+	case r.UpstreamID != "":
+		return named(r.UpstreamID)
+	case svc != nil && svc.Upstream != nil:
+		up, err = b.pools.CheckedUpstream(svc.Upstream, r.Timeout, b.health, conf.HealthServicePrefix+string(svc.ID))
+	case svc != nil && svc.UpstreamID != "":
+		return named(svc.UpstreamID)
+	}
+	return up, "", err
+}
+
+// unavailableBody is the 503 body of a route that references what the snapshot lacks.
+func unavailableBody(why string) []byte {
+	body, _ := json.Marshal(struct {
+		ErrorMsg string `json:"error_msg"`
+	}{"503 Service Unavailable: " + why})
+	return append(body, '\n')
+}
+
+// closedBody is the 503 body every request gets while a global rule cannot be served.
+func closedBody(why string) []byte {
+	return unavailableBody(why)
+}
+
+// consumerPlugins is what a consumer merges into a route's chain: its plugins other than
+// its credentials (the auth plugins' configurations).
+func consumerPlugins(c *conf.Consumer) map[string]json.RawMessage {
+	var set map[string]json.RawMessage
+	for name, raw := range c.Plugins {
+		if p, ok := plugins.Lookup(name); !ok || p.Auth {
+			continue
+		}
+		if set == nil {
+			set = map[string]json.RawMessage{}
+		}
+		set[name] = raw
+	}
+	return set
 }
 
 // buildChains builds the route's own chain and its copy of the global rules. The route's
@@ -276,7 +475,7 @@ func buildGlobalRules(snap *conf.Snapshot, info *plugins.RouteInfo, shared *plug
 		g := &snap.GlobalRules[i]
 		chain, err := plugins.BuildChain(g.Plugins, &plugins.Env{Route: info, Shared: shared, Snapshot: snap, GlobalRuleID: string(g.ID)})
 		if err != nil {
-			return nil, fmt.Errorf("global rule %s: %w", g.ID, err)
+			return nil, &globalRuleError{id: g.ID, err: err}
 		}
 		if !chain.Empty() {
 			chains = append(chains, chain)
@@ -284,6 +483,15 @@ func buildGlobalRules(snap *conf.Snapshot, info *plugins.RouteInfo, shared *plug
 	}
 	return chains, nil
 }
+
+// globalRuleError is a global rule that failed to build.
+type globalRuleError struct {
+	id  conf.ID
+	err error
+}
+
+func (e *globalRuleError) Error() string { return fmt.Sprintf("global rule %s: %v", e.id, e.err) }
+func (e *globalRuleError) Unwrap() error { return e.err }
 
 // healthTable is the upstream health table the master shares, nil when there is none
 // (unit tests build tables without segments).

@@ -74,9 +74,9 @@ func resumes(t testing.TB, store *certStore, sni string, client *tls.Config) boo
 func newTicketTestStore(t testing.TB, ssls []conf.SSL, keys ...[]byte) *certStore {
 	t.Helper()
 	store := newCertStore("", testLog())
-	table, pairs, err := store.compile(ssls)
-	if err != nil {
-		t.Fatal(err)
+	table, pairs, leftOut := store.compile(ssls)
+	if leftOut != nil {
+		t.Fatal(leftOut)
 	}
 	store.commit(table, pairs)
 	if len(keys) > 0 {
@@ -135,12 +135,12 @@ func TestTicketKeysSurviveASnapshot(t *testing.T) {
 	store := newTicketTestStore(t, []conf.SSL{{ID: "1", Cert: a.cert, Key: a.key, SNI: "a.test"}}, key)
 	client := &tls.Config{ClientSessionCache: tls.NewLRUClientSessionCache(4)}
 	resumes(t, store, "a.test", client)
-	table, pairs, err := store.compile([]conf.SSL{
+	table, pairs, leftOut := store.compile([]conf.SSL{
 		{ID: "1", Cert: a.cert, Key: a.key, SNI: "a.test"},
 		{ID: "2", Cert: b.cert, Key: b.key, SNI: "b.test"},
 	})
-	if err != nil {
-		t.Fatal(err)
+	if leftOut != nil {
+		t.Fatal(leftOut)
 	}
 	store.commit(table, pairs)
 	if !resumes(t, store, "a.test", client) {

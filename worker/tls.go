@@ -109,33 +109,30 @@ func hasUpper(s string) bool {
 	return false
 }
 
-// compile builds the table for ssls without swapping it in: a snapshot whose certificates
-// do not all load is refused whole. Two ssls with one name cannot be stored through the
-// Admin API; should the data directory hold them anyway, the older one (earlier in the
-// snapshot) keeps the name.
-func (s *certStore) compile(ssls []conf.SSL) (*certTable, map[[sha256.Size]byte]*tls.Certificate, error) {
+// compile builds the table for ssls without swapping it in. An ssl whose certificates
+// do not all load is left out (named in leftOut) and serves no name; the others are
+// built. Two ssls with one name cannot be stored through the Admin API; should the data
+// directory hold them anyway, the older one (earlier in the snapshot) keeps the name.
+func (s *certStore) compile(ssls []conf.SSL) (*certTable, map[[sha256.Size]byte]*tls.Certificate, []conf.LeftOut) {
 	t := &certTable{
 		exact:    map[string]*tls.Config{},
 		wildcard: map[string]*tls.Config{},
 		none:     serverTLSConfig(),
 	}
 	pairs := make(map[[sha256.Size]byte]*tls.Certificate, len(s.pairs))
+	var leftOut []conf.LeftOut
 	for i := range ssls {
 		ssl := &ssls[i]
 		if !ssl.Serves() {
 			continue
 		}
-		cfg := serverTLSConfig()
-		if err := s.addPair(cfg, pairs, ssl.Cert, ssl.Key); err != nil {
-			return nil, nil, fmt.Errorf("ssls/%s: cert: %w", ssl.ID, err)
-		}
-		for j := range ssl.Certs {
-			if err := s.addPair(cfg, pairs, ssl.Certs[j], ssl.Keys[j]); err != nil {
-				return nil, nil, fmt.Errorf("ssls/%s: certs item %d: %w", ssl.ID, j+1, err)
-			}
-		}
-		if len(ssl.SSLProtocols) > 0 {
-			cfg.MinVersion, cfg.MaxVersion = tlsVersions(ssl.SSLProtocols)
+		var cfg *tls.Config
+		if err := guard(s.log.Errorf, func() (err error) {
+			cfg, err = s.configOf(ssl, pairs)
+			return err
+		}); err != nil {
+			leftOut = append(leftOut, conf.LeftOut{Kind: "ssls", ID: ssl.ID, Reason: err.Error()})
+			continue
 		}
 		for _, name := range ssl.Names() {
 			byName, key := t.exact, name
@@ -154,7 +151,27 @@ func (s *certStore) compile(ssls []conf.SSL) (*certTable, map[[sha256.Size]byte]
 			t.fallback = c
 		}
 	}
-	return t, pairs, nil
+	return t, pairs, leftOut
+}
+
+// configOf is the served config of one ssl, its pairs parsed into pairs.
+func (s *certStore) configOf(ssl *conf.SSL, pairs map[[sha256.Size]byte]*tls.Certificate) (*tls.Config, error) {
+	cfg := serverTLSConfig()
+	if err := s.addPair(cfg, pairs, ssl.Cert, ssl.Key); err != nil {
+		return nil, fmt.Errorf("cert: %w", err)
+	}
+	if len(ssl.Certs) != len(ssl.Keys) {
+		return nil, fmt.Errorf("certs: %d certificates but %d keys", len(ssl.Certs), len(ssl.Keys))
+	}
+	for j := range ssl.Certs {
+		if err := s.addPair(cfg, pairs, ssl.Certs[j], ssl.Keys[j]); err != nil {
+			return nil, fmt.Errorf("certs item %d: %w", j+1, err)
+		}
+	}
+	if len(ssl.SSLProtocols) > 0 {
+		cfg.MinVersion, cfg.MaxVersion = tlsVersions(ssl.SSLProtocols)
+	}
+	return cfg, nil
 }
 
 // addPair parses one certificate and key, or takes them from the cache, into cfg and the

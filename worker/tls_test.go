@@ -131,9 +131,9 @@ func TestCertStoreChoosesBySNI(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			store := newCertStore(tt.fallback, testLog())
-			table, pairs, err := store.compile(ssls)
-			if err != nil {
-				t.Fatal(err)
+			table, pairs, leftOut := store.compile(ssls)
+			if leftOut != nil {
+				t.Fatal(leftOut)
 			}
 			store.commit(table, pairs)
 			// An IP-address ServerName is not sent as SNI, which is how "no sni" is made.
@@ -164,13 +164,13 @@ func TestCertStoreChoosesBySNI(t *testing.T) {
 func TestCertStoreVersions(t *testing.T) {
 	c := newECCert(t, "a.test")
 	store := newCertStore("", testLog())
-	table, pairs, err := store.compile([]conf.SSL{
+	table, pairs, leftOut := store.compile([]conf.SSL{
 		{ID: "any", Cert: c.cert, Key: c.key, SNI: "a.test"},
 		{ID: "13", Cert: c.cert, Key: c.key, SNI: "b.test", SSLProtocols: []string{conf.TLSv13}},
 		{ID: "12", Cert: c.cert, Key: c.key, SNI: "c.test", SSLProtocols: []string{conf.TLSv12}},
 	})
-	if err != nil {
-		t.Fatal(err)
+	if leftOut != nil {
+		t.Fatal(leftOut)
 	}
 	store.commit(table, pairs)
 	tests := []struct {
@@ -209,10 +209,10 @@ func TestCertStoreDualCertificates(t *testing.T) {
 	ec := newECCert(t, "dual.test")
 	rsaCert := newRSACert(t, "dual.test")
 	store := newCertStore("", testLog())
-	table, pairs, err := store.compile([]conf.SSL{{ID: "1", Cert: ec.cert, Key: ec.key,
+	table, pairs, leftOut := store.compile([]conf.SSL{{ID: "1", Cert: ec.cert, Key: ec.key,
 		Certs: []string{rsaCert.cert}, Keys: []string{rsaCert.key}, SNI: "dual.test"}})
-	if err != nil {
-		t.Fatal(err)
+	if leftOut != nil {
+		t.Fatal(leftOut)
 	}
 	store.commit(table, pairs)
 	// A TLS 1.2 client that signs only with RSA gets the RSA certificate.
@@ -229,17 +229,17 @@ func TestCertStoreCompileFailureKeepsTable(t *testing.T) {
 	good := newECCert(t, "a.test")
 	other := newECCert(t, "b.test")
 	store := newCertStore("", testLog())
-	table, pairs, err := store.compile([]conf.SSL{{ID: "1", Cert: good.cert, Key: good.key, SNI: "a.test"}})
-	if err != nil {
-		t.Fatal(err)
+	table, pairs, leftOut := store.compile([]conf.SSL{{ID: "1", Cert: good.cert, Key: good.key, SNI: "a.test"}})
+	if leftOut != nil {
+		t.Fatal(leftOut)
 	}
 	store.commit(table, pairs)
-	_, _, err = store.compile([]conf.SSL{{ID: "2", Cert: good.cert, Key: other.key, SNI: "a.test"}})
-	if err == nil || !strings.Contains(err.Error(), "ssls/2: cert:") {
-		t.Fatalf("compile of a mismatched pair: %v, want an error naming ssls/2", err)
+	_, _, leftOut = store.compile([]conf.SSL{{ID: "2", Cert: good.cert, Key: other.key, SNI: "a.test"}})
+	if len(leftOut) != 1 || leftOut[0].Key() != "ssls/2" || !strings.Contains(leftOut[0].Reason, "cert:") {
+		t.Fatalf("compile of a mismatched pair left out %v, want ssls/2 with its cert named", leftOut)
 	}
-	if strings.Contains(err.Error(), keyText(other.key)) {
-		t.Fatalf("error %q holds key material", err)
+	if strings.Contains(leftOut[0].Reason, keyText(other.key)) {
+		t.Fatalf("reason %q holds key material", leftOut[0].Reason)
 	}
 	if got, err := handshake(t, store, "a.test", nil); err != nil || got.Cmp(good.serial) != 0 {
 		t.Fatalf("after a failed compile: %v, %v; want the old certificate", got, err)
@@ -280,12 +280,12 @@ func TestCertStoreDuplicateNameKeepsOlder(t *testing.T) {
 	older := newECCert(t, "a.test")
 	newer := newECCert(t, "a.test")
 	store := newCertStore("", testLog())
-	table, pairs, err := store.compile([]conf.SSL{
+	table, pairs, leftOut := store.compile([]conf.SSL{
 		{ID: "old", Cert: older.cert, Key: older.key, SNI: "a.test"},
 		{ID: "new", Cert: newer.cert, Key: newer.key, SNI: "a.test"},
 	})
-	if err != nil {
-		t.Fatal(err)
+	if leftOut != nil {
+		t.Fatal(leftOut)
 	}
 	store.commit(table, pairs)
 	if got, err := handshake(t, store, "a.test", nil); err != nil || got.Cmp(older.serial) != 0 {

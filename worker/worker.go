@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,8 +39,17 @@ type Options struct {
 // ipcFD is the descriptor the master passes the IPC socket on (ExtraFiles[0]).
 const ipcFD = 3
 
-// FatalExitCode tells the master not to respawn this worker: it would fail the same way.
-const FatalExitCode = 2
+// ExitCode is the status a worker whose Run returned err exits with: ipc.FatalExitCode,
+// which the master does not respawn, for a setup it cannot use (it would fail the same
+// way); 1 for a first snapshot it could not serve, which the master checked and may
+// serve after a respawn.
+func ExitCode(err error) int {
+	var unservable *unservableError
+	if errors.As(err, &unservable) {
+		return 1
+	}
+	return ipc.FatalExitCode
+}
 
 // Worker is the state of one worker process.
 type Worker struct {
@@ -95,6 +105,7 @@ func Run(opts Options) error {
 	}
 	version, err := w.load(frame.Payload)
 	if err != nil {
+		w.reject(frame.Payload, err)
 		return err
 	}
 	if err := w.serveListeners(setup); err != nil {
@@ -246,6 +257,7 @@ func (w *Worker) listen() error {
 			version, err := w.load(frame.Payload)
 			if err != nil {
 				w.log.Errorf("config snapshot rejected, still serving the previous one: %v", err)
+				w.reject(frame.Payload, err)
 				continue
 			}
 			_ = w.conn.SendJSON(ipc.KindAck, ipc.Ack{Version: version})
@@ -276,6 +288,9 @@ func (w *Worker) listen() error {
 }
 
 // load compiles a snapshot and swaps it in; requests in flight finish on the old table.
+// A snapshot this worker would serve otherwise than the master checked it (an object the
+// master did not leave out fails to build here) is rejected whole, and the previous one
+// keeps serving: what the Admin API acknowledged must be served exactly as written.
 func (w *Worker) load(payload []byte) (uint64, error) {
 	var snap conf.Snapshot
 	if err := json.Unmarshal(payload, &snap); err != nil {
@@ -286,17 +301,40 @@ func (w *Worker) load(payload []byte) (uint64, error) {
 	if old := w.table.Load(); old != nil && old.version > snap.Version {
 		return old.version, nil // a stale resend; the newer table stays
 	}
-	certs, pairs, err := w.certs.compile(snap.SSLs)
+	certs, pairs, sslsLeftOut := w.certs.compile(snap.SSLs)
+	t, leftOut, err := compile(&snap, w.pools, w.shared)
 	if err != nil {
 		return 0, err
 	}
-	t, err := compile(&snap, w.pools, w.shared)
-	if err != nil {
-		return 0, err
+	if leftOut = append(sslsLeftOut, leftOut...); len(leftOut) > 0 {
+		return 0, &unservableError{version: snap.Version, leftOut: leftOut}
 	}
 	w.table.Store(t)
 	w.certs.commit(certs, pairs)
 	return snap.Version, nil
+}
+
+// reject tells the master that the snapshot in payload is not served, and why.
+func (w *Worker) reject(payload []byte, err error) {
+	var head struct {
+		Version uint64 `json:"version"`
+	}
+	_ = json.Unmarshal(payload, &head)
+	_ = w.conn.SendJSON(ipc.KindReject, ipc.Reject{Version: head.Version, Reason: err.Error()})
+}
+
+// unservableError is a snapshot holding objects this worker cannot build.
+type unservableError struct {
+	version uint64
+	leftOut []conf.LeftOut
+}
+
+func (e *unservableError) Error() string {
+	names := make([]string, len(e.leftOut))
+	for i, l := range e.leftOut {
+		names[i] = l.String()
+	}
+	return fmt.Sprintf("config version %d: %s", e.version, strings.Join(names, "; "))
 }
 
 // drain stops accepting and finishes what is in flight: responses carry Connection:

@@ -16,8 +16,10 @@ import (
 	"runtime/pprof"
 	"syscall"
 
+	"gw/internal/errlog"
 	"gw/master"
 	_ "gw/plugins/all"
+	"gw/shm"
 	"gw/worker"
 )
 
@@ -43,7 +45,10 @@ func main() {
 	}
 	switch os.Args[1] {
 	case "start":
-		err = master.Run(master.Options{Prefix: abs, Workers: *workers, Version: version, Stderr: os.Stderr})
+		err = master.Run(master.Options{Prefix: abs, Workers: *workers, Version: version, Stderr: os.Stderr,
+			NewChecker: func(segments map[string]*shm.Segment, log *errlog.Logger) master.SnapshotChecker {
+				return worker.NewChecker(segments, log)
+			}})
 	case "worker":
 		if dir := os.Getenv("GW_BENCH_CPUPROFILE"); dir != "" {
 			go profileOnSignal(dir)
@@ -54,7 +59,7 @@ func main() {
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "profgw %s: %v\n", os.Args[1], err)
-		os.Exit(worker.FatalExitCode)
+		os.Exit(worker.ExitCode(err))
 	}
 }
 

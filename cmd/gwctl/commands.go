@@ -14,7 +14,9 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"gw/conf"
+	"gw/internal/errlog"
 	"gw/master"
+	"gw/shm"
 	"gw/worker"
 )
 
@@ -67,6 +69,7 @@ func startCommand() *cli.Command {
 				opts := master.Options{
 					Prefix: paths.Prefix, Workers: c.Int("workers"), Version: version,
 					Binary: c.String("binary"), UpgradeTimeout: c.Duration("upgrade-timeout"),
+					NewChecker: newChecker,
 				}
 				if fd := c.Int("notify-fd"); fd > 0 {
 					opts.Notify = os.NewFile(uintptr(fd), "notify")
@@ -139,6 +142,9 @@ func daemonize(c *cli.Context, paths master.Paths) error {
 		switch {
 		case strings.HasPrefix(line, "ready "):
 			fmt.Println("gw started:", strings.TrimPrefix(line, "ready "))
+			if _, n, ok := strings.Cut(line, " left_out="); ok {
+				fmt.Printf("warning: %s stored objects are left out and not served; `gwctl status` and logs/error.log name each one\n", n)
+			}
 			return nil
 		case strings.HasPrefix(line, "error: "):
 			<-exited
@@ -184,6 +190,11 @@ func testCommand() *cli.Command {
 	}
 }
 
+// newChecker gives the master the workers' own build of a snapshot, to check with.
+func newChecker(segments map[string]*shm.Segment, log *errlog.Logger) master.SnapshotChecker {
+	return worker.NewChecker(segments, log)
+}
+
 func workerCommand() *cli.Command {
 	return &cli.Command{
 		Name:   "worker",
@@ -200,7 +211,7 @@ func workerCommand() *cli.Command {
 			})
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "gw worker slot %d (pid %d): %v\n", c.Int("slot"), os.Getpid(), err)
-				os.Exit(worker.FatalExitCode)
+				os.Exit(worker.ExitCode(err))
 			}
 			return nil
 		},

@@ -123,7 +123,21 @@ func statusCommand() *cli.Command {
 				fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\t%d\t%d\n", w.Slot, w.PID, w.Generation, w.State,
 					now.Sub(w.Started).Round(time.Second), w.Requests, w.Connections)
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			for _, w := range s.Workers {
+				if w.Rejected != "" {
+					fmt.Printf("worker slot %d (pid %d) %s\n", w.Slot, w.PID, w.Rejected)
+				}
+			}
+			if len(s.LeftOut) > 0 {
+				fmt.Printf("%d stored objects are left out and not served (fix each with a PUT, or DELETE it):\n", len(s.LeftOut))
+				for _, l := range s.LeftOut {
+					fmt.Printf("  %s\n", l)
+				}
+			}
+			return nil
 		},
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -33,9 +34,22 @@ type Publisher interface {
 	Publish(ctx context.Context, snap *conf.Snapshot) error
 }
 
+// Builder builds snapshots exactly as every worker will (the master's worker.Checker).
+type Builder interface {
+	// Check returns the objects of snap that fail to build, each with why.
+	Check(snap *conf.Snapshot) ([]conf.LeftOut, error)
+	// LeftOut is what the snapshot the workers serve now leaves out: stored objects that
+	// failed to build at start, which a later write need not fix.
+	LeftOut() []conf.LeftOut
+}
+
 // Options configures a Handler.
 type Options struct {
 	Store *store.Store
+	// Builder, when set, builds the snapshot each write would produce before the write is
+	// stored: a write is acknowledged only if every worker can serve it. Nil leaves it to
+	// validation alone (unit tests of the API's shapes).
+	Builder Builder
 	// Keys are the accepted Admin API keys; a key with an empty Key never matches.
 	Keys []conf.AdminKey
 	// Allow lists the networks whose TCP peers may use the API; empty denies every peer.
@@ -247,16 +261,49 @@ func (h *Handler) authorize(r *http.Request) (keyName, description string, ok bo
 	return match.name, "", true
 }
 
-// publish sends a snapshot of the store as it is now to every worker. It outlives the
-// client's request: a client that hangs up must not leave workers half-updated.
-func (h *Handler) publish(ctx context.Context) error {
+// prepare builds the snapshot the store would hold after changes, which are not stored
+// yet, exactly as the workers will build it. It refuses (a non-zero status) when the
+// build leaves out an object the changes touch, or one that the snapshot served now does
+// not leave out: what is acknowledged must be served exactly as written. Objects left out
+// already (stored ones that failed at start) stay left out. The snapshot returned, with
+// what it leaves out removed, is the one to publish once the changes are stored.
+func (h *Handler) prepare(changes ...store.Change) (*conf.Snapshot, int, any) {
+	snap := h.opts.Store.SnapshotWith(changes...)
+	if h.opts.Builder == nil {
+		return snap, 0, nil
+	}
+	failed, err := h.opts.Builder.Check(snap)
+	if err != nil {
+		return nil, http.StatusServiceUnavailable, errorBody{ErrorMsg: "the config could not be built: " + err.Error()}
+	}
+	before := map[string]bool{}
+	for _, l := range h.opts.Builder.LeftOut() {
+		before[l.Key()] = true
+	}
+	touched := map[string]bool{}
+	for _, c := range changes {
+		touched[string(c.Kind)+"/"+c.ID] = true
+	}
+	for _, l := range append(slices.Clone(snap.LeftOut), failed...) {
+		switch {
+		case touched[l.Key()]:
+			return nil, http.StatusBadRequest, errorBody{ErrorMsg: fmt.Sprintf("invalid configuration: %s cannot be served: %s", l.Key(), l.Reason)}
+		case !before[l.Key()]:
+			return nil, http.StatusBadRequest, errorBody{ErrorMsg: fmt.Sprintf("invalid configuration: this change would leave %s unservable: %s", l.Key(), l.Reason)}
+		}
+	}
+	snap.LeaveOut(failed)
+	return snap, 0, nil
+}
+
+// publish sends snap, which prepare built and the store now holds, to every worker. It
+// outlives the client's request: a client that hangs up must not leave workers
+// half-updated.
+func (h *Handler) publish(ctx context.Context, snap *conf.Snapshot) error {
 	if h.opts.Publisher == nil {
 		return nil
 	}
-	snap, err := h.opts.Store.Snapshot()
-	if err != nil {
-		return err
-	}
+	snap.Version = h.opts.Store.Revision()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.opts.PublishTimeout)
 	defer cancel()
 	return h.opts.Publisher.Publish(ctx, snap)

@@ -159,8 +159,15 @@ func (h *Handler) Import(ctx context.Context, data []byte, who, peer string) (su
 		return "", err
 	}
 	objects := make([]store.Object, len(items))
+	changes := make([]store.Change, len(items))
 	for i, it := range items {
 		objects[i] = store.Object{Kind: it.res.kind, ID: it.id, Value: encodeJSON(it.obj)}
+		changes[i] = store.Change{Kind: it.res.kind, ID: it.id, Value: objects[i].Value}
+	}
+	// The last word: what workers would be sent must build.
+	snap, code, body := h.prepare(changes...)
+	if code != 0 {
+		return "", &ImportError{Problems: []string{messageOf(body)}}
 	}
 	if _, err := h.opts.Store.PutAll(objects); err != nil {
 		return "", fmt.Errorf("import failed, nothing was changed: %w", err)
@@ -179,7 +186,7 @@ func (h *Handler) Import(ctx context.Context, data []byte, who, peer string) (su
 		}
 	}
 	summary = "imported " + strings.Join(parts, ", ")
-	if err := h.publish(ctx); err != nil {
+	if err := h.publish(ctx, snap); err != nil {
 		return "", fmt.Errorf("%s and stored them, but not every worker serves them yet: %w", summary, err)
 	}
 	return summary, nil
@@ -304,12 +311,6 @@ func (h *Handler) validateImport(items []imported) error {
 		}
 		if err := checkAcrossObjects(scratch, it.res.kind, it.id, encodeJSON(it.obj)); err != nil {
 			problems.add("%s: %v", it.where, err)
-		}
-	}
-	if len(problems.Problems) == 0 {
-		// The last word: what workers would be sent must build.
-		if _, err := scratch.Snapshot(); err != nil {
-			problems.add("%v", err)
 		}
 	}
 	if len(problems.Problems) > 0 {

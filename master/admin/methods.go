@@ -33,6 +33,9 @@ type item struct {
 	Value         json.RawMessage `json:"value"`
 	CreatedIndex  uint64          `json:"createdIndex,omitempty"`
 	ModifiedIndex uint64          `json:"modifiedIndex,omitempty"`
+	// LeftOut, gw's own, says why the workers do not serve this stored object (it failed
+	// to decode or to build at start); absent for every object served.
+	LeftOut string `json:"left_out,omitempty"`
 }
 
 type listBody struct {
@@ -101,6 +104,27 @@ func encodeJSON(v any) []byte {
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 }
 
+// leftOutReasons are the reasons of the objects the served snapshot leaves out, by key
+// ("routes/1"); nil when none is.
+func (h *Handler) leftOutReasons() map[string]string {
+	if h.opts.Builder == nil {
+		return nil
+	}
+	var reasons map[string]string
+	for _, l := range h.opts.Builder.LeftOut() {
+		if reasons == nil {
+			reasons = map[string]string{}
+		}
+		reasons[l.Key()] = l.Reason
+	}
+	return reasons
+}
+
+func (h *Handler) withLeftOut(it item, reasons map[string]string) item {
+	it.LeftOut = reasons[strings.TrimPrefix(it.Key, "/apisix/")]
+	return it
+}
+
 func (h *Handler) get(req request) (int, any) {
 	if req.subPath != "" {
 		return subPathRefused(req)
@@ -110,7 +134,7 @@ func (h *Handler) get(req request) (int, any) {
 		if !ok {
 			return http.StatusNotFound, notFound
 		}
-		return http.StatusOK, req.res.shownItem(fullItem(obj))
+		return http.StatusOK, req.res.shownItem(h.withLeftOut(fullItem(obj), h.leftOutReasons()))
 	}
 	page, pageSize, paged, err := paging(req.query)
 	if err != nil {
@@ -122,12 +146,13 @@ func (h *Handler) get(req request) (int, any) {
 	}
 	objects := filterObjects(h.opts.Store.List(req.res.kind), filter)
 	body := listBody{List: []item{}, Total: len(objects)}
+	reasons := h.leftOutReasons()
 	if paged {
 		start := min((page-1)*pageSize, len(objects))
 		objects = objects[start:min(start+pageSize, len(objects))]
 	}
 	for _, obj := range objects {
-		body.List = append(body.List, req.res.shownItem(fullItem(obj)))
+		body.List = append(body.List, req.res.shownItem(h.withLeftOut(fullItem(obj), reasons)))
 	}
 	return http.StatusOK, body
 }
@@ -364,6 +389,11 @@ func (h *Handler) delete(req request) (int, any) {
 			return badRequest(msg)
 		}
 	}
+	// With force=true what used the object stays, answering 503 where it needs it.
+	snap, code, body := h.prepare(store.Change{Kind: req.res.kind, ID: req.id})
+	if code != 0 {
+		return code, body
+	}
 	deleted, err := h.opts.Store.Delete(req.res.kind, req.id)
 	if err != nil {
 		return http.StatusServiceUnavailable, errorBody{ErrorMsg: err.Error()}
@@ -371,7 +401,7 @@ func (h *Handler) delete(req request) (int, any) {
 	if !deleted {
 		panic("BUG: admin: object vanished under the write lock")
 	}
-	if err := h.publish(req.ctx); err != nil {
+	if err := h.publish(req.ctx, snap); err != nil {
 		return notServed(err)
 	}
 	return http.StatusOK, struct {
@@ -389,6 +419,10 @@ func (h *Handler) write(req request, id string, obj map[string]any, status func(
 	if err := checkAcrossObjects(h.opts.Store, req.res.kind, id, encodeJSON(obj)); err != nil {
 		return badRequest(err.Error())
 	}
+	snap, code, body := h.prepare(store.Change{Kind: req.res.kind, ID: id, Value: encodeJSON(obj)})
+	if code != 0 {
+		return code, body
+	}
 	stored, created, err := h.opts.Store.Put(req.res.kind, id, encodeJSON(obj))
 	if errors.Is(err, store.ErrInvalidID) {
 		return badRequest("invalid configuration: property \"id\" validation failed: " + err.Error())
@@ -396,7 +430,7 @@ func (h *Handler) write(req request, id string, obj map[string]any, status func(
 	if err != nil {
 		return http.StatusServiceUnavailable, errorBody{ErrorMsg: err.Error()}
 	}
-	if err := h.publish(req.ctx); err != nil {
+	if err := h.publish(req.ctx, snap); err != nil {
 		return notServed(err)
 	}
 	return status(created), req.res.shownItem(item{Key: key(stored.Kind, stored.ID), Value: stored.Value})
@@ -504,10 +538,7 @@ func checkAcrossObjects(s *store.Store, kind store.Kind, id string, value []byte
 	if !needed {
 		return nil
 	}
-	snap, err := s.Snapshot()
-	if err != nil {
-		return err
-	}
+	snap := s.Snapshot()
 	if route != nil {
 		snap.Routes = replaceByID(snap.Routes, *route, func(r conf.Route) conf.ID { return r.ID })
 	}

@@ -476,10 +476,27 @@ func setRevision(txn *memdb.Txn, revision uint64) {
 	}
 }
 
-// Snapshot decodes every object into a conf.Snapshot whose Version is the revision it
-// reflects. Objects keep CreatedIndex order within each kind. It fails, naming the object,
-// if a stored object no longer decodes (the validators changed under stored data).
-func (s *Store) Snapshot() (*conf.Snapshot, error) {
+// Snapshot decodes every stored object into a conf.Snapshot at one consistent revision.
+// An object that no longer decodes (stored by an older binary, edited by hand) does not
+// stop it: the object is named in LeftOut with the decoder's message and is absent from
+// the lists, so a start or a write is never refused for an object it did not touch.
+func (s *Store) Snapshot() *conf.Snapshot {
+	return s.SnapshotWith()
+}
+
+// Change is one write as SnapshotWith applies it: Value is the object to store, nil to
+// delete it.
+type Change struct {
+	Kind  Kind
+	ID    string
+	Value json.RawMessage
+}
+
+// SnapshotWith is Snapshot as it would be after changes, which are not stored. The
+// Admin API builds the snapshot a write would produce from it, checks it and, once the
+// write is stored, publishes that same snapshot. The version is the revision now: the
+// caller sets the one the write produced.
+func (s *Store) SnapshotWith(changes ...Change) *conf.Snapshot {
 	txn := s.db.Txn(false)
 	snap := &conf.Snapshot{
 		Version:   revisionOf(txn),
@@ -493,13 +510,37 @@ func (s *Store) Snapshot() (*conf.Snapshot, error) {
 		SSLs:          []conf.SSL{},
 	}
 	for _, spec := range kindSpecs {
+		pending := map[string]json.RawMessage{}
+		for _, c := range changes {
+			if c.Kind == spec.kind {
+				pending[c.ID] = c.Value
+			}
+		}
+		add := func(id string, value json.RawMessage) {
+			if err := spec.add(snap, value); err != nil {
+				snap.LeftOut = append(snap.LeftOut, conf.LeftOut{Kind: string(spec.kind), ID: conf.ID(id), Reason: err.Error()})
+			}
+		}
 		for _, obj := range list(txn, spec.kind) {
-			if err := spec.add(snap, obj.Value); err != nil {
-				return nil, fmt.Errorf("store: %s/%s: %w", obj.Kind, obj.ID, err)
+			value, changed := pending[obj.ID]
+			if !changed {
+				add(obj.ID, obj.Value)
+				continue
+			}
+			delete(pending, obj.ID)
+			if value != nil {
+				add(obj.ID, value) // replaced in place: the kind's order is kept
+			}
+		}
+		// New objects, in the order the changes name them.
+		for _, c := range changes {
+			if value, ok := pending[c.ID]; ok && c.Kind == spec.kind && value != nil {
+				delete(pending, c.ID)
+				add(c.ID, value)
 			}
 		}
 	}
-	return snap, nil
+	return snap
 }
 
 // Close releases the backend; later writes fail with ErrClosed, reads keep answering from

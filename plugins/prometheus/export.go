@@ -17,6 +17,12 @@ type Facts struct {
 	Reloads        uint64
 	ReloadFailures uint64
 	ConfigVersion  uint64
+	// ConfigLeftOut counts the stored objects the served snapshot leaves out (they failed
+	// to decode or build at start); WorkersRefusingConfig the workers that refused the
+	// latest snapshot and serve an older one; ConfigRejections every snapshot refused.
+	ConfigLeftOut         int
+	WorkersRefusingConfig int
+	ConfigRejections      uint64
 	// UpstreamStatus is the health of every health-checked node, for
 	// apisix_upstream_status; empty when no upstream has checks.
 	UpstreamStatus []UpstreamStatus
@@ -116,12 +122,15 @@ func NewExporter(table *Table, opts ExporterOptions) *Exporter {
 		s.NewGauge(`gw_worker_processes{state="`+state+`"}`, func() float64 { return float64(e.facts.Workers[state]) })
 	}
 	s.NewGauge(`gw_config_version`, func() float64 { return float64(e.facts.ConfigVersion) })
+	s.NewGauge(`gw_config_left_out_objects`, func() float64 { return float64(e.facts.ConfigLeftOut) })
+	s.NewGauge(`gw_workers_refusing_config`, func() float64 { return float64(e.facts.WorkersRefusingConfig) })
 	s.NewGauge(`gw_metrics_label_sets`, func() float64 { return float64(table.Used()) })
 	s.NewGauge(`gw_metrics_label_sets_max`, func() float64 { return float64(table.Capacity()) })
 	// Counters whose totals live elsewhere are set just before each write (see sync).
 	s.NewCounter(`gw_worker_restarts_total`)
 	s.NewCounter(`gw_reloads_total`)
 	s.NewCounter(`gw_reload_failures_total`)
+	s.NewCounter(`gw_config_rejections_total`)
 	s.NewCounter(`gw_metrics_overflow_total`)
 	if opts.Evictions != nil {
 		s.NewCounter(`gw_limit_count_evictions_total`)
@@ -136,6 +145,7 @@ func (e *Exporter) sync() {
 	s.GetOrCreateCounter(`gw_worker_restarts_total`).Set(e.facts.WorkerRestarts)
 	s.GetOrCreateCounter(`gw_reloads_total`).Set(e.facts.Reloads)
 	s.GetOrCreateCounter(`gw_reload_failures_total`).Set(e.facts.ReloadFailures)
+	s.GetOrCreateCounter(`gw_config_rejections_total`).Set(e.facts.ConfigRejections)
 	s.GetOrCreateCounter(`gw_metrics_overflow_total`).Set(e.table.Overflowed())
 	if e.opts.Evictions != nil {
 		if n, ok := e.opts.Evictions(); ok {

@@ -84,6 +84,9 @@ type Options struct {
 	// Logf, when set, is told why a connection failed in a way the 502 cannot explain (a
 	// certificate that did not verify, a TLS alert from the node). Called concurrently.
 	Logf func(format string, args ...any)
+	// BuildOnly makes Pools for compiling upstreams that never forward (the master's
+	// check of a snapshot): no name is resolved and nothing runs in the background.
+	BuildOnly bool
 }
 
 // NewPools is NewPoolsWith the zero Options.
@@ -107,6 +110,9 @@ func NewPoolsWith(opts Options) *Pools {
 	}
 	if p.logf == nil {
 		p.logf = func(string, ...any) {}
+	}
+	if opts.BuildOnly {
+		return p
 	}
 	p.wg.Add(1)
 	go p.run()

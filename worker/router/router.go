@@ -205,6 +205,25 @@ func BuildWith(entries []Entry, opts Options) (*Router, error) {
 	return r, nil
 }
 
+// CheckEntry reports what BuildWith would refuse in e alone, so that a caller can leave
+// one bad entry out and build the others.
+func CheckEntry(e *Entry, opts Options) error {
+	if len(e.Paths) == 0 {
+		return errors.New("router: no paths: a route needs at least one uri")
+	}
+	for _, p := range e.Paths {
+		if _, _, err := parsePath(p, opts.Parameters); err != nil {
+			return fmt.Errorf("router: path %q: %w", p, err)
+		}
+	}
+	for _, h := range e.Hosts {
+		if _, err := parseHost(h); err != nil {
+			return fmt.Errorf("router: host %q: %w", h, err)
+		}
+	}
+	return nil
+}
+
 // parsePath returns the tree key of p and, for a path with wildcard or parameter
 // segments, the pattern its candidates check after the key.
 func parsePath(p string, parameters bool) (keySpec, []token, error) {
