@@ -1,0 +1,220 @@
+package worker
+
+import (
+	"encoding/json"
+	"io"
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/valyala/fasthttp"
+
+	"gw/conf"
+	"gw/internal/errlog"
+	"gw/plugins"
+	"gw/shm"
+	"gw/worker/proxy"
+)
+
+// unbuildable holds objects as an older binary, a hand edit or another tool might have
+// stored them: each decodes, and each fails only when built. The chash upstream's weight
+// times its ring points overflows (a panic inside the balancer's build), the service and
+// the global rule name a plugin this binary does not have.
+const unbuildable = `{
+	"version": 7,
+	"upstreams": [
+		{"id": "ch", "type": "chash", "key": "remote_addr", "nodes": [
+			{"host": "127.0.0.1", "port": 1980, "weight": 100000000000000000},
+			{"host": "127.0.0.1", "port": 1981, "weight": 1}]},
+		{"id": "ok", "type": "roundrobin", "nodes": [{"host": "127.0.0.1", "port": 1, "weight": 1}]}
+	],
+	"services": [{"id": "s-bad", "plugins": {"no-such-plugin": {}}}],
+	"routes": [
+		{"id": "uses-ch", "uri": "/uses-ch", "upstream_id": "ch"},
+		{"id": "uses-s-bad", "uri": "/uses-s-bad", "service_id": "s-bad", "upstream_id": "ok"},
+		{"id": "gone", "uri": "/gone", "upstream_id": "deleted-with-force"},
+		{"id": "bad-path", "uri": "no-slash"},
+		{"id": "bad-plugin", "uri": "/bad-plugin", "upstream_id": "ok", "plugins": {"no-such-plugin": {}}},
+		{"id": "fine", "uri": "/fine", "upstream_id": "ok"}
+	],
+	"consumers": [], "plugin_configs": [], "global_rules": [], "ssls": []
+}`
+
+func decodeSnapshot(t *testing.T, text string) *conf.Snapshot {
+	t.Helper()
+	var snap conf.Snapshot
+	if err := json.Unmarshal([]byte(text), &snap); err != nil {
+		t.Fatal(err)
+	}
+	return &snap
+}
+
+func testShared(t *testing.T) *plugins.Shared {
+	t.Helper()
+	cfg := conf.Default()
+	shared := &plugins.Shared{Segments: map[string]*shm.Segment{}, Config: cfg, Logf: t.Logf}
+	for name, spec := range plugins.Segments() {
+		seg, err := shm.Create(spec.Layout, spec.Size(cfg))
+		if err != nil {
+			t.Fatalf("segment %s: %v", name, err)
+		}
+		t.Cleanup(func() { seg.Close() })
+		if spec.Init != nil {
+			if err := spec.Init(seg); err != nil {
+				t.Fatal(err)
+			}
+		}
+		shared.Segments[name] = seg
+	}
+	return shared
+}
+
+func leftOutKeys(leftOut []conf.LeftOut) map[string]string {
+	keys := map[string]string{}
+	for _, l := range leftOut {
+		keys[l.Key()] = l.Reason
+	}
+	return keys
+}
+
+// serve answers one GET for path from t, as the worker's handler does.
+func serve(w *Worker, path string) (int, string) {
+	var ctx fasthttp.RequestCtx
+	var req fasthttp.Request
+	req.SetRequestURI(path)
+	req.Header.SetHost("gw.test")
+	ctx.Init(&req, &net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 40000}, nil)
+	w.handle(&ctx)
+	return ctx.Response.StatusCode(), string(ctx.Response.Body())
+}
+
+func TestCompileLeavesOutWhatFailsToBuildAndServesTheRest(t *testing.T) {
+	snap := decodeSnapshot(t, unbuildable)
+	pools := proxy.NewPools()
+	t.Cleanup(pools.Close)
+	table, leftOut, err := compile(snap, pools, testShared(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := leftOutKeys(leftOut)
+	for key, reason := range map[string]string{
+		"upstreams/ch":      "panicked",
+		"services/s-bad":    "no-such-plugin",
+		"routes/bad-path":   `must start with "/"`,
+		"routes/bad-plugin": "no-such-plugin",
+	} {
+		if !strings.Contains(got[key], reason) {
+			t.Errorf("left out %s: %q, want a reason with %q", key, got[key], reason)
+		}
+	}
+	if len(got) != 4 {
+		t.Errorf("left out %v, want exactly the four objects that fail", got)
+	}
+
+	w := &Worker{log: errlog.New(io.Discard, "test"), conns: newConnTracker()}
+	w.table.Store(table)
+	for _, c := range []struct {
+		path   string
+		status int
+		body   string
+	}{
+		// A route whose upstream is left out, or was deleted with ?force=true, is still
+		// routed and answers 503 naming what it lacks.
+		{"/uses-ch", 503, "upstream ch not found"},
+		{"/gone", 503, "upstream deleted-with-force not found"},
+		// Its service's plugins cannot run, so nothing of the route does.
+		{"/uses-s-bad", 503, "service s-bad not found"},
+		// A route left out is not routed at all: fail closed, never without its plugins.
+		{"/bad-plugin", 404, "Route Not Found"},
+		// Everything else serves: port 1 refuses, so the proxy's 502 proves it was tried.
+		{"/fine", 502, ""},
+	} {
+		status, body := serve(w, c.path)
+		if status != c.status || !strings.Contains(body, c.body) {
+			t.Errorf("GET %s: %d %q, want %d with %q", c.path, status, body, c.status, c.body)
+		}
+	}
+}
+
+func TestAGlobalRuleThatCannotBeBuiltClosesTheGateway(t *testing.T) {
+	for _, c := range []struct{ name, snapshot string }{
+		{"fails here", `{"version":1,"routes":[{"id":"r","uri":"/r","upstream":{"type":"roundrobin","nodes":[{"host":"127.0.0.1","port":1,"weight":1}]}}],
+			"global_rules":[{"id":"g1","plugins":{"no-such-plugin":{}}}]}`},
+		{"left out by the master", `{"version":1,"routes":[{"id":"r","uri":"/r","upstream":{"type":"roundrobin","nodes":[{"host":"127.0.0.1","port":1,"weight":1}]}}],
+			"left_out":[{"kind":"global_rules","id":"g1","reason":"does not decode"}]}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			pools := proxy.NewPools()
+			t.Cleanup(pools.Close)
+			table, _, err := compile(decodeSnapshot(t, c.snapshot), pools, testShared(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := &Worker{log: errlog.New(io.Discard, "test"), conns: newConnTracker()}
+			w.table.Store(table)
+			for _, path := range []string{"/r", "/unrouted"} {
+				// Serving without the rule could let in what it refuses (key-auth as a
+				// global rule): every request is refused instead, naming the rule.
+				if status, body := serve(w, path); status != 503 || !strings.Contains(body, "global rule g1") {
+					t.Errorf("GET %s: %d %q, want 503 naming global rule g1", path, status, body)
+				}
+			}
+		})
+	}
+}
+
+func TestCheckerFindsWhatTheWorkerWouldLeaveOut(t *testing.T) {
+	shared := testShared(t)
+	checker := NewChecker(shared.Segments, errlog.New(io.Discard, "check"))
+	leftOut, err := checker.Check(decodeSnapshot(t, unbuildable), conf.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pools := proxy.NewPools()
+	t.Cleanup(pools.Close)
+	_, compiled, err := compile(decodeSnapshot(t, unbuildable), pools, shared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := leftOutKeys(leftOut), leftOutKeys(compiled); len(got) != len(want) || len(got) == 0 {
+		t.Fatalf("checker left out %v, a worker %v: they must agree", got, want)
+	} else {
+		for key := range want {
+			if _, ok := got[key]; !ok {
+				t.Errorf("checker did not leave out %s", key)
+			}
+		}
+	}
+}
+
+func TestLoadRefusesASnapshotItCannotServeAsSent(t *testing.T) {
+	shared := testShared(t)
+	pools := proxy.NewPools()
+	t.Cleanup(pools.Close)
+	w := &Worker{log: errlog.New(io.Discard, "test"), conns: newConnTracker(), pools: pools, shared: shared,
+		certs: newCertStore("", errlog.New(io.Discard, "test"))}
+	good := `{"version":1,"routes":[{"id":"fine","uri":"/fine","upstream":{"type":"roundrobin","nodes":[{"host":"127.0.0.1","port":1,"weight":1}]}}]}`
+	if v, err := w.load([]byte(good)); err != nil || v != 1 {
+		t.Fatalf("load of a good snapshot: %d %v", v, err)
+	}
+	// The master did not leave these out: the worker must not serve a snapshot that
+	// differs from the one the Admin API acknowledged.
+	_, err := w.load([]byte(unbuildable))
+	if err == nil || ExitCode(err) != 1 || !strings.Contains(err.Error(), "upstreams/ch") {
+		t.Fatalf("load of a snapshot with unbuildable objects: %v, want an error naming upstreams/ch", err)
+	}
+	if w.table.Load().version != 1 {
+		t.Errorf("after the refused snapshot the worker serves version %d, want 1", w.table.Load().version)
+	}
+	// With the master's verdict in LeftOut (and the objects removed), it serves.
+	snap := decodeSnapshot(t, unbuildable)
+	leftOut, err := NewChecker(shared.Segments, errlog.New(io.Discard, "check")).Check(decodeSnapshot(t, unbuildable), conf.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap.LeaveOut(leftOut)
+	payload, _ := json.Marshal(snap)
+	if v, err := w.load(payload); err != nil || v != 7 {
+		t.Fatalf("load with the master's left-out list: %d %v", v, err)
+	}
+}

@@ -1,0 +1,243 @@
+package worker
+
+// This file checks the promise the master and the workers make together, so it drives the
+// master's Admin API handler from the worker's tests (a test-only import upwards): what
+// the Admin API accepts, every worker serves exactly as written, and no sequence of writes
+// can leave a worker that does not serve.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"gw/conf"
+	"gw/internal/errlog"
+	"gw/master/admin"
+	"gw/master/store"
+	_ "gw/plugins/all"
+	"gw/worker/proxy"
+)
+
+// invariantFixture is an Admin API whose builder is the workers' own Checker and whose
+// publisher loads every snapshot into a worker, as the master does over IPC.
+type invariantFixture struct {
+	t       *testing.T
+	h       *admin.Handler
+	w       *Worker
+	checker *Checker
+	cfg     *conf.Config
+	served  *conf.Snapshot // the last snapshot the worker loaded
+}
+
+func newInvariantFixture(t *testing.T) *invariantFixture {
+	shared := testShared(t)
+	shared.Logf = func(string, ...any) {}
+	quiet := errlog.New(io.Discard, "fuzz")
+	// BuildOnly: nothing resolves or dials in the background; requests only reach
+	// loopback (see loadPublished).
+	pools := proxy.NewPoolsWith(proxy.Options{BuildOnly: true})
+	t.Cleanup(pools.Close)
+	fx := &invariantFixture{
+		t: t, cfg: shared.Config, checker: NewChecker(shared.Segments, quiet),
+		w: &Worker{log: quiet, conns: newConnTracker(), pools: pools, shared: shared, certs: newCertStore("", quiet)},
+	}
+	s := store.OpenMemory()
+	t.Cleanup(func() { s.Close() })
+	fx.h = admin.New(admin.Options{
+		Store:     s,
+		Builder:   fx,
+		Publisher: fx,
+		Keys:      []conf.AdminKey{{Name: "admin", Key: conf.DefaultAdminKey, Role: conf.RoleAdmin}},
+		Allow:     []*net.IPNet{{IP: net.IPv4(127, 0, 0, 0), Mask: net.CIDRMask(8, 32)}},
+	})
+	if _, err := fx.w.load(mustMarshal(t, s.Snapshot())); err != nil {
+		t.Fatal(err)
+	}
+	return fx
+}
+
+func (fx *invariantFixture) Check(snap *conf.Snapshot) ([]conf.LeftOut, error) {
+	return fx.checker.Check(snap, fx.cfg)
+}
+
+func (fx *invariantFixture) LeftOut() []conf.LeftOut {
+	if fx.served == nil {
+		return nil
+	}
+	return fx.served.LeftOut
+}
+
+// Publish hands the snapshot to the worker as the master does: encoded, sent, decoded and
+// compiled. The worker must take it: the Admin API is about to acknowledge it.
+func (fx *invariantFixture) Publish(_ context.Context, snap *conf.Snapshot) error {
+	payload := mustMarshal(fx.t, snap)
+	if _, err := fx.w.load(loopbackOnly(fx.t, payload)); err != nil {
+		fx.t.Fatalf("the worker refused a snapshot the Admin API is acknowledging: %v\n%s", err, payload)
+	}
+	fx.served = snap
+	return nil
+}
+
+func mustMarshal(t *testing.T, v any) []byte {
+	data, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// loopbackOnly points every node of the snapshot at 127.0.0.1:1, where nothing listens, so
+// that requests through fuzzed routes reach no other machine. Addresses change nothing a
+// build checks beyond their syntax, which the Admin API has already checked.
+func loopbackOnly(t *testing.T, payload []byte) []byte {
+	var snap conf.Snapshot
+	if err := json.Unmarshal(payload, &snap); err != nil {
+		t.Fatalf("a published snapshot does not decode: %v", err)
+	}
+	local := func(u *conf.Upstream) {
+		if u == nil {
+			return
+		}
+		for i := range u.Nodes {
+			u.Nodes[i].Host, u.Nodes[i].Port = "127.0.0.1", 1
+		}
+		u.Checks = nil // active checks are the master's; nothing to probe here
+	}
+	for i := range snap.Upstreams {
+		local(&snap.Upstreams[i])
+	}
+	for i := range snap.Services {
+		local(snap.Services[i].Upstream)
+	}
+	for i := range snap.Routes {
+		local(snap.Routes[i].Upstream)
+	}
+	return mustMarshal(t, &snap)
+}
+
+func (fx *invariantFixture) send(method, path string, body []byte) *httptest.ResponseRecorder {
+	r := httptest.NewRequest(method, "/", bytes.NewReader(body))
+	// Set after NewRequest, which would refuse a fuzzed path that is no request target.
+	r.URL.Path, r.URL.RawQuery, _ = strings.Cut(path, "?")
+	r.RemoteAddr = "127.0.0.1:40000"
+	r.Header.Set("X-API-KEY", conf.DefaultAdminKey)
+	w := httptest.NewRecorder()
+	fx.h.ServeHTTP(w, r)
+	return w
+}
+
+// requestEveryRoute sends one request down each served route; whatever the status, the
+// worker must answer.
+func (fx *invariantFixture) requestEveryRoute() {
+	for _, r := range fx.served.Routes {
+		for _, path := range r.Paths() {
+			path = strings.NewReplacer("*", "x", ":", "x").Replace(path)
+			if !strings.HasPrefix(path, "/") {
+				path = "/" + path
+			}
+			if status, _ := serve(fx.w, path); status == 0 {
+				fx.t.Fatalf("route %s: GET %s got no answer", r.ID, path)
+			}
+		}
+	}
+}
+
+// invariantSeeds are sequences of writes, one per line: METHOD PATH BODY. The first two
+// are the writes that once took a node down: an upstream whose chash ring overflows, and
+// a forced delete of an upstream a route uses.
+var invariantSeeds = []string{
+	"PUT /apisix/admin/upstreams/ch {\"type\":\"chash\",\"key\":\"remote_addr\",\"nodes\":{\"127.0.0.1:1980\":100000000000000000,\"127.0.0.1:1981\":1}}\n" +
+		"PUT /apisix/admin/routes/r1 {\"uri\":\"/r1\",\"upstream_id\":\"ch\"}\n",
+	"PUT /apisix/admin/upstreams/u1 {\"nodes\":{\"127.0.0.1:1980\":1}}\n" +
+		"PUT /apisix/admin/routes/r1 {\"uri\":\"/r1\",\"upstream_id\":\"u1\"}\n" +
+		"DELETE /apisix/admin/upstreams/u1?force=true \n" +
+		"PUT /apisix/admin/routes/r2 {\"uri\":\"/r2\",\"upstream\":{\"nodes\":{\"127.0.0.1:1980\":1}}}\n",
+	"PUT /apisix/admin/services/s1 {\"upstream\":{\"nodes\":{\"127.0.0.1:1980\":1}},\"plugins\":{\"key-auth\":{}}}\n" +
+		"PUT /apisix/admin/routes/r1 {\"uri\":\"/r1/*\",\"service_id\":\"s1\"}\n" +
+		"DELETE /apisix/admin/services/s1?force=true \n",
+	"PUT /apisix/admin/plugin_configs/p1 {\"plugins\":{\"limit-count\":{\"count\":1,\"time_window\":60}}}\n" +
+		"PUT /apisix/admin/routes/r1 {\"uri\":\"/r1\",\"plugin_config_id\":\"p1\",\"upstream\":{\"nodes\":{\"127.0.0.1:1980\":1}}}\n" +
+		"PATCH /apisix/admin/plugin_configs/p1 {\"plugins\":{\"limit-count\":{\"count\":2,\"time_window\":1}}}\n" +
+		"DELETE /apisix/admin/plugin_configs/p1?force=true \n",
+	"PUT /apisix/admin/consumers/jack {\"username\":\"jack\",\"plugins\":{\"key-auth\":{\"key\":\"k\"},\"limit-count\":{\"count\":1,\"time_window\":1}}}\n" +
+		"PUT /apisix/admin/global_rules/g {\"plugins\":{\"key-auth\":{}}}\n" +
+		"PUT /apisix/admin/routes/r1 {\"uris\":[\"/a\",\"/b/:id\"],\"hosts\":[\"*.example.com\"],\"upstream\":{\"type\":\"ewma\",\"nodes\":[{\"host\":\"a.example\",\"port\":80,\"weight\":1}]}}\n" +
+		"DELETE /apisix/admin/consumers/jack \n",
+	"PUT /apisix/admin/upstreams/u {\"type\":\"chash\",\"hash_on\":\"header\",\"key\":\"x-user\",\"nodes\":[{\"host\":\"127.0.0.1\",\"port\":80,\"weight\":3,\"priority\":-1}],\"retries\":2,\"timeout\":{\"connect\":1,\"send\":2,\"read\":3}}\n" +
+		"PUT /apisix/admin/routes/r {\"uri\":\"/r\",\"upstream_id\":\"u\",\"timeout\":{\"connect\":1e300,\"send\":1,\"read\":1}}\n" +
+		"PATCH /apisix/admin/upstreams/u {\"nodes\":{\"127.0.0.1:82\":0}}\n",
+}
+
+// FuzzAdminWritesKeepEveryWorkerServing sends a fuzzed sequence of Admin API writes.
+// After each accepted one, the snapshot the handler publishes must load in a worker (the
+// publisher fails the test otherwise) and every route must answer a request; a refused
+// write must change nothing the worker serves. No write may panic the handler or the
+// worker, or answer 5xx.
+func FuzzAdminWritesKeepEveryWorkerServing(f *testing.F) {
+	for _, seed := range invariantSeeds {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, script []byte) {
+		fx := newInvariantFixture(t)
+		for n, line := range bytes.Split(script, []byte("\n")) {
+			if n == 16 {
+				break // long scripts add time, not cases
+			}
+			method, rest, _ := bytes.Cut(line, []byte(" "))
+			path, body, _ := bytes.Cut(rest, []byte(" "))
+			switch string(method) {
+			case http.MethodPut, http.MethodPost, http.MethodPatch, http.MethodDelete:
+			default:
+				continue
+			}
+			target := string(path)
+			if !strings.HasPrefix(target, admin.Prefix+"/") {
+				continue
+			}
+			before := fx.served
+			w := fx.send(string(method), target, body)
+			if w.Code >= 500 {
+				t.Fatalf("%s %s %q: %d %s", method, target, body, w.Code, w.Body)
+			}
+			if w.Code >= 300 && fx.served != before {
+				t.Fatalf("%s %s %q: refused with %d, yet a snapshot was published", method, target, body, w.Code)
+			}
+			if fx.served != nil {
+				fx.requestEveryRoute()
+			}
+		}
+	})
+}
+
+func TestTheWritesThatOnceTookANodeDownAreRefusedOrServed(t *testing.T) {
+	fx := newInvariantFixture(t)
+	// An upstream whose ring would overflow is refused, naming it; nothing changes.
+	w := fx.send("PUT", "/apisix/admin/upstreams/ch", []byte(`{"type":"chash","key":"remote_addr","nodes":{"127.0.0.1:1980":100000000000000000,"127.0.0.1:1981":1}}`))
+	if w.Code != 400 || !strings.Contains(w.Body.String(), "ch") || fx.served != nil {
+		t.Fatalf("PUT of an overflowing chash upstream: %d %s (published: %v), want 400 naming it and nothing published", w.Code, w.Body, fx.served != nil)
+	}
+	// A forced delete of an upstream a route uses: the route stays and answers 503 naming
+	// it, and an unrelated write is then served at once.
+	for _, c := range []struct{ method, path, body string }{
+		{"PUT", "/apisix/admin/upstreams/u1", `{"nodes":{"127.0.0.1:1980":1}}`},
+		{"PUT", "/apisix/admin/routes/r1", `{"uri":"/r1","upstream_id":"u1"}`},
+		{"DELETE", "/apisix/admin/upstreams/u1?force=true", ``},
+		{"PUT", "/apisix/admin/routes/r2", `{"uri":"/r2","upstream":{"nodes":{"127.0.0.1:1980":1}}}`},
+	} {
+		if w := fx.send(c.method, c.path, []byte(c.body)); w.Code >= 300 {
+			t.Fatalf("%s %s: %d %s", c.method, c.path, w.Code, w.Body)
+		}
+	}
+	if status, body := serve(fx.w, "/r1"); status != 503 || !strings.Contains(body, "upstream u1 not found") {
+		t.Errorf("GET /r1 after its upstream was deleted with force: %d %s, want 503 naming u1", status, body)
+	}
+	if status, _ := serve(fx.w, "/r2"); status != 502 { // served: its node refuses
+		t.Errorf("GET /r2, written after the forced delete: %d, want it routed (502 from the closed port)", status)
+	}
+}
