@@ -1,6 +1,9 @@
 package admin
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // Numbers out of their range are refused with 400 naming the field and the range, and
 // change nothing: before, the chash upstream below was stored and every worker then
@@ -50,5 +53,20 @@ func TestNumbersAtTheirEdgesAreStored(t *testing.T) {
 	}
 	if f.pub.count() != 1 {
 		t.Errorf("published %d snapshots, want 1", f.pub.count())
+	}
+}
+
+// A page past every list is an empty one, however large: page 9223372036854775807 once
+// overflowed the offset and the handler panicked.
+func TestHugePageIsEmpty(t *testing.T) {
+	f := newFixture(t)
+	f.call("PUT", "/apisix/admin/routes/1", hello)
+	for _, page := range []string{"2", "922337203685477581", "9223372036854775807"} {
+		w := f.call("GET", "/apisix/admin/routes?page_size=10&page="+page, "")
+		expect(t, w, 200, `{"list":[],"total":1}`)
+	}
+	w := f.call("GET", "/apisix/admin/routes?page_size=10&page=1", "")
+	if w.Code != 200 || !strings.Contains(w.Body.String(), `"total":1`) || !strings.Contains(w.Body.String(), `"/apisix/routes/1"`) {
+		t.Errorf("page 1: %d %s", w.Code, w.Body)
 	}
 }
