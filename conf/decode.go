@@ -317,7 +317,8 @@ func asNumber(raw json.RawMessage) (float64, error) {
 	return f, nil
 }
 
-// intAtLeast, numberAtLeast and numberAbove make readers for bounded numbers.
+// intAtLeast makes a reader for an integer with a lower bound only; ranges.go has the
+// readers bounded at both ends.
 func intAtLeast(least int) func(json.RawMessage) (int, error) {
 	return func(raw json.RawMessage) (int, error) {
 		n, err := asInt(raw)
@@ -325,26 +326,6 @@ func intAtLeast(least int) func(json.RawMessage) (int, error) {
 			err = fmt.Errorf("must be >= %d, got %d", least, n)
 		}
 		return n, err
-	}
-}
-
-func numberAtLeast(least float64) func(json.RawMessage) (float64, error) {
-	return func(raw json.RawMessage) (float64, error) {
-		f, err := asNumber(raw)
-		if err == nil && f < least {
-			err = fmt.Errorf("must be >= %g, got %s", least, raw)
-		}
-		return f, err
-	}
-}
-
-func numberAbove(bound float64) func(json.RawMessage) (float64, error) {
-	return func(raw json.RawMessage) (float64, error) {
-		f, err := asNumber(raw)
-		if err == nil && f <= bound {
-			err = fmt.Errorf("must be > %g, got %s", bound, raw)
-		}
-		return f, err
 	}
 }
 

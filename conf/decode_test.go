@@ -207,8 +207,8 @@ var routeRejects = []struct {
 
 	// timeout.
 	{"timeout without read", `{"uri":"/a","service_id":1,"timeout":{"connect":1,"send":1}}`, invalidConf + `property "timeout.read" validation failed: is required`},
-	{"zero timeout", `{"uri":"/a","service_id":1,"timeout":{"connect":0,"send":1,"read":1}}`, invalidConf + `property "timeout.connect" validation failed: must be > 0, got 0`},
-	{"negative timeout", `{"uri":"/a","service_id":1,"timeout":{"connect":1,"send":-1,"read":1}}`, invalidConf + `property "timeout.send" validation failed: must be > 0, got -1`},
+	{"zero timeout", `{"uri":"/a","service_id":1,"timeout":{"connect":0,"send":1,"read":1}}`, invalidConf + `property "timeout.connect" validation failed: must be 0.001-31536000 seconds, got 0`},
+	{"negative timeout", `{"uri":"/a","service_id":1,"timeout":{"connect":1,"send":-1,"read":1}}`, invalidConf + `property "timeout.send" validation failed: must be 0.001-31536000 seconds, got -1`},
 	{"timeout as a string", `{"uri":"/a","service_id":1,"timeout":{"connect":1,"send":1,"read":"5s"}}`, invalidConf + `property "timeout.read" validation failed: wrong type: expected number, got string "5s"`},
 	{"unknown timeout member", `{"uri":"/a","service_id":1,"timeout":{"connect":1,"send":1,"read":1,"recv":1}}`, invalidConf + `property "timeout.recv" validation failed: unknown field (additional properties are forbidden); known fields: connect, read, send`},
 	{"timeout as a number", `{"uri":"/a","service_id":1,"timeout":5}`, invalidConf + `property "timeout" validation failed: wrong type: expected object, got number 5`},
@@ -243,7 +243,7 @@ var routeRejects = []struct {
 	{"chash upstream without key", `{"uri":"/a","upstream":{"type":"chash","nodes":{"127.0.0.1:80":1}}}`, invalidConf + `property "upstream.key" validation failed: missing key: required when type is "chash" and hash_on is "vars"`},
 	{"upstream without nodes", `{"uri":"/a","upstream":{"type":"roundrobin"}}`, invalidConf + `property "upstream.nodes" validation failed: is required (service discovery is not supported yet)`},
 	{"unknown upstream field", `{"uri":"/a","upstream":{"nodes":{"a:1":1},"node":{}}}`, invalidConf + `property "upstream.node" validation failed: unknown field (additional properties are forbidden); known fields: ` + upstreamKnown},
-	{"deep upstream path", `{"uri":"/a","upstream":{"nodes":{"a:1":1},"keepalive_pool":{"size":0}}}`, invalidConf + `property "upstream.keepalive_pool.size" validation failed: must be >= 1, got 0`},
+	{"deep upstream path", `{"uri":"/a","upstream":{"nodes":{"a:1":1},"keepalive_pool":{"size":0}}}`, invalidConf + `property "upstream.keepalive_pool.size" validation failed: must be 1-1048576, got 0`},
 	{"upstream as an array", `{"uri":"/a","upstream":[]}`, invalidConf + `property "upstream" validation failed: wrong type: expected object, got array`},
 }
 
@@ -381,7 +381,7 @@ var upstreamRejects = []struct {
 	{"label too long", `{"nodes":{"` + strings.Repeat("a", 64) + `.example:80":1}}`, invalidConf + `property "nodes" validation failed: node "` + strings.Repeat("a", 64) + `.example:80": host "` + strings.Repeat("a", 64) + `.example" is neither an IP address nor a valid DNS name`},
 	{"name too long", `{"nodes":{"` + strings.Repeat("a.", 127) + `ab:80":1}}`, invalidConf + `property "nodes" validation failed: node "` + strings.Repeat("a.", 127) + `ab:80": host "` + strings.Repeat("a.", 127) + `ab" is neither an IP address nor a valid DNS name`},
 	{"mistyped IPv4", `{"nodes":{"256.1.1.1:80":1}}`, invalidConf + `property "nodes" validation failed: node "256.1.1.1:80": host "256.1.1.1" is neither an IP address nor a valid DNS name`},
-	{"negative weight", `{"nodes":{"a:80":-1}}`, invalidConf + `property "nodes" validation failed: node "a:80": weight must be >= 0, got -1`},
+	{"negative weight", `{"nodes":{"a:80":-1}}`, invalidConf + `property "nodes" validation failed: node "a:80": weight must be 0-1000000, got -1`},
 	{"weight as a string", `{"nodes":{"a:80":"1"}}`, invalidConf + `property "nodes" validation failed: node "a:80": weight wrong type: expected integer, got string "1"`},
 	{"fractional weight", `{"nodes":{"a:80":0.5}}`, invalidConf + `property "nodes" validation failed: node "a:80": weight wrong type: expected integer, got number 0.5`},
 
@@ -392,7 +392,7 @@ var upstreamRejects = []struct {
 	{"node port too big", `{"nodes":[{"host":"a","port":65536,"weight":1}]}`, invalidConf + `property "nodes[0].port" validation failed: must be 1-65535, got 65536`},
 	{"node host with port", `{"nodes":[{"host":"a:80","weight":1}]}`, invalidConf + `property "nodes[0].host" validation failed: host "a:80" is neither an IP address nor a valid DNS name`},
 	{"node IPv4 in brackets", `{"nodes":[{"host":"[1.2.3.4]","weight":1}]}`, invalidConf + `property "nodes[0].host" validation failed: host "[1.2.3.4]": only an IPv6 address goes in brackets`},
-	{"node negative weight", `{"nodes":[{"host":"a","weight":-2}]}`, invalidConf + `property "nodes[0].weight" validation failed: must be >= 0, got -2`},
+	{"node negative weight", `{"nodes":[{"host":"a","weight":-2}]}`, invalidConf + `property "nodes[0].weight" validation failed: must be 0-1000000, got -2`},
 	{"node fractional priority", `{"nodes":[{"host":"a","weight":1,"priority":0.5}]}`, invalidConf + `property "nodes[0].priority" validation failed: wrong type: expected integer, got number 0.5`},
 	{"node metadata not an object", `{"nodes":[{"host":"a","weight":1,"metadata":[]}]}`, invalidConf + `property "nodes[0].metadata" validation failed: wrong type: expected object, got array`},
 	{"misspelt node field", `{"nodes":[{"host":"a","weight":1,"wieght":1}]}`, invalidConf + `property "nodes[0].wieght" validation failed: unknown field (additional properties are forbidden); known fields: host, metadata, port, priority, weight`},
@@ -401,10 +401,10 @@ var upstreamRejects = []struct {
 	// Numbers and enums.
 	{"negative retries", `{"nodes":{"a:1":1},"retries":-1}`, invalidConf + `property "retries" validation failed: must be >= 0, got -1`},
 	{"fractional retries", `{"nodes":{"a:1":1},"retries":1.5}`, invalidConf + `property "retries" validation failed: wrong type: expected integer, got number 1.5`},
-	{"negative retry_timeout", `{"nodes":{"a:1":1},"retry_timeout":-0.5}`, invalidConf + `property "retry_timeout" validation failed: must be >= 0, got -0.5`},
+	{"negative retry_timeout", `{"nodes":{"a:1":1},"retry_timeout":-0.5}`, invalidConf + `property "retry_timeout" validation failed: must be 0 or 0.001-31536000 seconds, got -0.5`},
 	{"timeout without send", `{"nodes":{"a:1":1},"timeout":{"connect":1,"read":1}}`, invalidConf + `property "timeout.send" validation failed: is required`},
-	{"keepalive size 0", `{"nodes":{"a:1":1},"keepalive_pool":{"size":0}}`, invalidConf + `property "keepalive_pool.size" validation failed: must be >= 1, got 0`},
-	{"negative idle_timeout", `{"nodes":{"a:1":1},"keepalive_pool":{"idle_timeout":-1}}`, invalidConf + `property "keepalive_pool.idle_timeout" validation failed: must be >= 0, got -1`},
+	{"keepalive size 0", `{"nodes":{"a:1":1},"keepalive_pool":{"size":0}}`, invalidConf + `property "keepalive_pool.size" validation failed: must be 1-1048576, got 0`},
+	{"negative idle_timeout", `{"nodes":{"a:1":1},"keepalive_pool":{"idle_timeout":-1}}`, invalidConf + `property "keepalive_pool.idle_timeout" validation failed: must be 0 or 0.001-31536000 seconds, got -1`},
 	{"keepalive requests 0", `{"nodes":{"a:1":1},"keepalive_pool":{"requests":0}}`, invalidConf + `property "keepalive_pool.requests" validation failed: must be >= 1, got 0`},
 	{"unknown keepalive member", `{"nodes":{"a:1":1},"keepalive_pool":{"timeout":1}}`, invalidConf + `property "keepalive_pool.timeout" validation failed: unknown field (additional properties are forbidden); known fields: idle_timeout, requests, size`},
 	{"grpc", `{"nodes":{"a:1":1},"scheme":"grpc"}`, invalidConf + `property "scheme" validation failed: "grpc" is not supported yet`},
@@ -501,7 +501,7 @@ func TestErrorsAreObjectErrors(t *testing.T) {
 	if !ok {
 		t.Fatalf("error %v (%T) is not an *ObjectError", err, err)
 	}
-	if oe.Path != "upstream.timeout.read" || oe.Reason != "must be > 0, got 0" {
+	if oe.Path != "upstream.timeout.read" || oe.Reason != "must be 0.001-31536000 seconds, got 0" {
 		t.Errorf("got Path %q Reason %q", oe.Path, oe.Reason)
 	}
 }

@@ -124,7 +124,7 @@ func decodeHealthChecks(path string, raw json.RawMessage) (*HealthChecks, error)
 
 var activeCheckFields = fieldDecoders[ActiveCheck]{
 	"type":                     into(func(a *ActiveCheck) *string { return &a.Type }, readCheckType),
-	"timeout":                  into(func(a *ActiveCheck) *float64 { return &a.Timeout }, numberAbove(0)),
+	"timeout":                  into(func(a *ActiveCheck) *float64 { return &a.Timeout }, readSeconds),
 	"concurrency":              into(func(a *ActiveCheck) *int { return &a.Concurrency }, intAtLeast(1)),
 	"host":                     into(func(a *ActiveCheck) *string { return &a.Host }, readHost),
 	"port":                     into(func(a *ActiveCheck) *int { return &a.Port }, readPort),
@@ -148,7 +148,7 @@ func decodeActiveCheck(path string, raw json.RawMessage) (*ActiveCheck, error) {
 }
 
 var activeHealthyFields = fieldDecoders[ActiveHealthyRule]{
-	"interval":      into(func(r *ActiveHealthyRule) *int { return &r.Interval }, intAtLeast(1)),
+	"interval":      into(func(r *ActiveHealthyRule) *int { return &r.Interval }, readIntervalSeconds),
 	"http_statuses": into(func(r *ActiveHealthyRule) *[]int { return &r.HTTPStatuses }, readHTTPStatuses),
 	"successes":     into(func(r *ActiveHealthyRule) *int { return &r.Successes }, healthCounter(1)),
 }
@@ -162,7 +162,7 @@ func decodeActiveHealthy(path string, raw json.RawMessage) (ActiveHealthyRule, e
 }
 
 var activeUnhealthyFields = fieldDecoders[ActiveUnhealthyRule]{
-	"interval":      into(func(r *ActiveUnhealthyRule) *int { return &r.Interval }, intAtLeast(1)),
+	"interval":      into(func(r *ActiveUnhealthyRule) *int { return &r.Interval }, readIntervalSeconds),
 	"http_statuses": into(func(r *ActiveUnhealthyRule) *[]int { return &r.HTTPStatuses }, readHTTPStatuses),
 	"http_failures": into(func(r *ActiveUnhealthyRule) *int { return &r.HTTPFailures }, healthCounter(1)),
 	"tcp_failures":  into(func(r *ActiveUnhealthyRule) *int { return &r.TCPFailures }, healthCounter(1)),

@@ -129,7 +129,7 @@ func TestDecodeHealthChecksRejects(t *testing.T) {
 		{"active unknown member", `{"active":{"interval":1}}`, "checks.active.interval", "unknown field (additional properties are forbidden); known fields: concurrency, healthy, host, http_method, http_path, http_req_body, https_verify_certificate, port, req_headers, timeout, type, unhealthy"},
 		{"active type", `{"active":{"type":"udp"}}`, "checks.active.type", `matches none of the enum values (http, https, tcp), got "udp"`},
 		{"active type not a string", `{"active":{"type":1}}`, "checks.active.type", "wrong type: expected string, got number 1"},
-		{"timeout 0", `{"active":{"timeout":0}}`, "checks.active.timeout", "must be > 0, got 0"},
+		{"timeout 0", `{"active":{"timeout":0}}`, "checks.active.timeout", "must be 0.001-31536000 seconds, got 0"},
 		{"timeout a string", `{"active":{"timeout":"1"}}`, "checks.active.timeout", `wrong type: expected number, got string "1"`},
 		{"concurrency 0", `{"active":{"concurrency":0}}`, "checks.active.concurrency", "must be >= 1, got 0"},
 		{"concurrency fraction", `{"active":{"concurrency":1.5}}`, "checks.active.concurrency", "wrong type: expected integer, got number 1.5"},
@@ -151,7 +151,7 @@ func TestDecodeHealthChecksRejects(t *testing.T) {
 		{"req_headers duplicate", `{"active":{"req_headers":["X-A: 1","X-A: 1"]}}`, "checks.active.req_headers", "expected unique items but items 1 and 2 are equal"},
 		{"healthy not an object", `{"active":{"healthy":[]}}`, "checks.active.healthy", "wrong type: expected object, got array"},
 		{"healthy unknown member", `{"active":{"healthy":{"timeouts":1}}}`, "checks.active.healthy.timeouts", "unknown field (additional properties are forbidden); known fields: http_statuses, interval, successes"},
-		{"healthy interval 0", `{"active":{"healthy":{"interval":0}}}`, "checks.active.healthy.interval", "must be >= 1, got 0"},
+		{"healthy interval 0", `{"active":{"healthy":{"interval":0}}}`, "checks.active.healthy.interval", "must be 1-31536000, got 0"},
 		{"healthy interval fraction", `{"active":{"healthy":{"interval":0.5}}}`, "checks.active.healthy.interval", "wrong type: expected integer, got number 0.5"},
 		{"healthy successes 0", `{"active":{"healthy":{"successes":0}}}`, "checks.active.healthy.successes", "must be 1-254, got 0"},
 		{"healthy successes 255", `{"active":{"healthy":{"successes":255}}}`, "checks.active.healthy.successes", "must be 1-254, got 255"},
@@ -162,7 +162,7 @@ func TestDecodeHealthChecksRejects(t *testing.T) {
 		{"status a string", `{"active":{"unhealthy":{"http_statuses":["500"]}}}`, "checks.active.unhealthy.http_statuses", `failed to validate item 1: wrong type: expected integer, got string "500"`},
 		{"statuses duplicate", `{"active":{"unhealthy":{"http_statuses":[500,502,500]}}}`, "checks.active.unhealthy.http_statuses", "expected unique items but items 1 and 3 are equal"},
 		{"unhealthy unknown member", `{"active":{"unhealthy":{"successes":1}}}`, "checks.active.unhealthy.successes", "unknown field (additional properties are forbidden); known fields: http_failures, http_statuses, interval, tcp_failures, timeouts"},
-		{"unhealthy interval 0", `{"active":{"unhealthy":{"interval":0}}}`, "checks.active.unhealthy.interval", "must be >= 1, got 0"},
+		{"unhealthy interval 0", `{"active":{"unhealthy":{"interval":0}}}`, "checks.active.unhealthy.interval", "must be 1-31536000, got 0"},
 		{"active http_failures 0", `{"active":{"unhealthy":{"http_failures":0}}}`, "checks.active.unhealthy.http_failures", "must be 1-254, got 0"},
 		{"active tcp_failures 255", `{"active":{"unhealthy":{"tcp_failures":255}}}`, "checks.active.unhealthy.tcp_failures", "must be 1-254, got 255"},
 		{"active timeouts 0", `{"active":{"unhealthy":{"timeouts":0}}}`, "checks.active.unhealthy.timeouts", "must be 1-254, got 0"},
@@ -195,7 +195,7 @@ func TestDecodeHealthChecksRejects(t *testing.T) {
 
 func TestInlineUpstreamChecksPaths(t *testing.T) {
 	_, err := DecodeRoute([]byte(`{"uri":"/a","upstream":` + withChecks(`{"active":{"timeout":-1}}`) + `}`))
-	if err == nil || !strings.Contains(err.Error(), `property "upstream.checks.active.timeout" validation failed: must be > 0, got -1`) {
+	if err == nil || !strings.Contains(err.Error(), `property "upstream.checks.active.timeout" validation failed: must be 0.001-31536000 seconds, got -1`) {
 		t.Errorf("route: got %v", err)
 	}
 	_, err = DecodeService([]byte(`{"upstream":` + withChecks(`{"passive":{}}`) + `}`))

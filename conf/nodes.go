@@ -52,7 +52,7 @@ func parseNodeMap(path string, raw json.RawMessage) (Nodes, error) {
 		if err != nil {
 			return nil, at(path, fmt.Errorf("node %q: %w", addr, err))
 		}
-		weight, err := intAtLeast(0)(weights[addr])
+		weight, err := readWeight(weights[addr])
 		if err != nil {
 			return nil, at(path, fmt.Errorf("node %q: weight %w", addr, err))
 		}
@@ -83,7 +83,7 @@ func parseNodeList(path string, raw json.RawMessage) (Nodes, error) {
 var nodeFields = fieldDecoders[Node]{
 	"host":     into(func(n *Node) *string { return &n.Host }, readNodeHost),
 	"port":     into(func(n *Node) *int { return &n.Port }, readPort),
-	"weight":   into(func(n *Node) *int { return &n.Weight }, intAtLeast(0)),
+	"weight":   into(func(n *Node) *int { return &n.Weight }, readWeight),
 	"priority": into(func(n *Node) *int { return &n.Priority }, asInt),
 	"metadata": into(func(n *Node) *map[string]any { return &n.Metadata }, readMetadata),
 }

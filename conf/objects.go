@@ -12,7 +12,7 @@ import (
 // positive integer; both are kept as the string form.
 type ID string
 
-// Timeout is APISIX's {connect, send, read} in seconds.
+// Timeout is APISIX's {connect, send, read} in seconds, each MinSeconds to MaxSeconds.
 type Timeout struct {
 	Connect float64 `json:"connect"`
 	Send    float64 `json:"send"`
@@ -31,7 +31,7 @@ type KeepalivePool struct {
 type Node struct {
 	Host     string         `json:"host"`
 	Port     int            `json:"port,omitempty"`
-	Weight   int            `json:"weight"`
+	Weight   int            `json:"weight"` // 0 to MaxNodeWeight
 	Priority int            `json:"priority,omitempty"`
 	Metadata map[string]any `json:"metadata,omitempty"`
 }

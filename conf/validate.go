@@ -167,12 +167,13 @@ func canonicalJSON(raw json.RawMessage) json.RawMessage {
 }
 
 var timeoutFields = fieldDecoders[Timeout]{
-	"connect": into(func(t *Timeout) *float64 { return &t.Connect }, numberAbove(0)),
-	"send":    into(func(t *Timeout) *float64 { return &t.Send }, numberAbove(0)),
-	"read":    into(func(t *Timeout) *float64 { return &t.Read }, numberAbove(0)),
+	"connect": into(func(t *Timeout) *float64 { return &t.Connect }, readSeconds),
+	"send":    into(func(t *Timeout) *float64 { return &t.Send }, readSeconds),
+	"read":    into(func(t *Timeout) *float64 { return &t.Read }, readSeconds),
 }
 
-// decodeTimeout reads {connect, send, read}: all three required, seconds > 0.
+// decodeTimeout reads {connect, send, read}: all three required, seconds > 0 (from
+// MinSeconds to MaxSeconds).
 func decodeTimeout(path string, raw json.RawMessage) (*Timeout, error) {
 	var t Timeout
 	members, err := timeoutFields.decode(&t, path, raw)

@@ -19,7 +19,7 @@ var upstreamFields = fieldDecoders[Upstream]{
 	"hash_on":        into(func(u *Upstream) *string { return &u.HashOn }, readHashOn),
 	"key":            into(func(u *Upstream) *string { return &u.Key }, asString),
 	"retries":        into(func(u *Upstream) **int { return &u.Retries }, optional(intAtLeast(0))),
-	"retry_timeout":  into(func(u *Upstream) **float64 { return &u.RetryTimeout }, optional(numberAtLeast(0))),
+	"retry_timeout":  into(func(u *Upstream) **float64 { return &u.RetryTimeout }, optional(readSecondsOrZero)),
 	"timeout":        intoAt(func(u *Upstream) **Timeout { return &u.Timeout }, decodeTimeout),
 	"keepalive_pool": intoAt(func(u *Upstream) **KeepalivePool { return &u.KeepalivePool }, decodeKeepalivePool),
 	"scheme":         into(func(u *Upstream) *string { return &u.Scheme }, readScheme),
@@ -186,8 +186,8 @@ func readPassHost(raw json.RawMessage) (string, error) {
 }
 
 var keepalivePoolFields = fieldDecoders[KeepalivePool]{
-	"size":         into(func(p *KeepalivePool) *int { return &p.Size }, intAtLeast(1)),
-	"idle_timeout": into(func(p *KeepalivePool) *float64 { return &p.IdleTimeout }, numberAtLeast(0)),
+	"size":         into(func(p *KeepalivePool) *int { return &p.Size }, intIn(1, maxKeepaliveSize)),
+	"idle_timeout": into(func(p *KeepalivePool) *float64 { return &p.IdleTimeout }, readSecondsOrZero),
 	"requests":     into(func(p *KeepalivePool) *int { return &p.Requests }, intAtLeast(1)),
 }
 

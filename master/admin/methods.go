@@ -148,7 +148,12 @@ func (h *Handler) get(req request) (int, any) {
 	body := listBody{List: []item{}, Total: len(objects)}
 	reasons := h.leftOutReasons()
 	if paged {
-		start := min((page-1)*pageSize, len(objects))
+		// page-1 is compared before it is multiplied: a page past every list (page=
+		// 9223372036854775807) overflowed into a negative offset, and slicing panicked.
+		start := len(objects)
+		if page-1 <= len(objects)/pageSize {
+			start = (page - 1) * pageSize
+		}
 		objects = objects[start:min(start+pageSize, len(objects))]
 	}
 	for _, obj := range objects {

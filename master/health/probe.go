@@ -100,7 +100,10 @@ func (p *prober) threshold(e shm.HealthEvent) int {
 // newProbeFunc returns the probe active asks for. A probe returns the event to count, or
 // ok false for an HTTP status in neither list.
 func newProbeFunc(active *conf.ActiveCheck) func(ctx context.Context, n *probedNode) (shm.HealthEvent, bool) {
-	timeout := time.Duration(active.Timeout * float64(time.Second))
+	// A timeout conf refuses (only an object that bypassed it can hold one) becomes the
+	// nearest one it accepts, never a negative duration (every probe failing at once) or
+	// 0 (http.Client's no timeout at all).
+	timeout, _ := conf.DurationOf(active.Timeout)
 	if active.Type == "tcp" {
 		return func(ctx context.Context, n *probedNode) (shm.HealthEvent, bool) {
 			return probeTCP(ctx, n.probe, timeout), true
@@ -211,6 +214,11 @@ func eventName(e shm.HealthEvent) string {
 // intervalUnit is what one unit of an interval lasts: a second, shortened by tests.
 var intervalUnit = time.Second
 
-func secondsOf(n int) time.Duration { return time.Duration(n) * intervalUnit }
+// secondsOf is an interval of n units. n is clamped to conf's 1 to MaxSeconds, so that an
+// interval that bypassed conf cannot overflow into the non-positive period NewTicker
+// panics on (9223372037 s once did).
+func secondsOf(n int) time.Duration {
+	return time.Duration(min(max(n, 1), conf.MaxSeconds)) * intervalUnit
+}
 
 func itoa(n int) string { return strconv.Itoa(n) }

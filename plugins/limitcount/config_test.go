@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"gw/plugins"
+	"gw/shm"
 )
 
 // defaults is APISIX's limit-count defaults around the two required fields.
@@ -40,7 +41,13 @@ func TestParseAccepts(t *testing.T) {
 		{"count max int64", `{"count": 9223372036854775807, "time_window": 60}`, func(c *Config) { c.Count = 9223372036854775807 }},
 		{"integral float", `{"count": 100.0, "time_window": 6e1}`, func(c *Config) {}},
 		{"time_window 1", `{"count": 100, "time_window": 1}`, func(c *Config) { c.TimeWindow = 1 }},
-		{"time_window max", `{"count": 100, "time_window": 9223372036}`, func(c *Config) { c.TimeWindow = 9223372036 }},
+		{"time_window max", `{"count": 100, "time_window": 10737418}`, func(c *Config) { c.TimeWindow = 10737418 }},
+		{"the counter's maximum over the longest window", `{"count": 4294967295, "time_window": 10737418}`,
+			func(c *Config) { c.Count, c.TimeWindow = 4294967295, 10737418 }},
+		{"past the counter's maximum in the longest window it allows", `{"count": 4294967296, "time_window": 4294}`,
+			func(c *Config) { c.Count, c.TimeWindow = 4294967296, 4294 }},
+		{"seed 004: Kong's hour=999999999999", `{"count": 999999999999, "time_window": 3600}`,
+			func(c *Config) { c.Count, c.TimeWindow = 999999999999, 3600 }},
 		{"key_type var_combination", `{"count": 100, "time_window": 60, "key_type": "var_combination", "key": "$remote_addr $http_x"}`,
 			func(c *Config) { c.KeyType, c.Key = "var_combination", "$remote_addr $http_x" }},
 		{"key_type constant", `{"count": 100, "time_window": 60, "key_type": "constant", "key": "all"}`,
@@ -107,11 +114,16 @@ func TestParseRejects(t *testing.T) {
 		{"count fraction", `{"count": 1.5, "time_window": 60}`, `count: must be an integer > 0, got 1.5`},
 		{"count null", `{"count": null, "time_window": 60}`, `count: must be an integer > 0, got null`},
 		{"count bool", `{"count": true, "time_window": 60}`, `count: must be an integer > 0, got true`},
-		{"count beyond int64", `{"count": 9223372036854775808, "time_window": 60}`, `count: must be an integer > 0, got 9223372036854775808`},
+		{"count beyond int64", `{"count": 9223372036854775808, "time_window": 60}`, `count: must be an integer from 1 to 9223372036854775807, got 9223372036854775808`},
 		{"time_window zero", `{"count": 100, "time_window": 0}`, `time_window: must be an integer > 0, got 0`},
 		{"time_window string", `{"count": 100, "time_window": "60"}`, `time_window: must be an integer > 0, got "60"`},
 		{"time_window duration string", `{"count": 100, "time_window": "1m"}`, `time_window: must be an integer > 0, got "1m"`},
-		{"time_window too long", `{"count": 100, "time_window": 9223372037}`, `time_window: must be at most 9223372036, got 9223372037`},
+		{"time_window too long", `{"count": 100, "time_window": 10737419}`, `time_window: must be an integer from 1 to 10737418, got 10737419`},
+		{"time_window past time.Duration", `{"count": 100, "time_window": 9223372037}`, `time_window: must be an integer from 1 to 10737418, got 9223372037`},
+		{"past the counter's maximum one second longer", `{"count": 4294967296, "time_window": 4295}`,
+			`count: above 4294967295 (where the shared counter stops, so the limit never rejects) needs a time_window of at most 4294 seconds, got count 4294967296 with time_window 4295; lower one of them`},
+		{"benchmark's count over a day", `{"count": 2000000000000, "time_window": 86400}`,
+			`count: above 4294967295 (where the shared counter stops, so the limit never rejects) needs a time_window of at most 4294 seconds, got count 2000000000000 with time_window 86400; lower one of them`},
 		{"key_type unknown", `{` + base + `, "key_type": "header"}`, `key_type: must be one of "var", "var_combination", "constant", got "header"`},
 		{"key number", `{` + base + `, "key": 1}`, `key: must be a string, got 1`},
 		{"rejected_code 199", `{` + base + `, "rejected_code": 199}`, `rejected_code: must be an integer from 200 to 599, got 199`},
@@ -156,6 +168,21 @@ func TestWindow(t *testing.T) {
 	c := defaults(1, 90)
 	if got := c.Window(); got != 90*time.Second {
 		t.Fatalf("Window() = %v, want 1m30s", got)
+	}
+}
+
+// The longest time_window Parse accepts is one the shared table keeps whole: a longer
+// one used to be cut to the table's maximum.
+func TestLongestWindowIsKeptWhole(t *testing.T) {
+	c, err := Parse(json.RawMessage(`{"count": 1, "time_window": 10737418}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := time.Duration(shm.WindowTicks(c.Window())) * shm.Tick; got != c.Window() {
+		t.Errorf("a window of %v is kept as %v", c.Window(), got)
+	}
+	if _, err := Parse(json.RawMessage(`{"count": 1, "time_window": 10737419}`)); err == nil {
+		t.Errorf("a window past the table's maximum was accepted")
 	}
 }
 

@@ -66,16 +66,28 @@ func (m Member) Object() error {
 	return nil
 }
 
-// PositiveInt reads an integer from 1 to max.
+// PositiveInt reads an integer from 1 to max. One above max, an int64's maximum
+// included, is told the whole range.
 func (m Member) PositiveInt(max int64) (int64, error) {
 	n, ok := Integer(m.Value)
-	if !ok || n < 1 {
-		return 0, fmt.Errorf("%s: must be an integer > 0, got %s", m.Name, m.Show())
+	switch {
+	case ok && n >= 1 && n <= max:
+		return n, nil
+	case ok && n > max, !ok && isIntegerAboveInt64(m.Value):
+		return 0, fmt.Errorf("%s: must be an integer from 1 to %d, got %s", m.Name, max, m.Show())
 	}
-	if n > max {
-		return 0, fmt.Errorf("%s: must be at most %d, got %s", m.Name, max, m.Show())
+	return 0, fmt.Errorf("%s: must be an integer > 0, got %s", m.Name, m.Show())
+}
+
+// isIntegerAboveInt64 reports whether v is a JSON number without a fractional part that
+// is too large for an int64 (1e400 included).
+func isIntegerAboveInt64(v json.RawMessage) bool {
+	s := string(v)
+	if s == "" || s[0] < '0' || s[0] > '9' {
+		return false
 	}
-	return n, nil
+	f, err := strconv.ParseFloat(s, 64)
+	return err != nil && math.IsInf(f, 1) || err == nil && f == math.Trunc(f) && f >= math.MaxInt64
 }
 
 // IntIn reads an integer from min to max.

@@ -152,14 +152,19 @@ func TestPositiveInt(t *testing.T) {
 		{`6e1`, 100, 60, ""},
 		{`60.0`, 100, 60, ""},
 		{`9223372036854775807`, math.MaxInt64, math.MaxInt64, ""},
-		{`11`, 10, 0, "f: must be at most 10, got 11"},
+		{`11`, 10, 0, "f: must be an integer from 1 to 10, got 11"},
+		{`1.1e1`, 10, 0, "f: must be an integer from 1 to 10, got 1.1e1"},
+		{`1e400`, 10, 0, "f: must be an integer from 1 to 10, got 1e400"},
+		{`1.5e400`, 10, 0, "f: must be an integer from 1 to 10, got 1.5e400"},
+		{`10.5`, 10, 0, "f: must be an integer > 0, got 10.5"},
 		{`0`, 10, 0, "f: must be an integer > 0, got 0"},
 		{`-1`, 10, 0, "f: must be an integer > 0, got -1"},
 		{`1.5`, 10, 0, "f: must be an integer > 0, got 1.5"},
 		{`"5"`, 10, 0, `f: must be an integer > 0, got "5"`},
 		{`true`, 10, 0, "f: must be an integer > 0, got true"},
 		{`null`, 10, 0, "f: must be an integer > 0, got null"},
-		{`9223372036854775808`, math.MaxInt64, 0, "f: must be an integer > 0, got 9223372036854775808"},
+		{`9223372036854775808`, math.MaxInt64, 0, "f: must be an integer from 1 to 9223372036854775807, got 9223372036854775808"},
+		{`-9223372036854775809`, math.MaxInt64, 0, "f: must be an integer > 0, got -9223372036854775809"},
 	}
 	for _, tt := range tests {
 		got, err := member(t, Compact, tt.value).PositiveInt(tt.max)

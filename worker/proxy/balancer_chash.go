@@ -65,13 +65,20 @@ func buildRing(nodes []node) *chashRing {
 	return r
 }
 
+// buildGroup makes one priority group's ring. Weights count at most conf.MaxNodeWeight,
+// the most conf and Pools.Upstream let through, so that a weight that came another way
+// cannot overflow the sums here (1e17 once made total negative, and make panicked in
+// every worker): a node then has at most 1.6e8 points before scaling, and with the int32
+// owners holding at most 2^31 nodes, total stays below 3.5e17 and count×maxRingPoints
+// below 4.2e13.
 func buildGroup(nodes []node, members []int) ringGroup {
+	weight := func(i int) int { return min(nodes[i].weight, conf.MaxNodeWeight) }
 	divisor, total := 0, 0
 	for _, i := range members {
-		divisor = gcd(divisor, nodes[i].weight)
+		divisor = gcd(divisor, weight(i))
 	}
 	for _, i := range members {
-		total += nodes[i].weight / divisor * pointsPerWeight
+		total += weight(i) / divisor * pointsPerWeight
 	}
 	type point struct {
 		hash  uint64
@@ -79,7 +86,7 @@ func buildGroup(nodes []node, members []int) ringGroup {
 	}
 	points := make([]point, 0, min(total, maxRingPoints+len(members)))
 	for _, i := range members {
-		count := nodes[i].weight / divisor * pointsPerWeight
+		count := weight(i) / divisor * pointsPerWeight
 		if total > maxRingPoints {
 			count = max(1, int(int64(count)*maxRingPoints/int64(total)))
 		}

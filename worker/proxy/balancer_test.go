@@ -141,6 +141,59 @@ func TestChashPriorityAndWeightZero(t *testing.T) {
 	}
 }
 
+// A ring built from any weights, even ones conf and Pools.Upstream refuse, has a bounded
+// size and a point for every node of weight above 0: weights once overflowed the ring's
+// size (makeslice: cap out of range in every worker).
+func TestChashRingAnyWeights(t *testing.T) {
+	for _, weights := range [][]int{
+		{1e17, 1},
+		{math.MaxInt, 1},
+		{math.MaxInt, math.MaxInt, math.MaxInt},
+		{math.MaxInt, math.MaxInt - 1, 3},
+		{conf.MaxNodeWeight, 1},
+		{conf.MaxNodeWeight, conf.MaxNodeWeight - 1, 7, 0},
+	} {
+		ns := make([]node, len(weights))
+		for i, w := range weights {
+			ns[i] = node{weight: w, addr: []byte("127.0.0.1:" + strconv.Itoa(10001+i))}
+		}
+		var ring *chashRing
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Fatalf("weights %v: buildRing panicked: %v", weights, r)
+				}
+			}()
+			ring = buildRing(ns)
+		}()
+		if len(ring.groups) != 1 {
+			t.Fatalf("weights %v: %d groups, want 1", weights, len(ring.groups))
+		}
+		g := ring.groups[0]
+		if len(g.hashes) > maxRingPoints+len(g.members) {
+			t.Errorf("weights %v: %d ring points, want at most %d", weights, len(g.hashes), maxRingPoints+len(g.members))
+		}
+		owned := make([]int, len(weights))
+		for _, o := range g.owners {
+			owned[o]++
+		}
+		for i, w := range weights {
+			if (w > 0) != (owned[i] > 0) {
+				t.Errorf("weights %v: node %d (weight %d) owns %d points", weights, i, w, owned[i])
+			}
+		}
+		// The heaviest node owns the most points, as its weight says.
+		if owned[0] < owned[len(owned)-1] {
+			t.Errorf("weights %v: points %v do not follow the weights", weights, owned)
+		}
+		up := &Upstream{nodes: ns, ring: ring}
+		tried := make([]uint64, 1)
+		if i := up.pickChash(stringHash("key"), tried); i < 0 || weights[i] == 0 {
+			t.Errorf("weights %v: picked node %d", weights, i)
+		}
+	}
+}
+
 // request builds a RequestCtx from a raw request, with the given peer.
 func request(t testing.TB, raw string, peer string) *fasthttp.RequestCtx {
 	t.Helper()

@@ -153,6 +153,13 @@ func (p *Pools) Upstream(u *conf.Upstream, routeTimeout *conf.Timeout) (*Upstrea
 		return nil, fmt.Errorf("proxy: keepalive_pool: size and requests must be >= 1 and idle_timeout >= 0, got %d, %d, %g",
 			kp.Size, kp.Requests, kp.IdleTimeout)
 	}
+	var idleTimeout time.Duration // 0 keeps no idle connection
+	var err error
+	if kp.IdleTimeout != 0 {
+		if idleTimeout, err = seconds("keepalive_pool.idle_timeout", kp.IdleTimeout); err != nil {
+			return nil, err
+		}
+	}
 	timeout := d.Timeout
 	if routeTimeout != nil {
 		timeout = routeTimeout
@@ -201,7 +208,7 @@ func (p *Pools) Upstream(u *conf.Upstream, routeTimeout *conf.Timeout) (*Upstrea
 		secure:      secure,
 		size:        kp.Size,
 		requests:    kp.Requests,
-		idleTimeout: time.Duration(kp.IdleTimeout * float64(time.Second)),
+		idleTimeout: idleTimeout,
 	}
 	var clientCert *tls.Certificate
 	if secure && d.TLS != nil {
@@ -232,8 +239,8 @@ func (p *Pools) Upstream(u *conf.Upstream, routeTimeout *conf.Timeout) (*Upstrea
 		if port < 1 || port > 65535 {
 			return nil, fmt.Errorf("proxy: nodes[%d].port: must be 1-65535, got %d", i, n.Port)
 		}
-		if n.Weight < 0 {
-			return nil, fmt.Errorf("proxy: nodes[%d].weight: must be >= 0, got %d", i, n.Weight)
+		if n.Weight < 0 || n.Weight > conf.MaxNodeWeight {
+			return nil, fmt.Errorf("proxy: nodes[%d].weight: must be 0-%d, got %d", i, conf.MaxNodeWeight, n.Weight)
 		}
 		hostHeader := host
 		if strings.IndexByte(host, ':') >= 0 {
@@ -298,11 +305,16 @@ func withDefaults(u *conf.Upstream) conf.Upstream {
 	return d
 }
 
+// seconds converts one of u's durations. conf refuses one out of range; this refuses it
+// again for an object that did not come through conf's decoders, since a conversion
+// that overflowed would give a negative deadline (every request timed out at once) or 0
+// (no deadline at all).
 func seconds(field string, s float64) (time.Duration, error) {
-	if !(s > 0) {
-		return 0, fmt.Errorf("proxy: %s: must be > 0 seconds, got %g", field, s)
+	d, ok := conf.DurationOf(s)
+	if !ok {
+		return 0, fmt.Errorf("proxy: %s: must be %g-%d seconds, got %g", field, conf.MinSeconds, conf.MaxSeconds, s)
 	}
-	return time.Duration(s * float64(time.Second)), nil
+	return d, nil
 }
 
 func formatSeconds(s float64) string {

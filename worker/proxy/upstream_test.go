@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -234,14 +235,46 @@ func TestUpstreamBuild(t *testing.T) {
 		{name: "grpc", u: ok(func(u *conf.Upstream) { u.Scheme = "grpc" }), wantErr: `scheme: "grpc" is not supported`},
 		{name: "rewrite without host", u: ok(func(u *conf.Upstream) { u.PassHost = "rewrite" }), wantErr: "upstream_host: required"},
 		{name: "bad pass_host", u: ok(func(u *conf.Upstream) { u.PassHost = "keep" }), wantErr: `pass_host: "keep"`},
-		{name: "zero timeout", u: ok(func(u *conf.Upstream) { u.Timeout = &conf.Timeout{Connect: 1, Send: 0, Read: 1} }), wantErr: "timeout.send: must be > 0"},
-		{name: "zero route timeout", u: ok(func(*conf.Upstream) {}), route: &conf.Timeout{Connect: 1, Send: 1}, wantErr: "timeout.read: must be > 0"},
+		{name: "zero timeout", u: ok(func(u *conf.Upstream) { u.Timeout = &conf.Timeout{Connect: 1, Send: 0, Read: 1} }), wantErr: "timeout.send: must be 0.001-31536000 seconds, got 0"},
+		{name: "zero route timeout", u: ok(func(*conf.Upstream) {}), route: &conf.Timeout{Connect: 1, Send: 1}, wantErr: "timeout.read: must be 0.001-31536000 seconds, got 0"},
 		{name: "negative connect", u: ok(func(u *conf.Upstream) { u.Timeout = &conf.Timeout{Connect: -1, Send: 1, Read: 1} }), wantErr: "timeout.connect"},
 		{name: "negative retries", u: ok(func(u *conf.Upstream) { u.Retries = intPtr(-1) }), wantErr: "retries: must be >= 0"},
 		{name: "bad pool", u: ok(func(u *conf.Upstream) { u.KeepalivePool = &conf.KeepalivePool{Size: -1, Requests: 1} }), wantErr: "keepalive_pool"},
 		{name: "empty host", u: &conf.Upstream{Nodes: conf.Nodes{{Host: "", Port: 80, Weight: 1}}}, wantErr: "nodes[0].host"},
 		{name: "bad port", u: &conf.Upstream{Nodes: conf.Nodes{{Host: "a", Port: 1, Weight: 1}, {Host: "a", Port: 70000, Weight: 1}}}, wantErr: "nodes[1].port"},
-		{name: "negative weight", u: &conf.Upstream{Nodes: conf.Nodes{{Host: "a", Port: 1, Weight: -1}}}, wantErr: "nodes[0].weight"},
+		{name: "negative weight", u: &conf.Upstream{Nodes: conf.Nodes{{Host: "a", Port: 1, Weight: -1}}}, wantErr: "nodes[0].weight: must be 0-1000000, got -1"},
+		// Out of conf's ranges, as only an object that bypassed its decoders can be: refused,
+		// not converted into something else.
+		{name: "weight past the maximum", u: &conf.Upstream{Type: "chash", Key: "remote_addr", Nodes: conf.Nodes{{Host: "a", Port: 1, Weight: 1e17}, {Host: "b", Port: 1, Weight: 1}}},
+			wantErr: "nodes[0].weight: must be 0-1000000, got 100000000000000000"},
+		{name: "timeout past time.Duration", u: ok(func(u *conf.Upstream) { u.Timeout = &conf.Timeout{Connect: 1e300, Send: 1, Read: 1} }),
+			wantErr: "timeout.connect: must be 0.001-31536000 seconds, got 1e+300"},
+		{name: "timeout rounding to 0", u: ok(func(u *conf.Upstream) { u.Timeout = &conf.Timeout{Connect: 1, Send: 1, Read: 1e-300} }),
+			wantErr: "timeout.read: must be 0.001-31536000 seconds, got 1e-300"},
+		{name: "NaN timeout", u: ok(func(u *conf.Upstream) { u.Timeout = &conf.Timeout{Connect: 1, Send: math.NaN(), Read: 1} }),
+			wantErr: "timeout.send: must be 0.001-31536000 seconds, got NaN"},
+		{name: "idle_timeout past time.Duration", u: ok(func(u *conf.Upstream) {
+			u.KeepalivePool = &conf.KeepalivePool{Size: 1, Requests: 1, IdleTimeout: 1e300}
+		}),
+			wantErr: "keepalive_pool.idle_timeout: must be 0.001-31536000 seconds, got 1e+300"},
+		{name: "idle_timeout 0 keeps nothing", u: ok(func(u *conf.Upstream) { u.KeepalivePool = &conf.KeepalivePool{Size: 1, Requests: 1} }),
+			check: func(t *testing.T, up *Upstream) {
+				if k := up.nodes[0].pool.key; k.idleTimeout != 0 {
+					t.Errorf("idle timeout %v, want 0", k.idleTimeout)
+				}
+			}},
+		{name: "timeouts at the edges", u: ok(func(u *conf.Upstream) {
+			u.Timeout = &conf.Timeout{Connect: conf.MinSeconds, Send: conf.MaxSeconds, Read: 1.001}
+			u.KeepalivePool = &conf.KeepalivePool{Size: 1, Requests: 1, IdleTimeout: conf.MaxSeconds}
+		}), check: func(t *testing.T, up *Upstream) {
+			const year = 365 * 24 * time.Hour
+			if up.connectTimeout != time.Millisecond || up.sendTimeout != year || up.readTimeout != 1001*time.Millisecond {
+				t.Errorf("timeouts %v/%v/%v, want 1ms/%v/1.001s", up.connectTimeout, up.sendTimeout, up.readTimeout, year)
+			}
+			if k := up.nodes[0].pool.key; k.idleTimeout != year {
+				t.Errorf("idle timeout %v, want %v", k.idleTimeout, year)
+			}
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
