@@ -27,6 +27,7 @@ import (
 	"gw/master/health"
 	"gw/master/store"
 	"gw/plugins"
+	"gw/plugins/prometheus"
 	"gw/shm"
 )
 
@@ -90,6 +91,8 @@ type Master struct {
 	control  net.Listener
 	metrics  *http.Server
 	status   *http.Server // the status API, nil when disabled
+	// workerAreas retires a worker's metrics area as the worker is reaped (metrics.go).
+	workerAreas *workerAreas
 
 	// workerUser is who the workers run as (config.yaml's user); nil: as the master.
 	workerUser *workerUser
@@ -231,6 +234,9 @@ func (m *Master) start() error {
 		return err
 	}
 	if err := m.createSegments(cfg); err != nil {
+		return err
+	}
+	if m.workerAreas, err = openWorkerAreas(m.segments[prometheus.Name]); err != nil {
 		return err
 	}
 	healthTable, err := shm.OpenHealthTable(m.segments[plugins.HealthSegment])
@@ -893,6 +899,7 @@ func (m *Master) teardown() {
 	for _, s := range m.sockets {
 		s.close()
 	}
+	m.workerAreas.close() // before the unmap: a draining worker may still exit
 	for _, seg := range m.segments {
 		_ = seg.Close()
 	}

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"gw/ipc"
 )
 
@@ -102,6 +104,10 @@ func (m *Master) spawn(slot int, gen *generation) (*workerProc, error) {
 		ackWake: make(chan struct{}),
 	}
 	go func() {
+		// The area is retired before the reap, while the zombie still holds the pid.
+		if waitExited(w.pid) == nil {
+			m.workerAreas.retireExited(w.pid)
+		}
 		err := cmd.Wait()
 		w.exitErr = err
 		w.exitCode = cmd.ProcessState.ExitCode()
@@ -111,6 +117,18 @@ func (m *Master) spawn(slot int, gen *generation) (*workerProc, error) {
 	}()
 	go m.talk(w, ipc.Setup{Config: gen.cfgJSON, ListenerFDs: listeners, AdminSocket: m.paths.AdminSocket, ErrorLog: m.paths.ErrorLog, Prefix: m.paths.Prefix, SegmentFDs: segments})
 	return w, nil
+}
+
+// waitExited blocks until the child pid has exited and leaves it unreaped (WNOWAIT), so
+// that nothing can take its pid until cmd.Wait reaps it.
+func waitExited(pid int) error {
+	for {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if !errors.Is(err, unix.EINTR) {
+			return err
+		}
+	}
 }
 
 // workerEnv is the master's environment with GOMAXPROCS pinned to 1 and tableflip's marker

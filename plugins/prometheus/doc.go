@@ -9,8 +9,9 @@
 // The table lives in the "metrics" segment, which the master creates at start and keeps
 // for its life, so counts outlive any worker (kill -9 included) and every worker adds to
 // the same words: sums are exact by construction. Layout: a control block, 256 worker
-// areas (connection gauges and request counts per live worker process, reclaimed by the
-// master when the process is gone, its totals folded into retired counters), an
+// areas (connection gauges and request counts per live worker process, retired by the
+// master as it reaps the process and claimed again by a later one, which adds on to the
+// counts; conns.go has the argument), an
 // open-addressing index of 64-bit slots, and fixed-size entries (EntrySize bytes). An
 // entry is one full label set: its hash, its status code, the label values as
 // length-prefixed text (values over 100 bytes are cut and end in a hash), and its

@@ -53,8 +53,9 @@ type ExporterOptions struct {
 	Segments []SegmentInfo
 	// Evictions, when set, reports limit-count's evictions (ok false: not available).
 	Evictions func() (n uint64, ok bool)
-	// Alive reports whether a worker pid is still running; areas of dead ones are
-	// reclaimed at each scrape.
+	// Alive reports whether a pid is still running. A master retires its own workers'
+	// areas as it reaps them; each scrape also retires those of dead processes it never
+	// reaped (an old master's workers, which outlive it after an upgrade).
 	Alive func(pid int) bool
 }
 
@@ -161,7 +162,7 @@ func (e *Exporter) WritePrometheus(w io.Writer, facts Facts) {
 	defer e.mu.Unlock()
 	e.facts = facts
 	if e.opts.Alive != nil {
-		e.table.ReclaimWorkerAreas(e.opts.Alive)
+		e.table.RetireWorkerAreas(func(pid int) bool { return !e.opts.Alive(pid) })
 	}
 	e.conns = e.table.ConnStats()
 	e.sync()

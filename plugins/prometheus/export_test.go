@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/valyala/fasthttp"
-
 	"gw/plugins"
 	"gw/plugins/prometheus/textparse"
 )
@@ -67,62 +65,6 @@ func TestExpositionParsesWithEveryFamily(t *testing.T) {
 		if fams[name] == nil || fams[name].Help == "" {
 			t.Errorf("%s missing or without HELP text", name)
 		}
-	}
-}
-
-func TestConnTrackerAndReclaim(t *testing.T) {
-	tab, _ := newTable(t, 10)
-	ct, err := NewConnTracker(tab)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Each connection's gauge, as the worker keeps it in the connection.
-	a, b, c := new(ConnGauge), new(ConnGauge), new(ConnGauge)
-	for _, step := range []struct {
-		conn  *ConnGauge
-		state fasthttp.ConnState
-	}{
-		{a, fasthttp.StateNew}, {a, fasthttp.StateActive}, {a, fasthttp.StateIdle}, {a, fasthttp.StateActive},
-		{b, fasthttp.StateNew}, {b, fasthttp.StateActive}, {b, fasthttp.StateClosed}, // Connection: close
-		{c, fasthttp.StateNew},
-	} {
-		ct.ConnState(step.conn, step.state)
-	}
-	want := ConnStats{Accepted: 3, Handled: 3, Requests: 3, Active: 2, Reading: 1, Writing: 1, Waiting: 0}
-	if got := tab.ConnStats(); got != want {
-		t.Fatalf("ConnStats = %+v, want %+v", got, want)
-	}
-	tab.ReclaimWorkerAreas(func(int) bool { return true })
-	if got := tab.ConnStats(); got != want {
-		t.Fatalf("a live worker's area was reclaimed: %+v", got)
-	}
-	// The worker dies: its totals stay, its gauges go, and its area is free again.
-	tab.ReclaimWorkerAreas(func(int) bool { return false })
-	want = ConnStats{Accepted: 3, Handled: 3, Requests: 3}
-	if got := tab.ConnStats(); got != want {
-		t.Fatalf("after reclaim ConnStats = %+v, want %+v", got, want)
-	}
-	ct2, err := NewConnTracker(tab)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a = new(ConnGauge) // a connection of the new worker
-	ct2.ConnState(a, fasthttp.StateNew)
-	ct2.ConnState(a, fasthttp.StateActive)
-	if got := tab.ConnStats(); got.Requests != 4 || got.Accepted != 4 || got.Active != 1 {
-		t.Fatalf("after a new worker: %+v", got)
-	}
-}
-
-func TestConnTrackerRunsOutOfAreas(t *testing.T) {
-	tab, _ := newTable(t, 10)
-	for i := 0; i < WorkerAreas; i++ {
-		if _, err := NewConnTracker(tab); err != nil {
-			t.Fatalf("area %d: %v", i, err)
-		}
-	}
-	if _, err := NewConnTracker(tab); err != ErrNoWorkerArea {
-		t.Fatalf("err = %v, want ErrNoWorkerArea", err)
 	}
 }
 

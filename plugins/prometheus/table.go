@@ -23,7 +23,7 @@ const (
 	offUsed       = 8  // entries handed out so far; may run past capacity, read it clamped
 	offOverflowed = 16 // resolutions that found the table full and used the overflow entry
 	offSlots      = 24 // index slots, a power of two
-	offRetired    = 32 // [2]uint64: accepted and requests of reclaimed worker areas
+	offRetired    = 32 // [2]uint64: accepted and requests older binaries folded out of worker areas
 	offWasted     = 48 // entries lost to a race for the same label set (never indexed)
 	controlSize   = 64
 
