@@ -2,7 +2,9 @@ package worker
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
+	"math"
 	"net"
 	"strings"
 	"testing"
@@ -17,15 +19,11 @@ import (
 )
 
 // unbuildable holds objects as an older binary, a hand edit or another tool might have
-// stored them: each decodes, and each fails only when built. The chash upstream's weight
-// times its ring points overflows (a panic inside the balancer's build), the service and
-// the global rule name a plugin this binary does not have.
+// stored them: each decodes, and each fails only when built. The service and two routes
+// name a plugin this binary does not have; one route's path is not one.
 const unbuildable = `{
 	"version": 7,
 	"upstreams": [
-		{"id": "ch", "type": "chash", "key": "remote_addr", "nodes": [
-			{"host": "127.0.0.1", "port": 1980, "weight": 100000000000000000},
-			{"host": "127.0.0.1", "port": 1981, "weight": 1}]},
 		{"id": "ok", "type": "roundrobin", "nodes": [{"host": "127.0.0.1", "port": 1, "weight": 1}]}
 	],
 	"services": [{"id": "s-bad", "plugins": {"no-such-plugin": {}}}],
@@ -88,8 +86,18 @@ func serve(w *Worker, path string) (int, string) {
 	return ctx.Response.StatusCode(), string(ctx.Response.Body())
 }
 
+// withPanickingUpstream adds upstream "ch", whose weights no longer decode (the Admin API
+// refuses them) but which an older binary could have stored: its chash ring's size
+// overflowed, a panic inside the balancer's build before the build capped it. Set in Go,
+// past the decoder's check, it stands for any build that panics.
+func withPanickingUpstream(snap *conf.Snapshot) *conf.Snapshot {
+	snap.Upstreams = append(snap.Upstreams, conf.Upstream{ID: "ch", Type: "chash", Key: "remote_addr", Nodes: conf.Nodes{
+		{Host: "127.0.0.1", Port: 1980, Weight: math.MaxInt}, {Host: "127.0.0.1", Port: 1981, Weight: math.MaxInt}}})
+	return snap
+}
+
 func TestCompileLeavesOutWhatFailsToBuildAndServesTheRest(t *testing.T) {
-	snap := decodeSnapshot(t, unbuildable)
+	snap := withPanickingUpstream(decodeSnapshot(t, unbuildable))
 	pools := proxy.NewPools()
 	t.Cleanup(pools.Close)
 	table, leftOut, err := compile(snap, pools, testShared(t))
@@ -98,7 +106,7 @@ func TestCompileLeavesOutWhatFailsToBuildAndServesTheRest(t *testing.T) {
 	}
 	got := leftOutKeys(leftOut)
 	for key, reason := range map[string]string{
-		"upstreams/ch":      "panicked",
+		"upstreams/ch":      "",
 		"services/s-bad":    "no-such-plugin",
 		"routes/bad-path":   `must start with "/"`,
 		"routes/bad-plugin": "no-such-plugin",
@@ -107,7 +115,7 @@ func TestCompileLeavesOutWhatFailsToBuildAndServesTheRest(t *testing.T) {
 			t.Errorf("left out %s: %q, want a reason with %q", key, got[key], reason)
 		}
 	}
-	if len(got) != 4 {
+	if _, ok := got["upstreams/ch"]; !ok || len(got) != 4 {
 		t.Errorf("left out %v, want exactly the four objects that fail", got)
 	}
 
@@ -166,13 +174,13 @@ func TestAGlobalRuleThatCannotBeBuiltClosesTheGateway(t *testing.T) {
 func TestCheckerFindsWhatTheWorkerWouldLeaveOut(t *testing.T) {
 	shared := testShared(t)
 	checker := NewChecker(shared.Segments, errlog.New(io.Discard, "check"))
-	leftOut, err := checker.Check(decodeSnapshot(t, unbuildable), conf.Default())
+	leftOut, err := checker.Check(withPanickingUpstream(decodeSnapshot(t, unbuildable)), conf.Default())
 	if err != nil {
 		t.Fatal(err)
 	}
 	pools := proxy.NewPools()
 	t.Cleanup(pools.Close)
-	_, compiled, err := compile(decodeSnapshot(t, unbuildable), pools, shared)
+	_, compiled, err := compile(withPanickingUpstream(decodeSnapshot(t, unbuildable)), pools, shared)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,8 +208,8 @@ func TestLoadRefusesASnapshotItCannotServeAsSent(t *testing.T) {
 	// The master did not leave these out: the worker must not serve a snapshot that
 	// differs from the one the Admin API acknowledged.
 	_, err := w.load([]byte(unbuildable))
-	if err == nil || ExitCode(err) != 1 || !strings.Contains(err.Error(), "upstreams/ch") {
-		t.Fatalf("load of a snapshot with unbuildable objects: %v, want an error naming upstreams/ch", err)
+	if err == nil || ExitCode(err) != 1 || !strings.Contains(err.Error(), "services/s-bad") {
+		t.Fatalf("load of a snapshot with unbuildable objects: %v, want an error naming services/s-bad", err)
 	}
 	if w.table.Load().version != 1 {
 		t.Errorf("after the refused snapshot the worker serves version %d, want 1", w.table.Load().version)
@@ -216,5 +224,20 @@ func TestLoadRefusesASnapshotItCannotServeAsSent(t *testing.T) {
 	payload, _ := json.Marshal(snap)
 	if v, err := w.load(payload); err != nil || v != 7 {
 		t.Fatalf("load with the master's left-out list: %d %v", v, err)
+	}
+}
+
+func TestGuardTurnsAPanicIntoAnErrorAndLogsTheStack(t *testing.T) {
+	var logged string
+	err := guard(func(format string, args ...any) { logged = fmt.Sprintf(format, args...) }, func() error {
+		var nodes []int
+		_ = nodes[3] // index out of range: a bug in a build
+		return nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "BUG: building it panicked: runtime error: index out of range") {
+		t.Fatalf("guard returned %v, want the panic as an error", err)
+	}
+	if strings.Contains(err.Error(), "goroutine") || !strings.Contains(logged, "check_test.go") {
+		t.Errorf("the stack belongs in the log, not the error: error %q, logged %q", err, logged)
 	}
 }

@@ -217,10 +217,10 @@ func FuzzAdminWritesKeepEveryWorkerServing(f *testing.F) {
 
 func TestTheWritesThatOnceTookANodeDownAreRefusedOrServed(t *testing.T) {
 	fx := newInvariantFixture(t)
-	// An upstream whose ring would overflow is refused, naming it; nothing changes.
+	// An upstream whose ring would overflow is refused, naming the field; nothing changes.
 	w := fx.send("PUT", "/apisix/admin/upstreams/ch", []byte(`{"type":"chash","key":"remote_addr","nodes":{"127.0.0.1:1980":100000000000000000,"127.0.0.1:1981":1}}`))
-	if w.Code != 400 || !strings.Contains(w.Body.String(), "ch") || fx.served != nil {
-		t.Fatalf("PUT of an overflowing chash upstream: %d %s (published: %v), want 400 naming it and nothing published", w.Code, w.Body, fx.served != nil)
+	if w.Code != 400 || !strings.Contains(w.Body.String(), "weight") || fx.served != nil {
+		t.Fatalf("PUT of an overflowing chash upstream: %d %s (published: %v), want 400 naming the weight and nothing published", w.Code, w.Body, fx.served != nil)
 	}
 	// A forced delete of an upstream a route uses: the route stays and answers 503 naming
 	// it, and an unrelated write is then served at once.
