@@ -392,6 +392,29 @@ func TestBodies(t *testing.T) {
 			`{"error_msg":"wrong route id, do not need it"}`},
 		{"POST upstream with id", "POST", "/apisix/admin/upstreams", `{"id":"1","nodes":{"127.0.0.1:80":1}}`, 400,
 			`{"error_msg":"wrong upstream id, do not need it"}`},
+
+		// Text that encoding/json would store changed (U+FFFD for invalid UTF-8 and lone
+		// surrogates), or NUL, is refused on the raw body, naming the field.
+		{"invalid UTF-8 in uri", "PUT", "/apisix/admin/routes/1", "{\"uri\":\"/a\xff\",\"plugins\":{}}", 400,
+			`{"error_msg":"invalid configuration: property \"uri\" validation failed: the string is not valid UTF-8 (byte 0xff); send text as UTF-8"}`},
+		{"invalid UTF-8 in name", "POST", "/apisix/admin/routes", "{\"uri\":\"/a\",\"name\":\"caf\xe9\",\"plugins\":{}}", 400,
+			`{"error_msg":"invalid configuration: property \"name\" validation failed: the string is not valid UTF-8 (byte 0xe9); send text as UTF-8"}`},
+		{"invalid UTF-8 in desc", "PUT", "/apisix/admin/upstreams/1", "{\"desc\":\"\xc3\",\"nodes\":{\"127.0.0.1:80\":1}}", 400,
+			`{"error_msg":"invalid configuration: property \"desc\" validation failed: the string is not valid UTF-8 (byte 0xc3); send text as UTF-8"}`},
+		{"invalid UTF-8 in a label key", "PUT", "/apisix/admin/services/1", "{\"labels\":{\"\xff\":\"v\"}}", 400,
+			`{"error_msg":"invalid configuration: property \"labels\" validation failed: a member name is not valid UTF-8 (byte 0xff); send text as UTF-8"}`},
+		{"invalid UTF-8 in a label value", "PUT", "/apisix/admin/consumers/jack", "{\"username\":\"jack\",\"labels\":{\"env\":\"\xff\"}}", 400,
+			`{"error_msg":"invalid configuration: property \"labels.env\" validation failed: the string is not valid UTF-8 (byte 0xff); send text as UTF-8"}`},
+		{"invalid UTF-8 in an inline node", "PUT", "/apisix/admin/routes/1", "{\"uri\":\"/a\",\"upstream\":{\"nodes\":[{\"host\":\"a\xff\",\"port\":80,\"weight\":1}]}}", 400,
+			`{"error_msg":"invalid configuration: property \"upstream.nodes[0].host\" validation failed: the string is not valid UTF-8 (byte 0xff); send text as UTF-8"}`},
+		{"invalid UTF-8 in a PATCH", "PATCH", "/apisix/admin/routes/1", "{\"desc\":\"\xff\"}", 400,
+			`{"error_msg":"invalid configuration: property \"desc\" validation failed: the string is not valid UTF-8 (byte 0xff); send text as UTF-8"}`},
+		{"lone surrogate in uri", "PUT", "/apisix/admin/routes/1", `{"uri":"/a\ud800","plugins":{}}`, 400,
+			`{"error_msg":"invalid configuration: property \"uri\" validation failed: the string holds a lone UTF-16 surrogate (\\ud800), which is not a character; escape characters outside the BMP as a surrogate pair"}`},
+		{"NUL in uri", "PUT", "/apisix/admin/routes/1", `{"uri":"/a\u0000","plugins":{}}`, 400,
+			`{"error_msg":"invalid configuration: property \"uri\" validation failed: the string holds NUL (\\u0000), which no field accepts"}`},
+		{"NUL in a plugin's configuration", "PUT", "/apisix/admin/consumers", `{"username":"jack","plugins":{"key-auth":{"key":"a\u0000"}}}`, 400,
+			`{"error_msg":"invalid configuration: property \"plugins.key-auth.key\" validation failed: the string holds NUL (\\u0000), which no field accepts"}`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"gw/conf"
 	"gw/master/store"
 )
 
@@ -195,6 +196,10 @@ func (h *Handler) decodeBackup(data []byte) ([]imported, error) {
 			err = errors.New("data after the top-level object")
 		}
 		return nil, &ImportError{Problems: []string{"not a gw backup (a JSON object made by gwctl export): " + err.Error()}}
+	}
+	// As readBody does for one object: decoding has already replaced invalid text.
+	if err := conf.CheckText(data); err != nil {
+		return nil, &ImportError{Problems: []string{err.Error()}}
 	}
 	problems := &ImportError{}
 	var format int

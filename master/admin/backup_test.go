@@ -149,6 +149,10 @@ func TestImportRejectsAndChangesNothing(t *testing.T) {
 			[]string{"duplicate key of plugin key-auth"}},
 		{"credential of a stored consumer", `{"gw_backup":1,"consumers":[{"username":"b","plugins":{"key-auth":{"key":"auth-one"}}}]}`,
 			[]string{`consumers[0] (id "b"): duplicate key of plugin key-auth found with consumer: jack`}},
+		{"invalid UTF-8", "{\"gw_backup\":1,\"routes\":[" + good + ",{\"id\":\"r\",\"uri\":\"/\xff\",\"plugins\":{}}]}",
+			[]string{`property "routes[1].uri" validation failed: the string is not valid UTF-8 (byte 0xff)`}},
+		{"NUL", `{"gw_backup":1,"upstreams":[{"id":"u","name":"\u0000","nodes":{"127.0.0.1:80":1}}]}`,
+			[]string{`property "upstreams[0].name" validation failed: the string holds NUL`}},
 		{"every problem listed", `{"gw_backup":1,"routes":[{"id":"x","uri":5},{"id":"y","uri":6}]}`,
 			[]string{`routes[0] (id "x")`, `routes[1] (id "y")`}},
 	}

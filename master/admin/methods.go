@@ -73,6 +73,11 @@ func readBody(r *http.Request) (any, *rejection) {
 	if err != nil {
 		return nil, &rejection{http.StatusBadRequest, errorBody{ErrorMsg: "invalid request body: " + err.Error(), ReqBody: string(data)}}
 	}
+	// On the raw body: decoding has already replaced invalid UTF-8 with U+FFFD, which
+	// would be stored as if the client had sent it.
+	if err := conf.CheckText(data); err != nil {
+		return nil, &rejection{http.StatusBadRequest, errorBody{ErrorMsg: err.Error()}}
+	}
 	return body, nil
 }
 
