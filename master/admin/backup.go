@@ -275,6 +275,11 @@ func (h *Handler) decodeImported(res *resource, where string, value json.RawMess
 	if !store.ValidID(id) {
 		return imported{}, fmt.Sprintf("%s: %q: must be 1 to 64 characters of a-z A-Z 0-9 - _ ., got %q", where, idField, id)
 	}
+	if number, ok := obj[idField].(json.Number); ok {
+		if _, err := conf.ParseJSONID(json.RawMessage(number)); err != nil {
+			return imported{}, fmt.Sprintf("%s: %q: a number must be a positive integer written in digits, got %s", where, idField, number)
+		}
+	}
 	if res.idField == "" {
 		obj["id"] = id // an integer id is stored as the string the Admin API would store
 	}

@@ -137,6 +137,8 @@ func TestImportRejectsAndChangesNothing(t *testing.T) {
 		{"object not an object", `{"gw_backup":1,"routes":[` + good + `,5]}`, []string{"routes[1]: must be a JSON object, got 5"}},
 		{"missing id", `{"gw_backup":1,"routes":[{"uri":"/a"}]}`, []string{`routes[0]: "id": must be a string or an integer, got nothing (missing)`}},
 		{"id of a wrong type", `{"gw_backup":1,"routes":[{"id":true,"uri":"/a"}]}`, []string{`routes[0]: "id": must be a string or an integer, got true`}},
+		{"negative integer id", `{"gw_backup":1,"routes":[{"id":-1,"uri":"/a","plugins":{}}]}`, []string{`routes[0]: "id": a number must be a positive integer written in digits, got -1`}},
+		{"exponent id", `{"gw_backup":1,"routes":[{"id":1e400,"uri":"/a","plugins":{}}]}`, []string{`routes[0]: "id": a number must be a positive integer written in digits, got 1e400`}},
 		{"bad id", `{"gw_backup":1,"routes":[{"id":"a/b","uri":"/a"}]}`, []string{`routes[0]: "id": must be 1 to 64 characters`, `got "a/b"`}},
 		{"consumer without username", `{"gw_backup":1,"consumers":[{"plugins":{}}]}`, []string{`consumers[0]: "username"`}},
 		{"duplicate id", `{"gw_backup":1,"routes":[` + good + `,` + good + `]}`, []string{`routes[1] (id "ok"): id "ok" is also used by routes[0]`}},

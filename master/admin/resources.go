@@ -262,8 +262,19 @@ func resourceOf(kind store.Kind) *resource {
 	panic("BUG: admin: no resource for kind " + string(kind))
 }
 
-// idString gives an id-valued field in its string form: APISIX accepts a string or an
-// integer. Other types give "" (the validator rejects them).
+// parseBodyID checks the "id" a client sent in a body (decoded: a string or a
+// json.Number) against APISIX's id schema and gives its string form. Taking the decoded
+// value's text, as idString does, would make ids of -1, 1.5 or 1e400.
+func parseBodyID(v any) (string, error) {
+	id, err := conf.ParseJSONID(encodeJSON(v))
+	if err != nil {
+		return "", &conf.ObjectError{Path: "id", Reason: err.Error()}
+	}
+	return string(id), nil
+}
+
+// idString gives an id-valued field that a validator has accepted (or the store holds)
+// in its string form: APISIX accepts a string or an integer. Other types give "".
 func idString(v any) string {
 	switch id := v.(type) {
 	case string:
