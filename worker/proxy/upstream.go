@@ -46,7 +46,10 @@ type Upstream struct {
 	health  []shm.HealthNode
 	passive *passiveRule
 
-	retries        int
+	retries int
+	// retryTimeout is retry_timeout: when > 0, no retry starts once this long has passed
+	// since the forward began (APISIX's proxy_retry_deadline).
+	retryTimeout   time.Duration
 	connectTimeout time.Duration
 	sendTimeout    time.Duration
 	readTimeout    time.Duration
@@ -271,14 +274,29 @@ func (p *Pools) Upstream(u *conf.Upstream, routeTimeout *conf.Timeout) (*Upstrea
 	case balanceEWMA:
 		up.state.ewma = make([]ewmaStat, len(up.nodes))
 	}
+	if err := up.setRetries(&d); err != nil {
+		return nil, err
+	}
+	return up, nil
+}
+
+// setRetries applies retries (at most one try per node; unset, one per remaining node, as
+// APISIX) and retry_timeout.
+func (up *Upstream) setRetries(d *conf.Upstream) error {
 	up.retries = len(up.nodes) - 1
 	if d.Retries != nil {
 		if *d.Retries < 0 {
-			return nil, fmt.Errorf("proxy: retries: must be >= 0, got %d", *d.Retries)
+			return fmt.Errorf("proxy: retries: must be >= 0, got %d", *d.Retries)
 		}
 		up.retries = min(*d.Retries, up.retries)
 	}
-	return up, nil
+	if d.RetryTimeout != nil {
+		if !(*d.RetryTimeout >= 0) {
+			return fmt.Errorf("proxy: retry_timeout: must be >= 0 seconds, got %g", *d.RetryTimeout)
+		}
+		up.retryTimeout = time.Duration(*d.RetryTimeout * float64(time.Second))
+	}
+	return nil
 }
 
 // withDefaults returns a copy of u with APISIX's defaults filled in (conf's, and nginx's 60 s
