@@ -37,11 +37,12 @@ func TestRetryBounds(t *testing.T) {
 		u    conf.Upstream
 		want int
 	}{
-		{"default: one try per node", conf.Upstream{Nodes: append(deadNodes(t, 40), last)}, 200},
+		{"default: one try per node, while nodes − 1 <= defaultMaxRetries", conf.Upstream{Nodes: append(deadNodes(t, defaultMaxRetries), last)}, 200},
+		{"default: at most defaultMaxRetries", conf.Upstream{Nodes: append(deadNodes(t, defaultMaxRetries+1), last)}, 502},
 		{"retries set: not capped", conf.Upstream{Nodes: append(deadNodes(t, 40), last), Retries: intPtr(40)}, 200},
 		{"retries set: fewer than the nodes", conf.Upstream{Nodes: append(deadNodes(t, 40), last), Retries: intPtr(39)}, 502},
 		{"retries set: more than the nodes", conf.Upstream{Nodes: append(deadNodes(t, 40), last), Retries: intPtr(1000)}, 200},
-		{"retry_timeout not reached", conf.Upstream{Nodes: append(deadNodes(t, 40), last), RetryTimeout: seconds(10)}, 200},
+		{"retry_timeout set: the time is the bound", conf.Upstream{Nodes: append(deadNodes(t, 40), last), RetryTimeout: seconds(10)}, 200},
 		{"retry_timeout 0: no bound, as in APISIX", conf.Upstream{Nodes: append(deadNodes(t, 40), last), RetryTimeout: seconds(0)}, 200},
 		// 2000 refused connections take tens of milliseconds, far past 1 ms.
 		{"retry_timeout stops the retries", conf.Upstream{Nodes: append(deadNodes(t, 2000), last), Retries: intPtr(2000), RetryTimeout: seconds(0.001)}, 502},
@@ -79,8 +80,9 @@ func BenchmarkForwardManyDeadNodes(b *testing.B) {
 		want int
 	}{
 		{"2000 dead, every node tried (APISIX's default)", conf.Upstream{Nodes: append(deadNodes(b, 2000), last), Retries: intPtr(2000)}, 200},
+		{"2000 dead, gw's default", conf.Upstream{Nodes: append(deadNodes(b, 2000), last)}, 502},
 		{"2000 dead, retry_timeout 10ms", conf.Upstream{Nodes: append(deadNodes(b, 2000), last), Retries: intPtr(2000), RetryTimeout: &tenMillis}, 502},
-		{"20 dead, every node tried", conf.Upstream{Nodes: append(deadNodes(b, 20), last)}, 200},
+		{"20 dead, gw's default", conf.Upstream{Nodes: append(deadNodes(b, 20), last)}, 200},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			p := NewPools()
