@@ -81,6 +81,9 @@ var routeAccepts = []struct {
 	{"longest name and desc", `{"uri":"/a","service_id":1,"name":"` + strings.Repeat("é", 256) + `","desc":"` + strings.Repeat("d", 256) + `"}`,
 		Route{URI: "/a", ServiceID: "1", Name: strings.Repeat("é", 256), Desc: strings.Repeat("d", 256)}},
 	{"empty labels", `{"uri":"/a","service_id":1,"labels":{}}`, Route{URI: "/a", ServiceID: "1"}},
+	{"desc is free text, lines included", `{"uri":"/a","service_id":1,"desc":"line 1\n\tline 2"}`, Route{URI: "/a", ServiceID: "1", Desc: "line 1\n\tline 2"}},
+	{"name and labels beyond ASCII", `{"uri":"/a","service_id":1,"name":"caf\u00e9 \u2713","labels":{"\u00e9":"\u00e9"}}`,
+		Route{URI: "/a", ServiceID: "1", Name: "café ✓", Labels: map[string]string{"é": "é"}}},
 	{"host", `{"uri":"/a","service_id":1,"host":"*.example.com"}`, Route{URI: "/a", ServiceID: "1", Host: "*.example.com"}},
 	{"hosts", `{"uri":"/a","service_id":1,"hosts":["*","a.example.com","[::1]:8080","x_y.z"]}`,
 		Route{URI: "/a", ServiceID: "1", Hosts: []string{"*", "a.example.com", "[::1]:8080", "x_y.z"}}},
@@ -222,6 +225,16 @@ var routeRejects = []struct {
 	{"label too long", `{"uri":"/a","service_id":1,"labels":{"env":"` + strings.Repeat("x", 257) + `"}}`, invalidConf + `property "labels.env" validation failed: must be 1-256 characters with no white space, got "` + strings.Repeat("x", 257) + `"`},
 	{"label as a number", `{"uri":"/a","service_id":1,"labels":{"version":1}}`, invalidConf + `property "labels.version" validation failed: wrong type: expected string, got number 1`},
 	{"labels as an array", `{"uri":"/a","service_id":1,"labels":["a"]}`, invalidConf + `property "labels" validation failed: wrong type: expected object, got array`},
+	{"control character in name", `{"uri":"/a","service_id":1,"name":"a\u001b[2Jb"}`, invalidConf + `property "name" validation failed: must not contain control characters (byte 0x1b at offset 1), got "a\x1b[2Jb"`},
+	{"newline in name", `{"uri":"/a","service_id":1,"name":"a\nb"}`, invalidConf + `property "name" validation failed: must not contain control characters (byte 0x0a at offset 1), got "a\nb"`},
+	{"DEL in name", `{"uri":"/a","service_id":1,"name":"\u007f"}`, invalidConf + `property "name" validation failed: must not contain control characters (byte 0x7f at offset 0), got "\x7f"`},
+	{"NUL in name", `{"uri":"/a","service_id":1,"name":"a\u0000"}`, invalidConf + `property "name" validation failed: must not contain control characters (byte 0x00 at offset 1), got "a\x00"`},
+	{"control character in a label", `{"uri":"/a","service_id":1,"labels":{"env":"a\u0001"}}`, invalidConf + `property "labels.env" validation failed: must not contain control characters (byte 0x01 at offset 1), got "a\x01"`},
+	{"control character in a label name", `{"uri":"/a","service_id":1,"labels":{"e\tnv":"a"}}`, invalidConf + `property "labels" validation failed: label name must not contain control characters (byte 0x09 at offset 1), got "e\tnv"`},
+	{"NUL in uri", `{"uri":"/a\u0000","service_id":1}`, invalidConf + `property "uri" validation failed: must not contain control characters (byte 0x00 at offset 2), got "/a\x00"`},
+	{"carriage return in uri", `{"uri":"/a\r\nX-Injected: 1","service_id":1}`, invalidConf + `property "uri" validation failed: must not contain control characters (byte 0x0d at offset 2), got "/a\r\nX-Injected: 1"`},
+	{"control character in uris", `{"uris":["/a","/b\u0001"],"service_id":1}`, invalidConf + `property "uris" validation failed: failed to validate item 2: must not contain control characters (byte 0x01 at offset 2), got "/b\x01"`},
+	{"NUL in host", `{"uri":"/a","service_id":1,"host":"a\u0000.com"}`, invalidConf + `property "host" validation failed: ` + hostRule + `"a\x00.com"`},
 
 	// What the route does.
 	{"nothing to do", `{"uri":"/a"}`, invalidConf + `a route needs at least one of "plugins", "upstream", "upstream_id", "service_id" or "plugin_config_id"`},
@@ -415,6 +428,7 @@ var upstreamRejects = []struct {
 	{"invalidConf upstream id", `{"id":"a b","nodes":{"a:1":1}}`, invalidConf + `property "id" validation failed: ` + idRule + `string "a b"`},
 	{"invalidConf upstream name", `{"name":"","nodes":{"a:1":1}}`, invalidConf + `property "name" validation failed: must be 1-256 characters long, got 0`},
 	{"invalidConf upstream label", `{"labels":{"a":"b c"},"nodes":{"a:1":1}}`, invalidConf + `property "labels.a" validation failed: must be 1-256 characters with no white space, got "b c"`},
+	{"control character in an upstream name", `{"name":"b\u0007","nodes":{"a:1":1}}`, invalidConf + `property "name" validation failed: must not contain control characters (byte 0x07 at offset 1), got "b\a"`},
 }
 
 func TestDecodeUpstreamRejects(t *testing.T) {

@@ -17,7 +17,8 @@ var defaultKeepalivePool = KeepalivePool{Size: 320, IdleTimeout: 60, Requests: 1
 // API stores objects without defaults, as APISIX does since 3.14.
 //
 // Retries stays nil when unset: nil means "one try per remaining node" (the number of
-// nodes − 1), which only the balancer can count. A nil u is left alone.
+// nodes − 1), which only the balancer can count, and which the worker caps when
+// retry_timeout is unset too (worker/proxy's defaultMaxRetries). A nil u is left alone.
 func (u *Upstream) ApplyDefaults() {
 	if u == nil {
 		return

@@ -32,6 +32,14 @@ func (id *ID) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
+// ParseJSONID checks an id given as a JSON value, such as the "id" of an Admin API body,
+// against APISIX's id schema (see UnmarshalJSON). Only a number written as plain digits
+// counts: -1, 0, -0, 1.5 and 1e400 are refused, though their text is made of id
+// characters.
+func ParseJSONID(raw json.RawMessage) (ID, error) {
+	return parseID(raw)
+}
+
 func parseID(raw json.RawMessage) (ID, error) {
 	switch jsonKind(raw) {
 	case "string":

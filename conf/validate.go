@@ -16,8 +16,25 @@ import (
 // limits (schema_def.lua). Lengths count characters, as APISIX's JSON schema does.
 
 func readName(raw json.RawMessage) (string, error) {
-	return checkedString(raw, func(s string) error { return checkLength(s, 1, 256) })
+	return checkedString(raw, func(s string) error {
+		if err := checkLength(s, 1, 256); err != nil {
+			return err
+		}
+		return checkNoControl(s)
+	})
 }
+
+// checkNoControl refuses the ASCII control characters (U+0000–U+001F and DEL): a name,
+// a label or a uri is shown in logs, metrics labels and dashboards, where a newline or an
+// escape sequence forges or hides output, and no request path holds one unencoded.
+func checkNoControl(s string) error {
+	if i := strings.IndexFunc(s, isASCIIControl); i >= 0 {
+		return fmt.Errorf("must not contain control characters (byte 0x%02x at offset %d), got %q", s[i], i, s)
+	}
+	return nil
+}
+
+func isASCIIControl(r rune) bool { return r < 0x20 || r == 0x7f }
 
 func readDesc(raw json.RawMessage) (string, error) {
 	return checkedString(raw, func(s string) error { return checkLength(s, 0, 256) })
@@ -46,6 +63,9 @@ func decodeLabels(path string, raw json.RawMessage) (map[string]string, error) {
 	}
 	labels := make(map[string]string, len(members))
 	for _, key := range slices.Sorted(maps.Keys(members)) {
+		if err := checkNoControl(key); err != nil {
+			return nil, at(path, fmt.Errorf("label name %w", err))
+		}
 		value, err := checkedString(members[key], checkLabelValue)
 		if err != nil {
 			return nil, at(memberPath(path, key), err)
@@ -59,7 +79,7 @@ func checkLabelValue(s string) error {
 	if checkLength(s, 1, 256) != nil || strings.IndexFunc(s, unicode.IsSpace) >= 0 {
 		return fmt.Errorf("must be 1-256 characters with no white space, got %q", s)
 	}
-	return nil
+	return checkNoControl(s)
 }
 
 const maxURILength = 4096
@@ -79,7 +99,7 @@ func checkURI(s string) error {
 	if !strings.HasPrefix(s, "/") {
 		return fmt.Errorf(`must start with "/", got %q`, s)
 	}
-	return nil
+	return checkNoControl(s)
 }
 
 // httpMethods is APISIX's method enum.

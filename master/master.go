@@ -136,6 +136,10 @@ type Master struct {
 	handedOver        bool                    // the new master owns the files now
 	owner             bool                    // this master may remove the pid file and sockets
 	handOverListeners map[string]net.Listener // admin and metrics listeners, by hand-over name
+
+	// secretsWarned holds the unresolved secret references already logged (secrets.go),
+	// guarded by publishMu.
+	secretsWarned map[string]bool
 }
 
 // Run starts a master and blocks until it has stopped. Errors before the workers are ready
@@ -459,7 +463,7 @@ func (m *Master) raiseFileLimit(n int) {
 }
 
 func (m *Master) setSnapshot(snap *conf.Snapshot) error {
-	data, err := json.Marshal(snap)
+	data, err := json.Marshal(m.forWorkers(snap))
 	if err != nil {
 		return fmt.Errorf("encoding snapshot: %w", err)
 	}

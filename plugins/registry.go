@@ -36,6 +36,12 @@ type Plugin struct {
 	// consumer's configuration of it is a credential, not a route configuration, and is
 	// never merged into a route's chain as the consumer's other plugins are.
 	Auth bool
+	// ConsumerSecrets names the string members of a consumer's configuration of this
+	// plugin that may be a secret reference ($env://NAME; see conf.ParseSecretRef). The
+	// master resolves them before a snapshot reaches workers (ResolveSecrets); the
+	// plugin's consumer validation refuses a reference gw cannot resolve, and its
+	// workers never match a member that still reads as a reference.
+	ConsumerSecrets []string
 	// KeepsRequest promises that the plugin never changes the request sent upstream: its
 	// method, target or headers (limit-count and prometheus only count). A route whose
 	// plugins all keep it has the client's header block sent as it came, filtered, rather

@@ -307,6 +307,9 @@ func TestPutCreateThenReplace(t *testing.T) {
 		`"create_time":1700000000,"update_time":1700000060},"createdIndex":1,"modifiedIndex":2}`)
 }
 
+// idRule starts conf's message for a value that is not an id.
+const idRule = "id must be a string of 1-64 characters from [a-zA-Z0-9-_.] or a positive integer, got "
+
 func TestPutIDs(t *testing.T) {
 	cases := []struct {
 		name, target, body string
@@ -324,7 +327,42 @@ func TestPutIDs(t *testing.T) {
 		{"no id", "/apisix/admin/routes", `{"uri":"/a","plugins":{}}`, 400, `{"error_msg":"missing route id"}`, ""},
 		{"no id upstream", "/apisix/admin/upstreams", `{"nodes":{"127.0.0.1:80":1}}`, 400, `{"error_msg":"missing upstream id"}`, ""},
 		{"no id service", "/apisix/admin/services", `{}`, 400, `{"error_msg":"missing service id"}`, ""},
-		{"boolean id", "/apisix/admin/routes", `{"id":true,"uri":"/a","plugins":{}}`, 400, "", ""},
+		{"boolean id", "/apisix/admin/routes", `{"id":true,"uri":"/a","plugins":{}}`, 400,
+			`{"error_msg":"invalid configuration: property \"id\" validation failed: ` + idRule + `boolean true"}`, ""},
+
+		// APISIX's id schema: a string of id characters, or an integer >= 1. A number is
+		// judged as a number, never by its text.
+		{"long integer body id", "/apisix/admin/routes", `{"id":9223372036854775808,"uri":"/a","plugins":{}}`, 201, "", "9223372036854775808"},
+		{"negative body id", "/apisix/admin/routes", `{"id":-100,"uri":"/a","plugins":{}}`, 400,
+			`{"error_msg":"invalid configuration: property \"id\" validation failed: ` + idRule + `number -100"}`, ""},
+		{"zero body id", "/apisix/admin/routes", `{"id":0,"uri":"/a","plugins":{}}`, 400,
+			`{"error_msg":"invalid configuration: property \"id\" validation failed: ` + idRule + `number 0"}`, ""},
+		{"minus zero body id", "/apisix/admin/routes", `{"id":-0,"uri":"/a","plugins":{}}`, 400,
+			`{"error_msg":"invalid configuration: property \"id\" validation failed: ` + idRule + `number -0"}`, ""},
+		{"fractional body id", "/apisix/admin/routes", `{"id":1.5,"uri":"/a","plugins":{}}`, 400,
+			`{"error_msg":"invalid configuration: property \"id\" validation failed: ` + idRule + `number 1.5"}`, ""},
+		{"exponent body id", "/apisix/admin/routes", `{"id":1e400,"uri":"/a","plugins":{}}`, 400,
+			`{"error_msg":"invalid configuration: property \"id\" validation failed: ` + idRule + `number 1e400"}`, ""},
+		{"integer written with an exponent", "/apisix/admin/routes", `{"id":1e3,"uri":"/a","plugins":{}}`, 400,
+			`{"error_msg":"invalid configuration: property \"id\" validation failed: ` + idRule + `number 1e3"}`, ""},
+		{"below int64", "/apisix/admin/routes", `{"id":-9223372036854775809,"uri":"/a","plugins":{}}`, 400,
+			`{"error_msg":"invalid configuration: property \"id\" validation failed: ` + idRule + `number -9223372036854775809"}`, ""},
+		{"negative body id with the same path", "/apisix/admin/routes/-1", `{"id":-1,"uri":"/a","plugins":{}}`, 400,
+			`{"error_msg":"invalid configuration: property \"id\" validation failed: ` + idRule + `number -1"}`, ""},
+		{"negative body id with another path", "/apisix/admin/routes/1", `{"id":-1,"uri":"/a","plugins":{}}`, 400,
+			`{"error_msg":"invalid configuration: property \"id\" validation failed: ` + idRule + `number -1"}`, ""},
+		// In a path the id is text: "-1" and "0" match ^[a-zA-Z0-9-_.]+$, as in APISIX.
+		{"path id -1 is a string", "/apisix/admin/routes/-1", hello, 201, "", "-1"},
+		{"path id 0 is a string", "/apisix/admin/routes/0", hello, 201, "", "0"},
+		{"path id 1.5 is a string", "/apisix/admin/routes/1.5", hello, 201, "", "1.5"},
+		{"string body id -1", "/apisix/admin/routes", `{"id":"-1","uri":"/a","plugins":{}}`, 201, "", "-1"},
+		// References follow the same schema.
+		{"negative upstream_id", "/apisix/admin/routes/1", `{"uri":"/a","upstream_id":-1}`, 400,
+			`{"error_msg":"invalid configuration: property \"upstream_id\" validation failed: ` + idRule + `number -1"}`, ""},
+		{"exponent service_id", "/apisix/admin/routes/1", `{"uri":"/a","service_id":1e400}`, 400,
+			`{"error_msg":"invalid configuration: property \"service_id\" validation failed: ` + idRule + `number 1e400"}`, ""},
+		{"fractional plugin_config_id", "/apisix/admin/routes/1", `{"uri":"/a","plugin_config_id":1.5}`, 400,
+			`{"error_msg":"invalid configuration: property \"plugin_config_id\" validation failed: ` + idRule + `number 1.5"}`, ""},
 		{"bad characters", "/apisix/admin/routes/a*b", hello, 400, "", ""},
 		{"dot dot", "/apisix/admin/routes/..", hello, 400, "", ""},
 		{"too long", "/apisix/admin/routes/" + strings.Repeat("x", 65), hello, 400, "", ""},
@@ -392,6 +430,29 @@ func TestBodies(t *testing.T) {
 			`{"error_msg":"wrong route id, do not need it"}`},
 		{"POST upstream with id", "POST", "/apisix/admin/upstreams", `{"id":"1","nodes":{"127.0.0.1:80":1}}`, 400,
 			`{"error_msg":"wrong upstream id, do not need it"}`},
+
+		// Text that encoding/json would store changed (U+FFFD for invalid UTF-8 and lone
+		// surrogates), or NUL, is refused on the raw body, naming the field.
+		{"invalid UTF-8 in uri", "PUT", "/apisix/admin/routes/1", "{\"uri\":\"/a\xff\",\"plugins\":{}}", 400,
+			`{"error_msg":"invalid configuration: property \"uri\" validation failed: the string is not valid UTF-8 (byte 0xff); send text as UTF-8"}`},
+		{"invalid UTF-8 in name", "POST", "/apisix/admin/routes", "{\"uri\":\"/a\",\"name\":\"caf\xe9\",\"plugins\":{}}", 400,
+			`{"error_msg":"invalid configuration: property \"name\" validation failed: the string is not valid UTF-8 (byte 0xe9); send text as UTF-8"}`},
+		{"invalid UTF-8 in desc", "PUT", "/apisix/admin/upstreams/1", "{\"desc\":\"\xc3\",\"nodes\":{\"127.0.0.1:80\":1}}", 400,
+			`{"error_msg":"invalid configuration: property \"desc\" validation failed: the string is not valid UTF-8 (byte 0xc3); send text as UTF-8"}`},
+		{"invalid UTF-8 in a label key", "PUT", "/apisix/admin/services/1", "{\"labels\":{\"\xff\":\"v\"}}", 400,
+			`{"error_msg":"invalid configuration: property \"labels\" validation failed: a member name is not valid UTF-8 (byte 0xff); send text as UTF-8"}`},
+		{"invalid UTF-8 in a label value", "PUT", "/apisix/admin/consumers/jack", "{\"username\":\"jack\",\"labels\":{\"env\":\"\xff\"}}", 400,
+			`{"error_msg":"invalid configuration: property \"labels.env\" validation failed: the string is not valid UTF-8 (byte 0xff); send text as UTF-8"}`},
+		{"invalid UTF-8 in an inline node", "PUT", "/apisix/admin/routes/1", "{\"uri\":\"/a\",\"upstream\":{\"nodes\":[{\"host\":\"a\xff\",\"port\":80,\"weight\":1}]}}", 400,
+			`{"error_msg":"invalid configuration: property \"upstream.nodes[0].host\" validation failed: the string is not valid UTF-8 (byte 0xff); send text as UTF-8"}`},
+		{"invalid UTF-8 in a PATCH", "PATCH", "/apisix/admin/routes/1", "{\"desc\":\"\xff\"}", 400,
+			`{"error_msg":"invalid configuration: property \"desc\" validation failed: the string is not valid UTF-8 (byte 0xff); send text as UTF-8"}`},
+		{"lone surrogate in uri", "PUT", "/apisix/admin/routes/1", `{"uri":"/a\ud800","plugins":{}}`, 400,
+			`{"error_msg":"invalid configuration: property \"uri\" validation failed: the string holds a lone UTF-16 surrogate (\\ud800), which is not a character; escape characters outside the BMP as a surrogate pair"}`},
+		{"NUL in uri", "PUT", "/apisix/admin/routes/1", `{"uri":"/a\u0000","plugins":{}}`, 400,
+			`{"error_msg":"invalid configuration: property \"uri\" validation failed: the string holds NUL (\\u0000), which no field accepts"}`},
+		{"NUL in a plugin's configuration", "PUT", "/apisix/admin/consumers", `{"username":"jack","plugins":{"key-auth":{"key":"a\u0000"}}}`, 400,
+			`{"error_msg":"invalid configuration: property \"plugins.key-auth.key\" validation failed: the string holds NUL (\\u0000), which no field accepts"}`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -543,6 +604,10 @@ func TestPatch(t *testing.T) {
 				`"upstream":{"type":"roundrobin","nodes":{"127.0.0.1:80":1,"127.0.0.2:80":1}},` +
 				`"create_time":1700000000,"update_time":1700000060}`, ""},
 		{"same id allowed", "/apisix/admin/routes/1", `{"id":"1"}`, 200, "", ""},
+		{"same integer id allowed", "/apisix/admin/routes/1", `{"id":1}`, 200, "", ""},
+		{"same id through the sub path", "/apisix/admin/routes/1/id", `1`, 200, "", ""},
+		{"id that is not an id", "/apisix/admin/routes/1", `{"id":1.0}`, 400, "",
+			`{"error_msg":"invalid configuration: property \"id\" validation failed: ` + idRule + `number 1.0"}`},
 		{"sub path replaces", "/apisix/admin/routes/1/upstream/nodes", `{"127.0.0.9:80":2}`, 200,
 			`{"id":"1","uri":"/a","methods":["GET","POST"],"desc":"d",` +
 				`"upstream":{"type":"roundrobin","nodes":{"127.0.0.9:80":2}},` +
@@ -594,6 +659,20 @@ func TestPatch(t *testing.T) {
 			if after.CreatedIndex != before.CreatedIndex || after.ModifiedIndex != before.ModifiedIndex+1 {
 				t.Errorf("indexes %d/%d after %d/%d", after.CreatedIndex, after.ModifiedIndex, before.CreatedIndex, before.ModifiedIndex)
 			}
+		})
+	}
+}
+
+// A body id is judged as JSON, even when its text is the path's: route "-1" is a valid
+// string id, and the number -1 is not an id.
+func TestPatchNumericBodyID(t *testing.T) {
+	for _, id := range []string{"-1", "-0", "1.5", "1e400"} {
+		t.Run(id, func(t *testing.T) {
+			f := newFixture(t)
+			expect(t, f.call("PUT", "/apisix/admin/routes/"+id, hello), 201, "")
+			expect(t, f.call("PATCH", "/apisix/admin/routes/"+id, `{"id":`+id+`}`), 400,
+				`{"error_msg":"invalid configuration: property \"id\" validation failed: `+idRule+`number `+id+`"}`)
+			expect(t, f.call("PATCH", "/apisix/admin/routes/"+id, `{"id":"`+id+`"}`), 200, "")
 		})
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"gw/conf"
 	"gw/master/store"
 )
 
@@ -203,6 +204,10 @@ func (h *Handler) decodeBackup(data []byte) ([]imported, error) {
 		}
 		return nil, &ImportError{Problems: []string{"not a gw backup (a JSON object made by gwctl export): " + err.Error()}}
 	}
+	// As readBody does for one object: decoding has already replaced invalid text.
+	if err := conf.CheckText(data); err != nil {
+		return nil, &ImportError{Problems: []string{err.Error()}}
+	}
 	problems := &ImportError{}
 	var format int
 	if err := json.Unmarshal(top[formatField], &format); err != nil || format != BackupFormat {
@@ -276,6 +281,11 @@ func (h *Handler) decodeImported(res *resource, where string, value json.RawMess
 	}
 	if !store.ValidID(id) {
 		return imported{}, fmt.Sprintf("%s: %q: must be 1 to 64 characters of a-z A-Z 0-9 - _ ., got %q", where, idField, id)
+	}
+	if number, ok := obj[idField].(json.Number); ok {
+		if _, err := conf.ParseJSONID(json.RawMessage(number)); err != nil {
+			return imported{}, fmt.Sprintf("%s: %q: a number must be a positive integer written in digits, got %s", where, idField, number)
+		}
 	}
 	if res.idField == "" {
 		obj["id"] = id // an integer id is stored as the string the Admin API would store

@@ -104,3 +104,66 @@ func TestConsumerCredentialsUnique(t *testing.T) {
 	// Same value, different plugins: no conflict.
 	expect(t, f.call("PUT", "/apisix/admin/consumers", `{"username":"c","plugins":{"key-auth":{"key":"foo"}}}`), 201, "")
 }
+
+// Keys given as $env:// references clash by their text and by the values workers will get
+// from the master's environment; a reference without a value clashes with nothing else.
+func TestConsumerCredentialsUniqueAcrossSecretReferences(t *testing.T) {
+	t.Setenv("GW_TEST_KEY_A", "auth-one")
+	t.Setenv("GW_TEST_KEY_B", "auth-one")
+	t.Setenv("GW_TEST_CREDS", `{"key":"auth-one"}`)
+	consumer := func(name, key string) string {
+		return `{"username":"` + name + `","plugins":{"key-auth":{"key":"` + key + `"}}}`
+	}
+	cases := []struct {
+		name, stored, written string
+		clash                 bool
+	}{
+		{"reference to a plain key's value", "auth-one", "$env://GW_TEST_KEY_A", true},
+		{"plain key equal to a reference's value", "$env://GW_TEST_KEY_A", "auth-one", true},
+		{"two variables with one value", "$env://GW_TEST_KEY_A", "$env://GW_TEST_KEY_B", true},
+		{"prefix in another case", "$env://GW_TEST_KEY_A", "$ENV://GW_TEST_KEY_A", true},
+		{"member of a JSON value", "auth-one", "$env://GW_TEST_CREDS/key", true},
+		{"the same unset reference", "$env://GW_TEST_UNSET", "$env://GW_TEST_UNSET", true},
+		{"two unset references", "$env://GW_TEST_UNSET", "$env://GW_TEST_UNSET_2", false},
+		{"unset reference and its text", "$env://GW_TEST_UNSET", "$ENV://GW_TEST_UNSET", false},
+		{"other value", "$env://GW_TEST_KEY_A", "auth-two", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			expect(t, f.call("PUT", "/apisix/admin/consumers", consumer("jack", tc.stored)), 201, "")
+			w := f.call("PUT", "/apisix/admin/consumers", consumer("jill", tc.written))
+			if tc.clash {
+				expect(t, w, 400, `{"error_msg":"duplicate key of plugin key-auth found with consumer: jack"}`)
+			} else {
+				expect(t, w, 201, "")
+			}
+		})
+	}
+}
+
+// The store and GET keep a reference as written; workers get its value (the master
+// resolves it, master/secrets.go), so the Admin API publishes the reference.
+func TestConsumerSecretReferenceStoredAsWritten(t *testing.T) {
+	t.Setenv("GW_TEST_KEY_A", "auth-one")
+	f := newFixture(t)
+	body := `{"username":"jack","plugins":{"key-auth":{"key":"$env://GW_TEST_KEY_A"}}}`
+	expect(t, f.call("PUT", "/apisix/admin/consumers", body), 201, "")
+	w := f.call("GET", "/apisix/admin/consumers/jack", "")
+	if !strings.Contains(w.Body.String(), `"key":"$env://GW_TEST_KEY_A"`) {
+		t.Errorf("GET shows %s, want the reference as written", w.Body)
+	}
+	if snap := f.pub.last(); snap == nil || !strings.Contains(string(snap.Consumers[0].Plugins["key-auth"]), "$env://GW_TEST_KEY_A") {
+		t.Errorf("the Admin API published %+v, want the store's reference (the master resolves it)", snap)
+	}
+	for _, refused := range []struct{ body, want string }{
+		{`{"username":"jill","plugins":{"key-auth":{"key":"$secret://vault/1/key"}}}`, "key: secret managers ($secret://) are not supported yet"},
+		{`{"username":"jill","plugins":{"basic-auth":{"username":"jill","password":"$secret://aws/1/pw"}}}`, "password: secret managers ($secret://) are not supported yet"},
+		{`{"username":"jill","plugins":{"key-auth":{"key":"$env://"}}}`, "the name after $env:// must be an environment variable name"},
+	} {
+		w := f.call("PUT", "/apisix/admin/consumers", refused.body)
+		if w.Code != 400 || !strings.Contains(w.Body.String(), refused.want) {
+			t.Errorf("PUT %s: %d %s; want 400 saying %q", refused.body, w.Code, w.Body, refused.want)
+		}
+	}
+}

@@ -76,6 +76,11 @@ func readBody(r *http.Request) (any, *rejection) {
 	if err != nil {
 		return nil, &rejection{http.StatusBadRequest, errorBody{ErrorMsg: "invalid request body: " + err.Error(), ReqBody: string(data)}}
 	}
+	// On the raw body: decoding has already replaced invalid UTF-8 with U+FFFD, which
+	// would be stored as if the client had sent it.
+	if err := conf.CheckText(data); err != nil {
+		return nil, &rejection{http.StatusBadRequest, errorBody{ErrorMsg: err.Error()}}
+	}
 	return body, nil
 }
 
@@ -231,16 +236,20 @@ func (h *Handler) put(req request) (int, any) {
 	if req.res.idField != "" {
 		return h.putByField(req, obj)
 	}
-	bodyID, hasBodyID := obj["id"]
+	rawID, hasBodyID := obj["id"]
+	var bodyID string
+	if hasBodyID {
+		var err error
+		if bodyID, err = parseBodyID(rawID); err != nil {
+			return badRequest(err.Error())
+		}
+	}
 	switch {
 	case id == "" && !hasBodyID:
 		return badRequest("missing " + req.res.singular + " id")
 	case id == "":
-		id = idString(bodyID)
-		if id == "" {
-			return badRequest("invalid configuration: property \"id\" must be a string or an integer")
-		}
-	case hasBodyID && idString(bodyID) != id:
+		id = bodyID
+	case hasBodyID && bodyID != id:
 		return badRequest("wrong " + req.res.singular + " id")
 	}
 
@@ -370,8 +379,14 @@ func (h *Handler) patch(req request) (int, any) {
 			obj["create_time"] = created
 		}
 	}
-	if bodyID, has := obj["id"]; has && idString(bodyID) != req.id {
-		return badRequest("wrong " + req.res.singular + " id")
+	if rawID, has := obj["id"]; has {
+		bodyID, err := parseBodyID(rawID)
+		if err != nil {
+			return badRequest(err.Error())
+		}
+		if bodyID != req.id {
+			return badRequest("wrong " + req.res.singular + " id")
+		}
 	}
 	obj["id"] = req.id
 	return h.write(req, req.id, obj, func(bool) int { return http.StatusOK })

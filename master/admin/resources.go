@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 
 	"gw/conf"
@@ -180,7 +181,7 @@ func validateConsumerPlugins(set map[string]json.RawMessage) error {
 }
 
 // credentialTaken refuses a consumer whose key-auth key or basic-auth username another
-// consumer already has: a request must name exactly one consumer.
+// consumer already has (see sameCredential): a request must name exactly one consumer.
 func credentialTaken(s *store.Store, value []byte) error {
 	c, err := conf.DecodeConsumer(value)
 	if err != nil {
@@ -197,12 +198,41 @@ func credentialTaken(s *store.Store, value []byte) error {
 			if err != nil || other.Username == c.Username {
 				continue
 			}
-			if credentialOf(other.Plugins[plugin], field) == mine {
+			if sameCredential(credentialOf(other.Plugins[plugin], field), mine) {
 				return fmt.Errorf("duplicate %s of plugin %s found with consumer: %s", field, plugin, other.Username)
 			}
 		}
 	}
 	return nil
+}
+
+// sameCredential reports whether two consumers' credentials would name one client: the
+// same text (two references to one variable included), or the same value once secret
+// references are resolved from this process's environment (the master's, which is where
+// workers get values from). A reference with no value matches no request, so it clashes
+// only with its own text. The environment is read at the write: a master started later
+// with other values may find two equal keys, and then the older consumer keeps the key,
+// as the plugins do for any duplicate.
+func sameCredential(a, b string) bool {
+	if a == b {
+		return true
+	}
+	valueA, okA := credentialValue(a)
+	valueB, okB := credentialValue(b)
+	return okA && okB && valueA == valueB
+}
+
+// credentialValue is what workers will compare a credential with: itself, or the value
+// of the secret reference it is; ok is false for a reference without a value.
+func credentialValue(s string) (value string, ok bool) {
+	ref, isRef, err := conf.ParseSecretRef(s)
+	switch {
+	case !isRef:
+		return s, true
+	case err != nil:
+		return "", false
+	}
+	return ref.Resolve(os.LookupEnv)
 }
 
 // clientCertMissing refuses an upstream, or a route or service with one inline, whose
@@ -262,8 +292,19 @@ func resourceOf(kind store.Kind) *resource {
 	panic("BUG: admin: no resource for kind " + string(kind))
 }
 
-// idString gives an id-valued field in its string form: APISIX accepts a string or an
-// integer. Other types give "" (the validator rejects them).
+// parseBodyID checks the "id" a client sent in a body (decoded: a string or a
+// json.Number) against APISIX's id schema and gives its string form. Taking the decoded
+// value's text, as idString does, would make ids of -1, 1.5 or 1e400.
+func parseBodyID(v any) (string, error) {
+	id, err := conf.ParseJSONID(encodeJSON(v))
+	if err != nil {
+		return "", &conf.ObjectError{Path: "id", Reason: err.Error()}
+	}
+	return string(id), nil
+}
+
+// idString gives an id-valued field that a validator has accepted (or the store holds)
+// in its string form: APISIX accepts a string or an integer. Other types give "".
 func idString(v any) string {
 	switch id := v.(type) {
 	case string:

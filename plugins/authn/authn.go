@@ -126,3 +126,14 @@ func Realm(m pluginconf.Member) (string, error) {
 	}
 	return s, nil
 }
+
+// CheckSecretRef refuses a credential written as a secret reference that gw cannot
+// resolve ($secret://, or $env:// without a variable name), naming the member; a plain
+// value or an $env:// reference passes. An auth plugin lists the members it checks so in
+// its ConsumerSecrets, for the master to resolve.
+func CheckSecretRef(member, value string) error {
+	if _, isRef, err := conf.ParseSecretRef(value); isRef && err != nil {
+		return fmt.Errorf("%s: %w", member, err)
+	}
+	return nil
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"gw/conf"
 	"gw/plugins"
 	"gw/plugins/authn"
 	"gw/plugins/pluginconf"
@@ -23,6 +24,8 @@ func init() {
 		Priority: Priority,
 		Validate: pluginconf.ValidateWith(Parse),
 		Build:    build,
+		// A consumer's password may be "$env://NAME": the master resolves it.
+		ConsumerSecrets: []string{"password"},
 	})
 }
 
@@ -40,6 +43,8 @@ type Config struct {
 // ConsumerConfig is basic-auth's configuration on a consumer: its credentials.
 type ConsumerConfig struct {
 	Username string `json:"username"`
+	// Password is the password itself, or a secret reference ("$env://NAME") that the
+	// master replaces with its value before workers see it.
 	Password string `json:"password"`
 }
 
@@ -114,6 +119,14 @@ func ValidateConsumer(raw json.RawMessage) error {
 func credential(m pluginconf.Member) (string, error) {
 	s, err := m.NonEmptyString()
 	if err != nil {
+		return "", err
+	}
+	if m.Name == "username" && conf.IsSecretRef(s) {
+		// The username finds the consumer, so it is not a secret; taken as written it
+		// would be a username no one means to type.
+		return "", fmt.Errorf("%s: a secret reference is accepted only in password, got %s", m.Name, m.Show())
+	}
+	if err := authn.CheckSecretRef(m.Name, s); err != nil {
 		return "", err
 	}
 	for i := 0; i < len(s); i++ {

@@ -48,14 +48,22 @@ func TestParseConsumer(t *testing.T) {
 	if err != nil || *got != (ConsumerConfig{Username: "foo", Password: "b:a:r"}) {
 		t.Fatalf("ParseConsumer = %+v, %v", got, err)
 	}
+	for _, ref := range []string{"$env://GW_PASSWORD", "$Env://GW_CREDS/password"} {
+		if got, err := ParseConsumer([]byte(`{"username":"u","password":"` + ref + `"}`)); err != nil || got.Password != ref {
+			t.Errorf("ParseConsumer(password %s) = %+v, %v; want the reference kept for the master", ref, got, err)
+		}
+	}
 	rejects := map[string]struct{ raw, want string }{
-		"no username":       {`{"password":"p"}`, "username: is required"},
-		"no password":       {`{"username":"u"}`, "password: is required"},
-		"empty password":    {`{"username":"u","password":""}`, "password: must not be empty"},
-		"space in password": {`{"username":"u","password":"a b"}`, "password: must not contain white space"},
-		"colon in username": {`{"username":"u:v","password":"p"}`, "username: must not contain ':'"},
-		"numeric password":  {`{"username":"u","password":1}`, "password: must be a string"},
-		"route field":       {`{"username":"u","password":"p","hide_credentials":true}`, "hide_credentials: unknown field"},
+		"secret manager":        {`{"username":"u","password":"$secret://vault/1/pw"}`, "password: secret managers ($secret://) are not supported yet"},
+		"env without a name":    {`{"username":"u","password":"$env://1"}`, "password: \"$env://1\": the name after $env:// must be an environment variable name"},
+		"reference in username": {`{"username":"$env://GW_USER","password":"p"}`, "username: a secret reference is accepted only in password"},
+		"no username":           {`{"password":"p"}`, "username: is required"},
+		"no password":           {`{"username":"u"}`, "password: is required"},
+		"empty password":        {`{"username":"u","password":""}`, "password: must not be empty"},
+		"space in password":     {`{"username":"u","password":"a b"}`, "password: must not contain white space"},
+		"colon in username":     {`{"username":"u:v","password":"p"}`, "username: must not contain ':'"},
+		"numeric password":      {`{"username":"u","password":1}`, "password: must be a string"},
+		"route field":           {`{"username":"u","password":"p","hide_credentials":true}`, "hide_credentials: unknown field"},
 	}
 	for name, tc := range rejects {
 		t.Run(name, func(t *testing.T) {

@@ -48,6 +48,11 @@ func newIndex(snap *conf.Snapshot) *index {
 		if err != nil {
 			continue // the Admin API refused it; a hand-edited store may still hold one
 		}
+		if conf.IsSecretRef(cc.Password) {
+			// The master found no value for it: no password the client sends may match,
+			// the reference's own text least of all.
+			continue
+		}
 		if _, taken := idx.byUsername[cc.Username]; !taken { // the older consumer keeps it
 			idx.byUsername[cc.Username] = &credentials{consumer: consumer, digest: sha256.Sum256([]byte(cc.Password))}
 		}

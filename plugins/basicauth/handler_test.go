@@ -17,6 +17,8 @@ func snapshot() *conf.Snapshot {
 		{Username: "jack", Plugins: map[string]json.RawMessage{Name: json.RawMessage(`{"username":"foo","password":"bar"}`)}},
 		{Username: "jill", Plugins: map[string]json.RawMessage{Name: json.RawMessage(`{"username":"jill1","password":"p:w"}`)}},
 		{Username: "guest"},
+		// A password the master could not resolve (its variable is unset): it matches nothing.
+		{Username: "vault", Plugins: map[string]json.RawMessage{Name: json.RawMessage(`{"username":"vault","password":"$env://GW_UNSET"}`)}},
 	}}
 }
 
@@ -58,6 +60,7 @@ func TestAccess(t *testing.T) {
 		{"wrong password", `{}`, basic("foo:baz"), "", invalid},
 		{"password prefix", `{}`, basic("foo:ba"), "", invalid},
 		{"unknown user", `{}`, basic("nobody:bar"), "", invalid},
+		{"an unresolved password's text", `{}`, basic("vault:$env://GW_UNSET"), "", invalid},
 		{"consumer name is not the username", `{}`, basic("jack:bar"), "", invalid},
 		{"anonymous", `{"anonymous_consumer":"guest"}`, "", "guest", ""},
 		{"anonymous after a wrong password", `{"anonymous_consumer":"guest"}`, basic("foo:nope"), "guest", ""},

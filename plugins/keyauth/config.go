@@ -23,6 +23,8 @@ func init() {
 		Priority: Priority,
 		Validate: pluginconf.ValidateWith(Parse),
 		Build:    build,
+		// A consumer's key may be "$env://NAME": the master resolves it.
+		ConsumerSecrets: []string{"key"},
 	})
 }
 
@@ -42,6 +44,8 @@ type Config struct {
 
 // ConsumerConfig is key-auth's configuration on a consumer: its key.
 type ConsumerConfig struct {
+	// Key is the key itself, or a secret reference ("$env://NAME") that the master
+	// replaces with its value before workers see it.
 	Key string `json:"key"`
 }
 
@@ -88,7 +92,9 @@ func ParseConsumer(raw json.RawMessage) (*ConsumerConfig, error) {
 		switch m.Name {
 		case "key":
 			// APISIX allows "", which no request can ever present: refuse it.
-			c.Key, err = m.NonEmptyString()
+			if c.Key, err = m.NonEmptyString(); err == nil {
+				err = authn.CheckSecretRef(m.Name, c.Key)
+			}
 			hasKey = true
 		default:
 			err = fmt.Errorf("%s: unknown field; a consumer's key-auth has only \"key\"", m.Name)

@@ -64,12 +64,19 @@ func TestParseConsumer(t *testing.T) {
 	if err != nil || got.Key != "auth-one" {
 		t.Fatalf("ParseConsumer = %+v, %v", got, err)
 	}
+	for _, ref := range []string{"$env://GW_KEY", "$ENV://GW_KEY", "$env://GW_CREDS/key"} {
+		if got, err := ParseConsumer([]byte(`{"key":"` + ref + `"}`)); err != nil || got.Key != ref {
+			t.Errorf("ParseConsumer(%s) = %+v, %v; want the reference kept for the master", ref, got, err)
+		}
+	}
 	rejects := map[string]struct{ raw, want string }{
-		"missing key":   {`{}`, "key: is required"},
-		"empty key":     {`{"key":""}`, "key: must not be empty"},
-		"numeric key":   {`{"key":1}`, "key: must be a string"},
-		"route field":   {`{"key":"k","header":"x"}`, "header: unknown field"},
-		"not an object": {`"k"`, "must be a JSON object"},
+		"secret manager":     {`{"key":"$secret://vault/1/key"}`, "key: secret managers ($secret://) are not supported yet"},
+		"env without a name": {`{"key":"$env://"}`, "key: \"$env://\": the name after $env:// must be an environment variable name"},
+		"missing key":        {`{}`, "key: is required"},
+		"empty key":          {`{"key":""}`, "key: must not be empty"},
+		"numeric key":        {`{"key":1}`, "key: must be a string"},
+		"route field":        {`{"key":"k","header":"x"}`, "header: unknown field"},
+		"not an object":      {`"k"`, "must be a JSON object"},
 	}
 	for name, tc := range rejects {
 		t.Run(name, func(t *testing.T) {

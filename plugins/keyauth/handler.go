@@ -36,6 +36,11 @@ func newIndex(snap *conf.Snapshot) *index {
 		if err != nil {
 			continue // the Admin API refused it; a hand-edited store may still hold one
 		}
+		if conf.IsSecretRef(cc.Key) {
+			// The master found no value for it: the key is unknown, and a client that
+			// sends the reference's text must not be let in.
+			continue
+		}
 		// The Admin API refuses a key already taken; should a store hold two anyway,
 		// the older consumer keeps it.
 		if _, taken := idx.byKey[cc.Key]; !taken {

@@ -19,6 +19,9 @@ func snapshot() *conf.Snapshot {
 		{Username: "guest"},
 		// A second holder of jack's key, which the Admin API would have refused: jack keeps it.
 		{Username: "late", Plugins: map[string]json.RawMessage{Name: json.RawMessage(`{"key":"jack-key"}`)}},
+		// Keys the master could not resolve (their variables are unset): they match nothing.
+		{Username: "vault", Plugins: map[string]json.RawMessage{Name: json.RawMessage(`{"key":"$env://GW_UNSET"}`)}},
+		{Username: "vault2", Plugins: map[string]json.RawMessage{Name: json.RawMessage(`{"key":"$ENV://GW_UNSET/key"}`)}},
 	}}
 }
 
@@ -78,6 +81,10 @@ func TestAccess(t *testing.T) {
 		{name: "unknown key", cfg: `{}`, uri: "/a", headers: []string{"apikey", "nobody"},
 			wantBody: `{"message":"Invalid API key in request"}` + "\n"},
 		{name: "unknown query key", cfg: `{}`, uri: "/a?apikey=nobody",
+			wantBody: `{"message":"Invalid API key in request"}` + "\n"},
+		{name: "an unresolved reference's text", cfg: `{}`, uri: "/a", headers: []string{"apikey", "$env://GW_UNSET"},
+			wantBody: `{"message":"Invalid API key in request"}` + "\n"},
+		{name: "an unresolved reference's text in the query", cfg: `{}`, uri: "/a?apikey=%24ENV%3A%2F%2FGW_UNSET%2Fkey",
 			wantBody: `{"message":"Invalid API key in request"}` + "\n"},
 		{name: "anonymous", cfg: `{"anonymous_consumer":"guest"}`, uri: "/a",
 			wantConsumer: "guest", wantURI: "/a"},

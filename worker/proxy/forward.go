@@ -217,6 +217,9 @@ func (u *Upstream) forward(ctx *fasthttp.RequestCtx, info *Info) {
 	for attempt := range u.retries + 1 {
 		if attempt > 0 {
 			x.now = monotime.Now()
+			if u.retryTimeout > 0 && x.now-start >= int64(u.retryTimeout) {
+				break // the answer is the last try's failure
+			}
 		}
 		i := u.choose(x)
 		if i < 0 {
