@@ -497,6 +497,29 @@ func (m *Master) loadStored(cfg *conf.Config) (*conf.Snapshot, error) {
 	return snap, nil
 }
 
+// servesUnder refuses a new config.yaml under which a stored object that is served now
+// would fail to build (router.http changes how paths parse): the new workers would refuse
+// their first snapshot, so the reload is refused first, naming the object.
+func (m *Master) servesUnder(cfg *conf.Config) error {
+	if m.checker == nil {
+		return nil
+	}
+	failed, err := m.checker.Check(m.store.Snapshot(), cfg)
+	if err != nil {
+		return err
+	}
+	before := map[string]bool{}
+	for _, l := range m.LeftOut() {
+		before[l.Key()] = true
+	}
+	for _, l := range failed {
+		if !before[l.Key()] {
+			return fmt.Errorf("%s: under the new configuration %s could not be served: %s", m.paths.Config, l.Key(), l.Reason)
+		}
+	}
+	return nil
+}
+
 // Check is the Admin API's Builder: snap built as the workers will build it under the
 // config they run.
 func (m *Master) Check(snap *conf.Snapshot) ([]conf.LeftOut, error) {
@@ -638,6 +661,9 @@ func (m *Master) reload() (err error) {
 	old := m.gen
 	m.mu.Unlock()
 	if err := staticChangeAllowed(old.cfg, cfg); err != nil {
+		return err
+	}
+	if err := m.servesUnder(cfg); err != nil {
 		return err
 	}
 	if err := m.prepareWorkerFiles(cfg); err != nil {
