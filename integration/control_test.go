@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -295,5 +296,71 @@ func TestStaleOrMissingPidFileIsReportedNotSignalled(t *testing.T) {
 		if err == nil || !strings.Contains(out, "stale pid file") {
 			t.Errorf("gwctl %s with a stale pid file: err=%v out=%q", verb, err, out)
 		}
+	}
+}
+
+// TestConfigTestSaysWhatItTested: `gwctl test` once called a mistyped --prefix and an
+// empty file "successful" like a real configuration. A prefix that does not exist fails,
+// as nginx -t -p does; a missing or empty file passes (gwctl start runs on the defaults
+// then) but says that only the built-in defaults were tested.
+func TestConfigTestSaysWhatItTested(t *testing.T) {
+	parent := t.TempDir()
+	noFile := filepath.Join(parent, "no-file")
+	if err := os.Mkdir(noFile, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	aFile := filepath.Join(parent, "a-file")
+	if err := os.WriteFile(aFile, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	withConfig := func(name, text string) string {
+		prefix := filepath.Join(parent, name)
+		if err := os.MkdirAll(filepath.Join(prefix, "conf"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(prefix, "conf", "config.yaml"), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return prefix
+	}
+	cases := []struct {
+		name   string
+		prefix string
+		fails  bool
+		want   []string // each must appear in the output
+		refuse string   // must not appear; "" checks nothing
+	}{
+		{"prefix does not exist", filepath.Join(parent, "no", "such", "dir"), true,
+			[]string{"configuration test failed", "prefix " + filepath.Join(parent, "no", "such", "dir") + " does not exist"}, "successful"},
+		{"prefix is a file", aFile, true, []string{"prefix " + aFile + " is not a directory"}, "successful"},
+		{"no config file", noFile, false,
+			[]string{"no configuration file " + filepath.Join(noFile, "conf", "config.yaml"), "built-in defaults were tested"}, ""},
+		{"empty config file", withConfig("empty", ""), false,
+			[]string{"config.yaml is empty", "built-in defaults were tested", "test is successful"}, ""},
+		{"comments only", withConfig("comments", "# worker_processes: 2\n"), false,
+			[]string{"config.yaml is empty", "built-in defaults were tested"}, ""},
+		{"a config that sets a key", withConfig("set", "worker_processes: 2\n"), false,
+			[]string{"config.yaml test is successful"}, "defaults"},
+		{"a bad config", withConfig("bad", "worker_processes: lots\n"), true,
+			[]string{"configuration test failed", `config.yaml:1: worker_processes: must be a positive integer or "auto", got "lots"`}, "successful"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := exec.Command(gwctl, "test", "--prefix", tc.prefix).CombinedOutput()
+			if failed := err != nil; failed != tc.fails {
+				t.Errorf("exit: %v, want failure %v", err, tc.fails)
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(string(out), want) {
+					t.Errorf("output lacks %q:\n%s", want, out)
+				}
+			}
+			if tc.refuse != "" && strings.Contains(string(out), tc.refuse) {
+				t.Errorf("output says %q:\n%s", tc.refuse, out)
+			}
+		})
+	}
+	if _, err := os.Stat(filepath.Join(parent, "no")); err == nil {
+		t.Error("gwctl test created the missing prefix")
 	}
 }

@@ -171,17 +171,48 @@ func testCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			cfg, err := conf.Load(paths.Config)
+			// As nginx -t -p fails when the prefix holds no config: a mistyped --prefix must
+			// not pass for a tested instance.
+			if err := checkPrefixDir(paths.Prefix); err != nil {
+				return fmt.Errorf("configuration test failed: %w", err)
+			}
+			cfg, state, err := conf.LoadState(paths.Config)
 			if err == nil {
 				err = cfg.CheckFiles(paths.Prefix)
 			}
 			if err != nil {
 				return fmt.Errorf("configuration test failed:\n%w", err)
 			}
-			fmt.Printf("configuration %s test is successful\n", paths.Config)
+			// A missing or empty file is valid (gwctl start runs on the defaults then), but
+			// the user must learn that none of their settings were tested.
+			switch state {
+			case conf.FileMissing:
+				fmt.Printf("no configuration file %s: the built-in defaults were tested, which gwctl start would run on\n", paths.Config)
+				fmt.Println("built-in configuration test is successful")
+			case conf.FileEmpty:
+				fmt.Printf("configuration file %s is empty (it sets no key): the built-in defaults were tested\n", paths.Config)
+				fmt.Printf("configuration file %s test is successful\n", paths.Config)
+			default:
+				fmt.Printf("configuration file %s test is successful\n", paths.Config)
+			}
 			return nil
 		},
 	}
+}
+
+// checkPrefixDir says why prefix cannot be an instance directory, or returns nil.
+func checkPrefixDir(prefix string) error {
+	const hint = "--prefix names the instance directory that holds conf/config.yaml"
+	info, err := os.Stat(prefix)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("prefix %s does not exist; %s", prefix, hint)
+	case err != nil:
+		return fmt.Errorf("prefix %s: %w", prefix, err)
+	case !info.IsDir():
+		return fmt.Errorf("prefix %s is not a directory; %s", prefix, hint)
+	}
+	return nil
 }
 
 func workerCommand() *cli.Command {
