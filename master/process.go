@@ -81,7 +81,7 @@ func (m *Master) spawn(slot int, gen *generation) (*workerProc, error) {
 		"--prefix", m.paths.Prefix,
 		"--slot", strconv.Itoa(slot),
 		"--generation", strconv.FormatUint(gen.id, 10))
-	cmd.Args[0] = "gw: worker process"
+	cmd.Args[0] = workerProcessTitle
 	cmd.Env = workerEnv(os.Environ())
 	cmd.ExtraFiles = files
 	logFile := m.logFile.Current()

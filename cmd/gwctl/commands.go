@@ -64,6 +64,9 @@ func startCommand() *cli.Command {
 				return fmt.Errorf("--workers: must be a positive number, got %d", c.Int("workers"))
 			}
 			if c.Bool("foreground") {
+				if err := master.ReexecUnderTitle(); err != nil {
+					return err
+				}
 				opts := master.Options{
 					Prefix: paths.Prefix, Workers: c.Int("workers"), Version: version,
 					Binary: c.String("binary"), UpgradeTimeout: c.Duration("upgrade-timeout"),
@@ -116,7 +119,7 @@ func daemonize(c *cli.Context, paths master.Paths) error {
 		args = append(args, "--workers", strconv.Itoa(n))
 	}
 	cmd := exec.Command("/proc/self/exe", args...)
-	cmd.Args[0] = "gw: master process"
+	cmd.Args[0] = master.ProcessTitle // what ps shows; an upgraded master sets it itself
 	cmd.Dir = paths.Prefix
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.ExtraFiles = []*os.File{notify}
