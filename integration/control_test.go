@@ -95,6 +95,62 @@ func TestReloadsUnderLoadFailNothing(t *testing.T) {
 	}
 }
 
+// TestReloadReturnsOnceOldWorkersStopAccepting: the old and new workers share the
+// listening sockets, and a reload once returned as soon as it had told the old workers to
+// drain: a fresh connection right after `gwctl reload` could still be accepted by one and
+// get the old configuration (TestRouterSetting failed so on a busy machine). A reload now
+// returns once every old worker has closed its listeners, or after a bound, with a warning.
+func TestReloadReturnsOnceOldWorkersStopAccepting(t *testing.T) {
+	user := startUpstream(t, "user")
+	in := newInstance(t, "")
+	configWith := func(router string) string {
+		return fmt.Sprintf("node_listen:\n  - %q\nadmin:\n  listen: %q\nrouter:\n  http: %s\n", in.data, in.admin, router)
+	}
+	in.writeConfig(configWith("radixtree_uri_with_parameter"))
+	in.start("--workers", "1")
+	in.putRoute("1", "/user/:id", user.addr)
+
+	// radixtree_host_uri reads ":id" literally, so /user/42 tells which router answered.
+	for i := range 20 {
+		router, want := "radixtree_host_uri", 404
+		if i%2 == 1 {
+			router, want = "radixtree_uri_with_parameter", 200
+		}
+		in.writeConfig(configWith(router))
+		in.reload()
+		for j := range 3 {
+			if resp, body := in.get("/user/42"); resp.StatusCode != want {
+				t.Fatalf("reload %d to %s, fresh connection %d: %d %q, want %d", i+1, router, j+1, resp.StatusCode, body, want)
+			}
+		}
+	}
+
+	// An old worker that cannot answer (stopped here) holds the reload up to the bound only.
+	old := in.status().pids("ready") // the generations before may still be draining
+	if len(old) != 1 {
+		t.Fatalf("ready workers: %v, want one", old)
+	}
+	if err := syscall.Kill(old[0], syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(old[0], syscall.SIGCONT) })
+	in.writeConfig(configWith("radixtree_host_uri"))
+	in.reload()
+	warning := fmt.Sprintf("(pid %d) did not stop accepting within", old[0])
+	if log := in.errorLog(); !strings.Contains(log, warning) {
+		t.Errorf("reload returned while old worker %d, stopped, could still accept; error.log lacks %q:\n%s", old[0], warning, lastLines(log, 5))
+	}
+	if resp, body := in.get("/user/42"); resp.StatusCode != 404 {
+		t.Errorf("after the reload: %d %q, want the new router's 404", resp.StatusCode, body)
+	}
+	if err := syscall.Kill(old[0], syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	if !waitFor(10*time.Second, func() bool { return !alive(old[0]) }) {
+		t.Fatalf("old worker %d did not finish draining once continued", old[0])
+	}
+}
+
 func TestBrokenReloadKeepsTheOldGenerationServing(t *testing.T) {
 	up := startUpstream(t, "still here")
 	in := newInstance(t, "")

@@ -30,7 +30,7 @@ var magic = [2]byte{'g', 'w'}
 // Kind says what a frame carries.
 type Kind uint8
 
-// The frame kinds. Worker → master: Hello, Ready, Ack, Stats. Master → worker: Setup,
+// The frame kinds. Worker → master: Hello, Ready, Ack, Stats, Closed. Master → worker: Setup,
 // Config, Shutdown, Reopen, TicketKeys. A new kind changes no other frame, so
 // ProtocolVersion stays: a master and its workers are always one binary (Hello.Version).
 const (
@@ -44,6 +44,9 @@ const (
 	KindStats    Kind = 8 // worker → master: Stats, about once a second
 	// master → worker: TicketKeys, whenever the master rotates the TLS session ticket keys
 	KindTicketKeys Kind = 9
+	// worker → master, once, on a graceful shutdown: it has closed its listeners and will
+	// accept no more connections; it still serves those it has
+	KindClosed Kind = 10
 )
 
 func (k Kind) String() string {
@@ -66,6 +69,8 @@ func (k Kind) String() string {
 		return "stats"
 	case KindTicketKeys:
 		return "ticket-keys"
+	case KindClosed:
+		return "closed"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
