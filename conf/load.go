@@ -48,14 +48,36 @@ func Default() *Config {
 // the defaults. Every problem found is reported, joined into one error with one problem
 // per line; each is a *FieldError.
 func Load(path string) (*Config, error) {
+	c, _, err := LoadState(path)
+	return c, err
+}
+
+// FileState is what Load found at the config path. Both FileMissing and FileEmpty mean the
+// Config is the defaults alone, which `gwctl test` says rather than let a typo in --prefix,
+// or a file with every line commented out, pass for a tested configuration.
+type FileState int
+
+const (
+	FileSetsKeys FileState = iota // the file sets at least one key
+	FileMissing                   // there is no file at the path
+	FileEmpty                     // the file sets no key: empty, comments only, null or {}
+)
+
+// LoadState is Load that also says what it found at path. The state is meaningful only
+// when the error is nil.
+func LoadState(path string) (*Config, FileState, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return Default(), nil
+		return Default(), FileMissing, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("loading %s: %w", path, err)
+		return nil, 0, fmt.Errorf("loading %s: %w", path, err)
 	}
-	return Parse(data, path)
+	c, setsKeys, err := parseFile(Default(), data, path)
+	if err != nil || setsKeys {
+		return c, FileSetsKeys, err
+	}
+	return c, FileEmpty, nil
 }
 
 // Parse is Load for a file already in memory; source names it in error messages.
@@ -127,6 +149,12 @@ func (e *FieldError) Error() string {
 // parseOver decodes data over c (which holds the values so far), then checks the rules
 // that span several keys on the merged result.
 func parseOver(c *Config, data []byte, source string) (*Config, error) {
+	c, _, err := parseFile(c, data, source)
+	return c, err
+}
+
+// parseFile is parseOver that also says whether data set any key.
+func parseFile(c *Config, data []byte, source string) (_ *Config, setsKeys bool, _ error) {
 	l := &loader{source: source, lines: map[string]int{}}
 	if root := l.document(data); root != nil {
 		l.config(root, c)
@@ -142,9 +170,9 @@ func parseOver(c *Config, data []byte, source string) (*Config, error) {
 		for i, e := range l.errs {
 			errs[i] = e
 		}
-		return nil, errors.Join(errs...)
+		return nil, true, errors.Join(errs...)
 	}
-	return c, nil
+	return c, len(l.lines) > 0, nil
 }
 
 // loader walks one YAML file, collecting every problem instead of stopping at the first.

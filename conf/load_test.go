@@ -2,6 +2,7 @@ package conf
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -108,6 +109,56 @@ func TestLoad(t *testing.T) {
 
 	if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), "loading "+dir) {
 		t.Fatalf("a directory: got error %v, want a loading error", err)
+	}
+}
+
+// TestLoadState tells a file that sets keys from one that leaves every default alone, which
+// `gwctl test` reports rather than call the defaults a tested file.
+func TestLoadState(t *testing.T) {
+	dir := t.TempDir()
+	cases := []struct {
+		name string
+		text string // "-" writes no file
+		want FileState
+	}{
+		{"no file", "-", FileMissing},
+		{"zero bytes", "", FileEmpty},
+		{"blank lines", "\n  \n\n", FileEmpty},
+		{"comments only", "# worker_processes: 2\n#node_listen:\n#  - 9080\n", FileEmpty},
+		{"a lone document marker", "---\n", FileEmpty},
+		{"null", "~\n", FileEmpty},
+		{"an empty mapping", "{}\n", FileEmpty},
+		{"one key", "worker_processes: 2\n", FileSetsKeys},
+		{"a section left empty", "# everything below commented out\nadmin:\n#  listen: 9180\n", FileSetsKeys},
+		{"the shipped file", string(defaultYAML), FileSetsKeys},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(dir, fmt.Sprintf("%d.yaml", i))
+			if tc.text != "-" {
+				if err := os.WriteFile(path, []byte(tc.text), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, state, err := LoadState(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if state != tc.want {
+				t.Errorf("state = %d, want %d", state, tc.want)
+			}
+			if tc.want != FileSetsKeys && !reflect.DeepEqual(got, wantDefault()) {
+				t.Errorf("got %+v, want the defaults", got)
+			}
+		})
+	}
+	// A file that fails is an error whatever it would have set.
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("worker_processes: lots\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := LoadState(bad); err == nil {
+		t.Error("a bad file loaded")
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -91,6 +92,62 @@ func TestReloadsUnderLoadFailNothing(t *testing.T) {
 	t.Logf("keep-alive: %s; new connections: %s", ka, fr)
 	if s := in.status(); s.Reloads != uint64(len(counts)) {
 		t.Errorf("status counts %d reloads, want %d", s.Reloads, len(counts))
+	}
+}
+
+// TestReloadReturnsOnceOldWorkersStopAccepting: the old and new workers share the
+// listening sockets, and a reload once returned as soon as it had told the old workers to
+// drain: a fresh connection right after `gwctl reload` could still be accepted by one and
+// get the old configuration (TestRouterSetting failed so on a busy machine). A reload now
+// returns once every old worker has closed its listeners, or after a bound, with a warning.
+func TestReloadReturnsOnceOldWorkersStopAccepting(t *testing.T) {
+	user := startUpstream(t, "user")
+	in := newInstance(t, "")
+	configWith := func(router string) string {
+		return fmt.Sprintf("node_listen:\n  - %q\nadmin:\n  listen: %q\nrouter:\n  http: %s\n", in.data, in.admin, router)
+	}
+	in.writeConfig(configWith("radixtree_uri_with_parameter"))
+	in.start("--workers", "1")
+	in.putRoute("1", "/user/:id", user.addr)
+
+	// radixtree_host_uri reads ":id" literally, so /user/42 tells which router answered.
+	for i := range 20 {
+		router, want := "radixtree_host_uri", 404
+		if i%2 == 1 {
+			router, want = "radixtree_uri_with_parameter", 200
+		}
+		in.writeConfig(configWith(router))
+		in.reload()
+		for j := range 3 {
+			if resp, body := in.get("/user/42"); resp.StatusCode != want {
+				t.Fatalf("reload %d to %s, fresh connection %d: %d %q, want %d", i+1, router, j+1, resp.StatusCode, body, want)
+			}
+		}
+	}
+
+	// An old worker that cannot answer (stopped here) holds the reload up to the bound only.
+	old := in.status().pids("ready") // the generations before may still be draining
+	if len(old) != 1 {
+		t.Fatalf("ready workers: %v, want one", old)
+	}
+	if err := syscall.Kill(old[0], syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(old[0], syscall.SIGCONT) })
+	in.writeConfig(configWith("radixtree_host_uri"))
+	in.reload()
+	warning := fmt.Sprintf("(pid %d) did not stop accepting within", old[0])
+	if log := in.errorLog(); !strings.Contains(log, warning) {
+		t.Errorf("reload returned while old worker %d, stopped, could still accept; error.log lacks %q:\n%s", old[0], warning, lastLines(log, 5))
+	}
+	if resp, body := in.get("/user/42"); resp.StatusCode != 404 {
+		t.Errorf("after the reload: %d %q, want the new router's 404", resp.StatusCode, body)
+	}
+	if err := syscall.Kill(old[0], syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	if !waitFor(10*time.Second, func() bool { return !alive(old[0]) }) {
+		t.Fatalf("old worker %d did not finish draining once continued", old[0])
 	}
 }
 
@@ -295,5 +352,71 @@ func TestStaleOrMissingPidFileIsReportedNotSignalled(t *testing.T) {
 		if err == nil || !strings.Contains(out, "stale pid file") {
 			t.Errorf("gwctl %s with a stale pid file: err=%v out=%q", verb, err, out)
 		}
+	}
+}
+
+// TestConfigTestSaysWhatItTested: `gwctl test` once called a mistyped --prefix and an
+// empty file "successful" like a real configuration. A prefix that does not exist fails,
+// as nginx -t -p does; a missing or empty file passes (gwctl start runs on the defaults
+// then) but says that only the built-in defaults were tested.
+func TestConfigTestSaysWhatItTested(t *testing.T) {
+	parent := t.TempDir()
+	noFile := filepath.Join(parent, "no-file")
+	if err := os.Mkdir(noFile, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	aFile := filepath.Join(parent, "a-file")
+	if err := os.WriteFile(aFile, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	withConfig := func(name, text string) string {
+		prefix := filepath.Join(parent, name)
+		if err := os.MkdirAll(filepath.Join(prefix, "conf"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(prefix, "conf", "config.yaml"), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return prefix
+	}
+	cases := []struct {
+		name   string
+		prefix string
+		fails  bool
+		want   []string // each must appear in the output
+		refuse string   // must not appear; "" checks nothing
+	}{
+		{"prefix does not exist", filepath.Join(parent, "no", "such", "dir"), true,
+			[]string{"configuration test failed", "prefix " + filepath.Join(parent, "no", "such", "dir") + " does not exist"}, "successful"},
+		{"prefix is a file", aFile, true, []string{"prefix " + aFile + " is not a directory"}, "successful"},
+		{"no config file", noFile, false,
+			[]string{"no configuration file " + filepath.Join(noFile, "conf", "config.yaml"), "built-in defaults were tested"}, ""},
+		{"empty config file", withConfig("empty", ""), false,
+			[]string{"config.yaml is empty", "built-in defaults were tested", "test is successful"}, ""},
+		{"comments only", withConfig("comments", "# worker_processes: 2\n"), false,
+			[]string{"config.yaml is empty", "built-in defaults were tested"}, ""},
+		{"a config that sets a key", withConfig("set", "worker_processes: 2\n"), false,
+			[]string{"config.yaml test is successful"}, "defaults"},
+		{"a bad config", withConfig("bad", "worker_processes: lots\n"), true,
+			[]string{"configuration test failed", `config.yaml:1: worker_processes: must be a positive integer or "auto", got "lots"`}, "successful"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := exec.Command(gwctl, "test", "--prefix", tc.prefix).CombinedOutput()
+			if failed := err != nil; failed != tc.fails {
+				t.Errorf("exit: %v, want failure %v", err, tc.fails)
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(string(out), want) {
+					t.Errorf("output lacks %q:\n%s", want, out)
+				}
+			}
+			if tc.refuse != "" && strings.Contains(string(out), tc.refuse) {
+				t.Errorf("output says %q:\n%s", tc.refuse, out)
+			}
+		})
+	}
+	if _, err := os.Stat(filepath.Join(parent, "no")); err == nil {
+		t.Error("gwctl test created the missing prefix")
 	}
 }

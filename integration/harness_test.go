@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -63,15 +64,78 @@ type instance struct {
 	bin     string // the gwctl this instance runs; the shared build unless a test replaces it
 }
 
-// freePort asks the kernel for a port nobody listens on.
-func freePort(t *testing.T) int {
+// handedOut remembers every port the free-port helpers gave out in this run.
+var handedOut portSet
+
+// portSet hands out ports nobody listens on, never one twice. The kernel gives a port of
+// a closed listener out again at once, and did within a few hundred listens: two addresses
+// of one instance then came out equal ("admin.listen ... binds the same socket as
+// node_listen[0]"), or a second instance took a port a first one still served. Holding
+// the listeners open until the gateway starts would not do: it binds them itself. Safe
+// for concurrent use.
+type portSet struct {
+	mu    sync.Mutex
+	given map[int]bool
+}
+
+// claim calls pick until it finds a port that is free (pick returns 0 for none this time)
+// and that s never handed out, and records it.
+func (s *portSet) claim(t *testing.T, pick func() (int, error)) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	for range 1000 {
+		port, err := pick()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if port == 0 {
+			continue
+		}
+		s.mu.Lock()
+		fresh := !s.given[port]
+		if fresh {
+			if s.given == nil {
+				s.given = map[int]bool{}
+			}
+			s.given[port] = true
+		}
+		s.mu.Unlock()
+		if fresh {
+			return port
+		}
+	}
+	t.Fatalf("no free port in 1000 tries (%d handed out already)", len(s.given))
+	return 0
+}
+
+// kernelPort asks the kernel for a port nobody listens on at host (of network).
+func kernelPort(network, host string) (int, error) {
+	ln, err := net.Listen(network, net.JoinHostPort(host, "0"))
 	if err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
 	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// freePort returns a port nobody listens on at 127.0.0.1, one no other call in this run
+// returned.
+func freePort(t *testing.T) int {
+	t.Helper()
+	return handedOut.claim(t, func() (int, error) { return kernelPort("tcp4", "127.0.0.1") })
+}
+
+// TestFreePortsAreNeverHandedOutTwice: the kernel alone repeated a port within a few
+// hundred listens on this machine; a run hands out about as many.
+func TestFreePortsAreNeverHandedOutTwice(t *testing.T) {
+	var set portSet // not handedOut: this test must not use up the run's ports
+	seen := map[int]int{}
+	for i := range 1000 {
+		port := set.claim(t, func() (int, error) { return kernelPort("tcp4", "127.0.0.1") })
+		if first, dup := seen[port]; dup {
+			t.Fatalf("port %d handed out by call %d and again by call %d", port, first, i)
+		}
+		seen[port] = i
+	}
 }
 
 // newInstance lays out a prefix with a config on free ports. extra is appended to the

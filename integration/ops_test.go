@@ -306,35 +306,30 @@ func ipv6Loopback(t *testing.T) {
 	ln.Close()
 }
 
-// freePort6 asks the kernel for a port free on ::1.
+// freePort6 returns a port free on ::1 that no free-port helper returned in this run.
 func freePort6(t *testing.T) int {
 	t.Helper()
-	ln, err := net.Listen("tcp6", "[::1]:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return handedOut.claim(t, func() (int, error) { return kernelPort("tcp6", "::1") })
 }
 
-// freePortBothFamilies finds a port free on 127.0.0.1 and on ::1 at once.
+// freePortBothFamilies returns a port free on 127.0.0.1 and on ::1 at once, that no
+// free-port helper returned in this run.
 func freePortBothFamilies(t *testing.T) int {
 	t.Helper()
-	for range 50 {
+	return handedOut.claim(t, func() (int, error) {
 		v6, err := net.Listen("tcp6", "[::1]:0")
 		if err != nil {
-			t.Fatal(err)
+			return 0, err
 		}
+		defer v6.Close()
 		port := v6.Addr().(*net.TCPAddr).Port
 		v4, err := net.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", port))
-		v6.Close()
-		if err == nil {
-			v4.Close()
-			return port
+		if err != nil {
+			return 0, nil // taken on 127.0.0.1: try another
 		}
-	}
-	t.Fatal("no port free on both 127.0.0.1 and ::1")
-	return 0
+		v4.Close()
+		return port, nil
+	})
 }
 
 // startEcho serves on address and answers with body and the client headers the gateway

@@ -362,3 +362,60 @@ admin:
 		t.Errorf("audit.log:\n got %+v\nwant %+v", got, want)
 	}
 }
+
+// TestAdminBodyLimitOnDataPort sends the same Admin API calls to the admin port and, as
+// APISIX 2.x scripts do, to the data port from loopback: both must answer alike. The
+// worker forwards data-port calls to the master, which once refused a large body without
+// reading it, so the worker, still writing the body, lost the connection and answered 502.
+func TestAdminBodyLimitOnDataPort(t *testing.T) {
+	in := newInstance(t, "")
+	in.start("--workers", "1")
+	// A route padded with spaces to exactly n bytes, as the Admin API counts them.
+	routeOf := func(n int) string {
+		route := `{"uri":"/padded","plugins":{}}`
+		return route + strings.Repeat(" ", n-len(route))
+	}
+	const limit = 1536 << 10
+	tooBig := `{"error_msg":"request body too large: the Admin API accepts at most 1572864 bytes (1.5 MiB, as APISIX)"}`
+	cases := []struct {
+		name    string
+		body    string
+		chunked bool // no Content-Length: the limit is found only by reading
+		key     string
+		status  int
+		want    string // the whole body, trimmed; "" checks the status only
+	}{
+		{"2 MB", routeOf(2 << 20), false, adminKey, 413, tooBig},
+		{"2 MB chunked", routeOf(2 << 20), true, adminKey, 413, tooBig},
+		{"one byte over", routeOf(limit + 1), false, adminKey, 413, tooBig},
+		{"2 MB with a wrong key", routeOf(2 << 20), false, "wrong-key", 401, `{"error_msg":"failed to check token","description":"wrong apikey"}`},
+		{"exactly the limit", routeOf(limit), false, adminKey, 200, ""},
+		{"exactly the limit chunked", routeOf(limit), true, adminKey, 200, ""},
+	}
+	in.mustPut("/apisix/admin/routes/1", routeOf(100)) // so that every PUT below that passes answers 200
+	for _, tc := range cases {
+		for _, port := range []struct{ name, address string }{{"admin", in.admin}, {"data", in.data}} {
+			var body io.Reader = strings.NewReader(tc.body)
+			if tc.chunked {
+				body = io.MultiReader(body) // hides the length from net/http
+			}
+			req, err := http.NewRequest("PUT", "http://"+port.address+"/apisix/admin/routes/1", body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("X-API-KEY", tc.key)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatalf("%s via the %s port: %v", tc.name, port.name, err)
+			}
+			got, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != tc.status || (tc.want != "" && strings.TrimSpace(string(got)) != tc.want) {
+				t.Errorf("%s via the %s port: %d %.200s, want %d %s", tc.name, port.name, resp.StatusCode, got, tc.status, tc.want)
+			}
+		}
+	}
+	if log := in.errorLog(); strings.Contains(log, "forwarding admin call") {
+		t.Errorf("the worker failed to forward a call:\n%s", lastLines(log, 5))
+	}
+}

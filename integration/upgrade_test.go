@@ -225,3 +225,72 @@ func TestFailedUpgradesLeaveTheOldMasterServing(t *testing.T) {
 		})
 	}
 }
+
+// processArgs is what ps -o args shows for pid: its argv, from /proc/pid/cmdline.
+func processArgs(t *testing.T, pid int) []string {
+	t.Helper()
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Split(strings.TrimSuffix(string(cmdline), "\x00"), "\x00")
+}
+
+// checkTitles wants the master titled "gw: master process", followed by the arguments it
+// runs with, and each of its workers "gw: worker process", as nginx titles its processes.
+func (in *instance) checkTitles(when string) {
+	in.t.Helper()
+	master := in.masterPID()
+	args := processArgs(in.t, master)
+	rest := strings.Join(args[1:], " ")
+	if args[0] != "gw: master process" || !strings.HasPrefix(rest, "start --foreground ") || !strings.Contains(rest, " --prefix "+in.prefix) {
+		in.t.Errorf("%s: master %d shows %q, want \"gw: master process start --foreground ... --prefix %s ...\"", when, master, args, in.prefix)
+	}
+	workers := children(master)
+	if len(workers) == 0 {
+		in.t.Errorf("%s: master %d has no workers", when, master)
+	}
+	for _, pid := range workers {
+		if args := processArgs(in.t, pid); args[0] != "gw: worker process" {
+			in.t.Errorf("%s: worker %d shows %q, want \"gw: worker process ...\"", when, pid, args)
+		}
+	}
+}
+
+// A master started by an upgrade shows the same title as one gwctl start began, and is
+// itself upgradable (its retitling kept the hand-over's descriptors); so is a master
+// started in the foreground by hand.
+func TestUpgradedMasterKeepsTheProcessTitle(t *testing.T) {
+	v2, _ := upgradeBuilds(t)
+	up := startUpstream(t, "ok")
+	in := newUpgradableInstance(t)
+	in.start("--workers", "1")
+	in.putRoute("1", "/t", up.addr)
+	in.checkTitles("after gwctl start")
+	for i, bin := range []string{v2, gwctl} {
+		before := in.masterPID()
+		in.installBinary(bin)
+		if out, err := in.gwctl("upgrade"); err != nil {
+			t.Fatalf("upgrade %d: %v\n%s\n%s", i+1, err, out, lastLines(in.errorLog(), 15))
+		}
+		if in.masterPID() == before {
+			t.Fatalf("upgrade %d: the master is still %d", i+1, before)
+		}
+		in.checkTitles(fmt.Sprintf("after upgrade %d", i+1))
+		if r, b := in.get("/t"); r.StatusCode != 200 || b != "ok" {
+			t.Fatalf("after upgrade %d: %d %q", i+1, r.StatusCode, b)
+		}
+	}
+	in.stop()
+
+	fg := exec.Command(in.bin, "start", "--foreground", "--no-stderr", "--workers", "1", "--prefix", in.prefix)
+	if err := fg.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = fg.Process.Kill(); _ = fg.Wait() })
+	pidFile := filepath.Join(in.prefix, "logs", "gwctl.pid")
+	if !waitFor(15*time.Second, func() bool { return strings.TrimSpace(readFile(pidFile)) == fmt.Sprint(fg.Process.Pid) }) {
+		t.Fatalf("the foreground master %d never wrote its pid file; error.log:\n%s", fg.Process.Pid, lastLines(in.errorLog(), 10))
+	}
+	in.checkTitles("in the foreground")
+}

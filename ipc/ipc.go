@@ -30,9 +30,10 @@ var magic = [2]byte{'g', 'w'}
 // Kind says what a frame carries.
 type Kind uint8
 
-// The frame kinds. Worker → master: Hello, Ready, Ack, Reject, Stats. Master → worker: Setup,
-// Config, Shutdown, Reopen, TicketKeys. A new kind changes no other frame, so
-// ProtocolVersion stays: a master and its workers are always one binary (Hello.Version).
+// The frame kinds. Worker → master: Hello, Ready, Ack, Reject, Stats, Closed. Master →
+// worker: Setup, Config, Shutdown, Reopen, TicketKeys. A new kind changes no other frame,
+// so ProtocolVersion stays: a master and its workers are always one binary
+// (Hello.Version).
 const (
 	KindHello    Kind = 1 // worker → master: Hello
 	KindSetup    Kind = 2 // master → worker: Setup
@@ -46,6 +47,9 @@ const (
 	KindTicketKeys Kind = 9
 	// worker → master: Reject, a snapshot version this worker refused to serve, and why
 	KindReject Kind = 10
+	// worker → master, once, on a graceful shutdown: it has closed its listeners and will
+	// accept no more connections; it still serves those it has
+	KindClosed Kind = 11
 )
 
 // FatalExitCode is the status a worker exits with when respawning it cannot help (its
@@ -75,6 +79,8 @@ func (k Kind) String() string {
 		return "ticket-keys"
 	case KindReject:
 		return "reject"
+	case KindClosed:
+		return "closed"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -101,6 +102,9 @@ func (a *adminServers) serve(ln net.Listener, internal bool, m *Master) *http.Se
 	srv := &http.Server{
 		ReadHeaderTimeout: 10 * time.Second,
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if internal {
+				w = &bodyFirstWriter{ResponseWriter: w, body: r.Body}
+			}
 			if m.readOnly.Load() && r.Method != http.MethodGet && r.Method != http.MethodHead {
 				w.Header().Set("Content-Type", "application/json")
 				w.Header().Set("Retry-After", "5")
@@ -122,6 +126,36 @@ func (a *adminServers) serve(ln net.Listener, internal bool, m *Master) *http.Se
 		}
 	}()
 	return srv
+}
+
+// bodyFirstWriter reads the rest of the request body before the answer starts, for the
+// private socket. The worker that forwarded the call reads no answer until it has written
+// the whole request, and net/http, answering without reading a body (a 413 past the size
+// limit, a 401), closes the connection if more than 256 KiB of it is left: the worker then
+// gets a broken pipe instead of the answer and can only tell its client 502. The body is
+// read however large: only a worker writes here, relaying a loopback client, whose
+// client_max_body_size and client_body_timeout still hold.
+type bodyFirstWriter struct {
+	http.ResponseWriter
+	body    io.Reader
+	drained bool
+}
+
+func (w *bodyFirstWriter) drain() {
+	if !w.drained {
+		w.drained = true
+		_, _ = io.Copy(io.Discard, w.body) // an error ends the connection anyway
+	}
+}
+
+func (w *bodyFirstWriter) WriteHeader(status int) {
+	w.drain()
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *bodyFirstWriter) Write(p []byte) (int, error) {
+	w.drain()
+	return w.ResponseWriter.Write(p)
 }
 
 func (a *adminServers) close() {

@@ -65,6 +65,10 @@ type SnapshotChecker interface {
 // readyTimeout bounds how long a new worker may take to report ready.
 const readyTimeout = 15 * time.Second
 
+// closeTimeout bounds how long a reload waits for an old worker to stop accepting: a
+// worker does it as soon as it reads the shutdown frame.
+const closeTimeout = 5 * time.Second
+
 // generation is one configuration's set of workers. A reload starts a new generation; the
 // old one drains.
 type generation struct {
@@ -681,7 +685,8 @@ func (m *Master) reload() (err error) {
 			return err
 		}
 	}
-	// No publication may slip between the new workers' first snapshot and the swap.
+	// No publication may slip between the new workers' first snapshot and the swap, nor
+	// before the old workers stop accepting: it goes to the new generation only.
 	m.publishMu.Lock()
 	defer m.publishMu.Unlock()
 	slots, err := m.startGeneration(gen)
@@ -701,6 +706,20 @@ func (m *Master) reload() (err error) {
 	for _, w := range oldSlots {
 		if w != nil {
 			w.shutdown(true)
+		}
+	}
+	// The old workers share the listening sockets with the new ones: until each has closed
+	// its copies it may still accept a connection and serve it the old configuration and
+	// the old snapshot. gwctl reload waits for this function, so once it returns every new
+	// connection gets the new configuration, and read-your-writes holds for the Admin API
+	// across a reload. A worker too busy to answer in time is not worth failing a reload
+	// that has happened.
+	for _, w := range oldSlots {
+		if w == nil {
+			continue
+		}
+		if err := w.waitClosed(closeTimeout); err != nil {
+			m.log.Warnf("reload: %v; until it does, it may serve new connections the old configuration", err)
 		}
 	}
 	m.closeUnusedSockets()

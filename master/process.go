@@ -34,6 +34,11 @@ type workerProc struct {
 	exitCode  int
 	draining  atomic.Bool
 
+	// closed is closed once the worker, shut down gracefully, said it accepts no more
+	// connections.
+	closed     chan struct{}
+	closedOnce sync.Once
+
 	stats atomic.Pointer[ipc.Stats] // the worker's latest report
 
 	ackMu   sync.Mutex
@@ -86,7 +91,7 @@ func (m *Master) spawn(slot int, gen *generation) (*workerProc, error) {
 		"--prefix", m.paths.Prefix,
 		"--slot", strconv.Itoa(slot),
 		"--generation", strconv.FormatUint(gen.id, 10))
-	cmd.Args[0] = "gw: worker process"
+	cmd.Args[0] = workerProcessTitle
 	cmd.Env = workerEnv(os.Environ())
 	cmd.ExtraFiles = files
 	logFile := m.logFile.Current()
@@ -100,7 +105,7 @@ func (m *Master) spawn(slot int, gen *generation) (*workerProc, error) {
 	}
 	w := &workerProc{
 		slot: slot, generation: gen.id, pid: cmd.Process.Pid, cmd: cmd, conn: conn,
-		started: time.Now(), setUp: make(chan struct{}), ready: make(chan struct{}), exited: make(chan struct{}),
+		started: time.Now(), setUp: make(chan struct{}), ready: make(chan struct{}), exited: make(chan struct{}), closed: make(chan struct{}),
 		ackWake: make(chan struct{}),
 	}
 	go func() {
@@ -180,6 +185,8 @@ func (m *Master) talk(w *workerProc, setup ipc.Setup) {
 		switch frame.Kind {
 		case ipc.KindReady:
 			w.readyOnce.Do(func() { close(w.ready) })
+		case ipc.KindClosed:
+			w.closedOnce.Do(func() { close(w.closed) })
 		case ipc.KindAck:
 			var ack ipc.Ack
 			if frame.Decode(&ack) == nil {
@@ -280,6 +287,21 @@ func (w *workerProc) waitReady(timeout time.Duration) error {
 	case <-time.After(timeout):
 		_ = w.cmd.Process.Kill()
 		return fmt.Errorf("worker slot %d (pid %d) not ready within %v", w.slot, w.pid, timeout)
+	}
+}
+
+// waitClosed blocks until the worker, told to drain, has stopped accepting (or exited), or
+// timeout passes.
+func (w *workerProc) waitClosed(timeout time.Duration) error {
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case <-w.closed:
+		return nil
+	case <-w.exited:
+		return nil
+	case <-timer.C:
+		return fmt.Errorf("worker slot %d (pid %d) did not stop accepting within %v", w.slot, w.pid, timeout)
 	}
 }
 

@@ -66,6 +66,9 @@ func startCommand() *cli.Command {
 				return fmt.Errorf("--workers: must be a positive number, got %d", c.Int("workers"))
 			}
 			if c.Bool("foreground") {
+				if err := master.ReexecUnderTitle(); err != nil {
+					return err
+				}
 				opts := master.Options{
 					Prefix: paths.Prefix, Workers: c.Int("workers"), Version: version,
 					Binary: c.String("binary"), UpgradeTimeout: c.Duration("upgrade-timeout"),
@@ -119,7 +122,7 @@ func daemonize(c *cli.Context, paths master.Paths) error {
 		args = append(args, "--workers", strconv.Itoa(n))
 	}
 	cmd := exec.Command("/proc/self/exe", args...)
-	cmd.Args[0] = "gw: master process"
+	cmd.Args[0] = master.ProcessTitle // what ps shows; an upgraded master sets it itself
 	cmd.Dir = paths.Prefix
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.ExtraFiles = []*os.File{notify}
@@ -177,14 +180,30 @@ func testCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			cfg, err := conf.Load(paths.Config)
+			// As nginx -t -p fails when the prefix holds no config: a mistyped --prefix must
+			// not pass for a tested instance.
+			if err := checkPrefixDir(paths.Prefix); err != nil {
+				return fmt.Errorf("configuration test failed: %w", err)
+			}
+			cfg, state, err := conf.LoadState(paths.Config)
 			if err == nil {
 				err = cfg.CheckFiles(paths.Prefix)
 			}
 			if err != nil {
 				return fmt.Errorf("configuration test failed:\n%w", err)
 			}
-			fmt.Printf("configuration %s test is successful\n", paths.Config)
+			// A missing or empty file is valid (gwctl start runs on the defaults then), but
+			// the user must learn that none of their settings were tested.
+			switch state {
+			case conf.FileMissing:
+				fmt.Printf("no configuration file %s: the built-in defaults were tested, which gwctl start would run on\n", paths.Config)
+				fmt.Println("built-in configuration test is successful")
+			case conf.FileEmpty:
+				fmt.Printf("configuration file %s is empty (it sets no key): the built-in defaults were tested\n", paths.Config)
+				fmt.Printf("configuration file %s test is successful\n", paths.Config)
+			default:
+				fmt.Printf("configuration file %s test is successful\n", paths.Config)
+			}
 			return nil
 		},
 	}
@@ -193,6 +212,21 @@ func testCommand() *cli.Command {
 // newChecker gives the master the workers' own build of a snapshot, to check with.
 func newChecker(segments map[string]*shm.Segment, log *errlog.Logger) master.SnapshotChecker {
 	return worker.NewChecker(segments, log)
+}
+
+// checkPrefixDir says why prefix cannot be an instance directory, or returns nil.
+func checkPrefixDir(prefix string) error {
+	const hint = "--prefix names the instance directory that holds conf/config.yaml"
+	info, err := os.Stat(prefix)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("prefix %s does not exist; %s", prefix, hint)
+	case err != nil:
+		return fmt.Errorf("prefix %s: %w", prefix, err)
+	case !info.IsDir():
+		return fmt.Errorf("prefix %s is not a directory; %s", prefix, hint)
+	}
+	return nil
 }
 
 func workerCommand() *cli.Command {
