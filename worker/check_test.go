@@ -47,7 +47,7 @@ func decodeSnapshot(t *testing.T, text string) *conf.Snapshot {
 	return &snap
 }
 
-func testShared(t *testing.T) *plugins.Shared {
+func testShared(t testing.TB) *plugins.Shared {
 	t.Helper()
 	cfg := conf.Default()
 	shared := &plugins.Shared{Segments: map[string]*shm.Segment{}, Config: cfg, Logf: t.Logf}

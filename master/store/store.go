@@ -44,64 +44,61 @@ var (
 	ErrClosed      = errors.New("store: closed")
 )
 
-// kindSpec ties a kind to the way its objects enter a conf.Snapshot.
+// kindSpec ties a kind to the way its objects enter a conf.Snapshot: decode checks and
+// decodes a stored value once, when it enters the store; add appends what decode made.
 type kindSpec struct {
-	kind Kind
-	add  func(snap *conf.Snapshot, value []byte) error
+	kind   Kind
+	decode func(value []byte) (any, error)
+	add    func(snap *conf.Snapshot, decoded any)
 }
 
+// Stored ssls passed conf.DecodeSSL; re-parsing every key on every load would cost a key
+// parse per certificate, so they are decoded as stored.
 var kindSpecs = []kindSpec{
-	{Routes, func(snap *conf.Snapshot, value []byte) error {
-		r, err := conf.DecodeRoute(value)
-		if err == nil {
-			snap.Routes = append(snap.Routes, *r)
-		}
-		return err
+	{Routes, decoder(conf.DecodeRoute), func(snap *conf.Snapshot, v any) { snap.Routes = append(snap.Routes, *v.(*conf.Route)) }},
+	{Upstreams, decoder(conf.DecodeUpstream), func(snap *conf.Snapshot, v any) { snap.Upstreams = append(snap.Upstreams, *v.(*conf.Upstream)) }},
+	{Services, decoder(conf.DecodeService), func(snap *conf.Snapshot, v any) { snap.Services = append(snap.Services, *v.(*conf.Service)) }},
+	{Consumers, decoder(conf.DecodeConsumer), func(snap *conf.Snapshot, v any) { snap.Consumers = append(snap.Consumers, *v.(*conf.Consumer)) }},
+	{PluginConfigs, decoder(conf.DecodePluginConfig), func(snap *conf.Snapshot, v any) {
+		snap.PluginConfigs = append(snap.PluginConfigs, *v.(*conf.PluginConfig))
 	}},
-	{Upstreams, func(snap *conf.Snapshot, value []byte) error {
-		u, err := conf.DecodeUpstream(value)
-		if err == nil {
-			snap.Upstreams = append(snap.Upstreams, *u)
+	{GlobalRules, decoder(conf.DecodeGlobalRule), func(snap *conf.Snapshot, v any) { snap.GlobalRules = append(snap.GlobalRules, *v.(*conf.GlobalRule)) }},
+	{SSLs, decoder(conf.DecodeStoredSSL), func(snap *conf.Snapshot, v any) { snap.SSLs = append(snap.SSLs, *v.(*conf.SSL)) }},
+}
+
+func decoder[T any](decode func([]byte) (*T, error)) func([]byte) (any, error) {
+	return func(value []byte) (any, error) {
+		v, err := decode(value)
+		if err != nil {
+			return nil, err
 		}
-		return err
-	}},
-	{Services, func(snap *conf.Snapshot, value []byte) error {
-		s, err := conf.DecodeService(value)
-		if err == nil {
-			snap.Services = append(snap.Services, *s)
+		return v, nil
+	}
+}
+
+func specOf(kind Kind) *kindSpec {
+	for i := range kindSpecs {
+		if kindSpecs[i].kind == kind {
+			return &kindSpecs[i]
 		}
-		return err
-	}},
-	{Consumers, func(snap *conf.Snapshot, value []byte) error {
-		c, err := conf.DecodeConsumer(value)
-		if err == nil {
-			snap.Consumers = append(snap.Consumers, *c)
-		}
-		return err
-	}},
-	{PluginConfigs, func(snap *conf.Snapshot, value []byte) error {
-		p, err := conf.DecodePluginConfig(value)
-		if err == nil {
-			snap.PluginConfigs = append(snap.PluginConfigs, *p)
-		}
-		return err
-	}},
-	{GlobalRules, func(snap *conf.Snapshot, value []byte) error {
-		g, err := conf.DecodeGlobalRule(value)
-		if err == nil {
-			snap.GlobalRules = append(snap.GlobalRules, *g)
-		}
-		return err
-	}},
-	// Stored ssls passed conf.DecodeSSL; re-parsing every key on every write would cost
-	// a key parse per certificate per Admin API call.
-	{SSLs, func(snap *conf.Snapshot, value []byte) error {
-		s, err := conf.DecodeStoredSSL(value)
-		if err == nil {
-			snap.SSLs = append(snap.SSLs, *s)
-		}
-		return err
-	}},
+	}
+	panic("BUG: store: no spec for kind " + string(kind))
+}
+
+// row is what the index holds for one object: the object and its value decoded once, as
+// it entered the store, so that a snapshot decodes nothing. The decoded value is shared
+// by every snapshot and must not be changed; decodeErr is why the value does not decode
+// (a stored object this binary refuses, which snapshots leave out).
+type row struct {
+	Object
+	decoded   any
+	decodeErr error
+}
+
+func newRow(obj Object) *row {
+	r := &row{Object: obj}
+	r.decoded, r.decodeErr = specOf(obj.Kind).decode(obj.Value)
+	return r
 }
 
 // Kinds lists every kind the store holds, in snapshot order.
@@ -230,10 +227,10 @@ func OpenBackend(backend Backend) (*Store, error) {
 		}{{"id", obj.ID}, {"created", obj.CreatedIndex}} {
 			if other, _ := txn.First(string(obj.Kind), index.name, index.arg); other != nil {
 				return nil, fmt.Errorf("loading %s/%s: %s %v is also used by %s/%s",
-					obj.Kind, obj.ID, index.name, index.arg, obj.Kind, other.(*Object).ID)
+					obj.Kind, obj.ID, index.name, index.arg, obj.Kind, other.(*row).ID)
 			}
 		}
-		if err := txn.Insert(string(obj.Kind), &obj); err != nil {
+		if err := txn.Insert(string(obj.Kind), newRow(obj)); err != nil {
 			return nil, fmt.Errorf("loading %s/%s: %w", obj.Kind, obj.ID, err)
 		}
 		revision = max(revision, obj.ModifiedIndex, obj.CreatedIndex)
@@ -255,7 +252,7 @@ func (s *Store) Get(kind Kind, id string) (Object, bool) {
 	if err != nil || raw == nil {
 		return Object{}, false
 	}
-	return *raw.(*Object), true
+	return raw.(*row).Object, true
 }
 
 // List returns every object of kind, ordered by CreatedIndex.
@@ -284,7 +281,7 @@ func list(txn *memdb.Txn, kind Kind) []Object {
 	}
 	var objects []Object
 	for raw := it.Next(); raw != nil; raw = it.Next() {
-		objects = append(objects, *raw.(*Object))
+		objects = append(objects, raw.(*row).Object)
 	}
 	return objects
 }
@@ -328,14 +325,13 @@ func (s *Store) Put(kind Kind, id string, value json.RawMessage) (obj Object, cr
 	obj = Object{Kind: kind, ID: id, Value: compact.Bytes(), CreatedIndex: revision, ModifiedIndex: revision}
 	created = true
 	if prev, _ := txn.First(string(kind), "id", id); prev != nil {
-		obj.CreatedIndex = prev.(*Object).CreatedIndex
+		obj.CreatedIndex = prev.(*row).CreatedIndex
 		created = false
 	}
 	if err := s.backend.Put(obj); err != nil {
 		return Object{}, false, err
 	}
-	stored := obj
-	if err := txn.Insert(string(kind), &stored); err != nil {
+	if err := txn.Insert(string(kind), newRow(obj)); err != nil {
 		panic(fmt.Sprintf("BUG: store: indexing %s/%s: %v", kind, id, err))
 	}
 	setRevision(txn, revision)
@@ -388,7 +384,7 @@ func (s *Store) PutAll(objs []Object) ([]Object, error) {
 		obj.CreatedIndex, obj.ModifiedIndex = revision, revision
 		var prev *Object
 		if raw, _ := txn.First(string(obj.Kind), "id", obj.ID); raw != nil {
-			prev = raw.(*Object)
+			prev = &raw.(*row).Object
 			obj.CreatedIndex = prev.CreatedIndex
 		}
 		if err := s.backend.Put(*obj); err != nil {
@@ -398,8 +394,7 @@ func (s *Store) PutAll(objs []Object) ([]Object, error) {
 			return nil, err
 		}
 		previous = append(previous, prev)
-		stored := *obj
-		if err := txn.Insert(string(obj.Kind), &stored); err != nil {
+		if err := txn.Insert(string(obj.Kind), newRow(*obj)); err != nil {
 			panic(fmt.Sprintf("BUG: store: indexing %s/%s: %v", obj.Kind, obj.ID, err))
 		}
 	}
@@ -516,27 +511,38 @@ func (s *Store) SnapshotWith(changes ...Change) *conf.Snapshot {
 				pending[c.ID] = c.Value
 			}
 		}
-		add := func(id string, value json.RawMessage) {
-			if err := spec.add(snap, value); err != nil {
+		add := func(id string, decoded any, err error) {
+			if err != nil {
 				snap.LeftOut = append(snap.LeftOut, conf.LeftOut{Kind: string(spec.kind), ID: conf.ID(id), Reason: err.Error()})
+				return
 			}
+			spec.add(snap, decoded)
 		}
-		for _, obj := range list(txn, spec.kind) {
-			value, changed := pending[obj.ID]
+		addValue := func(id string, value json.RawMessage) {
+			decoded, err := spec.decode(value)
+			add(id, decoded, err)
+		}
+		it, err := txn.Get(string(spec.kind), "created")
+		if err != nil {
+			panic(fmt.Sprintf("BUG: store: listing %s: %v", spec.kind, err))
+		}
+		for raw := it.Next(); raw != nil; raw = it.Next() {
+			r := raw.(*row)
+			value, changed := pending[r.ID]
 			if !changed {
-				add(obj.ID, obj.Value)
+				add(r.ID, r.decoded, r.decodeErr)
 				continue
 			}
-			delete(pending, obj.ID)
+			delete(pending, r.ID)
 			if value != nil {
-				add(obj.ID, value) // replaced in place: the kind's order is kept
+				addValue(r.ID, value) // replaced in place: the kind's order is kept
 			}
 		}
 		// New objects, in the order the changes name them.
 		for _, c := range changes {
 			if value, ok := pending[c.ID]; ok && c.Kind == spec.kind && value != nil {
 				delete(pending, c.ID)
-				add(c.ID, value)
+				addValue(c.ID, value)
 			}
 		}
 	}
