@@ -13,18 +13,48 @@ import (
 // bodyStream is a response body read from an upstream connection while the server writes
 // it to the client. The server closes it when done (or when the client goes away), which
 // returns the connection to its pool if the body was read to the end, or closes it.
+//
+// A node may break the body off: close or reset the connection early, or send a chunk
+// that does not parse. The server then drops what its writer still buffers and closes
+// the client connection, so the client must already have what the stream handed out
+// before, or it gets an empty reply instead of a response it can see is cut short. So:
+//   - the body's first bytes are read before the response is committed (prefetch), and a
+//     node that breaks before sending any gets gw's 502;
+//   - a chunked body goes out a chunk per Read, each flushed before the next Read (the
+//     server's writeBodyChunked);
+//   - a body of known length is handed out only in whole buffers (fill): the server
+//     flushes a full buffer before it reads more, and its header goes out first
+//     (ImmediateHeaderFlush), so a Read that fails leaves nothing behind in the writer.
+//     The bytes of a buffer the node broke off in the middle never reach the client.
+//
+// An error is handed out on its own, by the Read after the one that returned the bytes
+// read with it: the server's chunked copy ignores an error that comes with bytes and reads
+// on, and a broken chunk followed by what parses as the last one would pass for a whole
+// body.
 type bodyStream struct {
 	// framing decodes the node's framing (Content-Length, chunked, or until close); only
 	// its header's length and its body stream are used.
-	framing   fasthttp.Response
-	src       io.Reader
-	conn      *upConn
-	remaining int // bytes left of a known-length body, -1 if unknown
-	reusable  bool
-	complete  bool
+	framing  fasthttp.Response
+	src      io.Reader
+	conn     *upConn
+	reusable bool
+	// fill: a Read returns a full buffer, or stops short only at the body's end (a body
+	// of known length; see above).
+	fill bool
+	// err is the source's first error (io.EOF at the body's end), handed out once what
+	// was read before it has been.
+	err      error
+	complete bool
+	// ahead is what prefetch read and no Read has handed out yet; it points into head.
+	ahead []byte
+	head  [prefetchSize]byte
 	// inflight is the node's least_conn count, released on Close; nil for other balancers.
 	inflight *atomic.Int64
 }
+
+// prefetchSize bounds the body bytes read before the response is committed: one read's
+// worth, as much as the upstream connection's buffer holds.
+const prefetchSize = connBufSize
 
 var bodyStreamPool = sync.Pool{New: func() any { return new(bodyStream) }}
 
@@ -33,10 +63,7 @@ var bodyStreamPool = sync.Pool{New: func() any { return new(bodyStream) }}
 func (s *bodyStream) start(c *upConn, contentLength int, reusable bool) {
 	s.conn = c
 	s.reusable = reusable && contentLength != -2
-	s.remaining = contentLength
-	if contentLength < 0 {
-		s.remaining = -1
-	}
+	s.fill = contentLength >= 0
 	s.framing.Header.SetContentLength(contentLength)
 	s.framing.StreamBody = true
 	// With StreamBody set, ReadBody only wires up the stream; it reads nothing and
@@ -45,18 +72,41 @@ func (s *bodyStream) start(c *upConn, contentLength int, reusable bool) {
 	s.src = s.framing.BodyStream()
 }
 
+// prefetch reads the body's first bytes, at least one unless the body is empty, and
+// returns the node's error when it broke the body off before any (or within the first
+// read: nothing has gone to the client yet, so the whole response can still be an error).
+func (s *bodyStream) prefetch() error {
+	var n int
+	var err error
+	for n == 0 && err == nil {
+		n, err = s.src.Read(s.head[:])
+	}
+	if err != nil && err != io.EOF {
+		return err
+	}
+	s.ahead, s.err = s.head[:n], err
+	s.complete = err == io.EOF
+	return nil
+}
+
 func (s *bodyStream) Read(p []byte) (int, error) {
-	n, err := s.src.Read(p)
-	if s.remaining > 0 {
-		s.remaining -= n
-		if s.remaining == 0 {
-			s.complete = true
-		}
+	n := copy(p, s.ahead)
+	s.ahead = s.ahead[n:]
+	for s.err == nil && n < len(p) && (n == 0 || s.fill) {
+		var m int
+		m, s.err = s.src.Read(p[n:])
+		n += m
 	}
-	if err == io.EOF {
+	switch {
+	case s.err == io.EOF:
 		s.complete = true
+	case s.err != nil && s.fill && n < len(p):
+		n = 0 // a buffer broken off in the middle: see bodyStream
 	}
-	return n, err
+	if n == 0 && s.err != nil {
+		return 0, s.err
+	}
+	return n, nil
 }
 
 // Close releases the connection and puts s back in its pool; s must not be used after.
@@ -70,7 +120,7 @@ func (s *bodyStream) Close() error {
 	if s.inflight != nil {
 		s.inflight.Add(-1)
 	}
-	s.conn, s.src, s.complete, s.inflight = nil, nil, false, nil
+	s.conn, s.src, s.err, s.complete, s.ahead, s.inflight = nil, nil, nil, false, nil, nil
 	s.framing.Reset()
 	bodyStreamPool.Put(s)
 	return nil
