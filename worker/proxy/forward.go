@@ -490,7 +490,7 @@ func (u *Upstream) try(ctx *fasthttp.RequestCtx, x *exchange, i int, tunnel, fre
 		s := bodyStreamPool.Get().(*bodyStream)
 		s.start(c, contentLength, reusable)
 		if err = s.prefetch(); err != nil {
-			s.Close() // closes c: the body is unfinished
+			s.close() // closes c: the body is unfinished
 			return u.failAfterSend(ctx, x, err)
 		}
 		// A body of known length goes out in whole buffers behind its header (stream.go).

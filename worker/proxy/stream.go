@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"errors"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -31,6 +32,10 @@ import (
 // read with it: the server's chunked copy ignores an error that comes with bytes and reads
 // on, and a broken chunk followed by what parses as the last one would pass for a whole
 // body.
+//
+// Since what a Read hands out is flushed before the next, the bytes handed out are the
+// bytes sent, which the stream reports when it is closed (OnStreamEnd), as nginx's
+// $body_bytes_sent: the body's, not the chunked framing's.
 type bodyStream struct {
 	// framing decodes the node's framing (Content-Length, chunked, or until close); only
 	// its header's length and its body stream are used.
@@ -48,8 +53,12 @@ type bodyStream struct {
 	// ahead is what prefetch read and no Read has handed out yet; it points into head.
 	ahead []byte
 	head  [prefetchSize]byte
-	// inflight is the node's least_conn count, released on Close; nil for other balancers.
+	// inflight is the node's least_conn count, released on close; nil for other balancers.
 	inflight *atomic.Int64
+	// sent counts the body bytes handed out, last those of the latest Read.
+	sent, last int64
+	// end is told what was sent once the stream is closed (OnStreamEnd); nil for nobody.
+	end StreamEnd
 }
 
 // prefetchSize bounds the body bytes read before the response is committed: one read's
@@ -106,14 +115,36 @@ func (s *bodyStream) Read(p []byte) (int, error) {
 	if n == 0 && s.err != nil {
 		return 0, s.err
 	}
+	s.last = int64(n)
+	s.sent += s.last
 	return n, nil
 }
 
-// Close releases the connection and puts s back in its pool; s must not be used after.
-func (s *bodyStream) Close() error {
+// CloseWithError is how the server closes the stream (fasthttp.ReadCloserWithError), with
+// why it stopped writing the body: nil when it wrote all of it, or never began. It tells
+// end what went out, releases the connection and puts s back in its pool; s must not be
+// used after. s is no io.Closer: the server would call Close first.
+func (s *bodyStream) CloseWithError(writeErr error) error {
+	sent := s.sent
+	if writeErr != nil && (s.err == nil || !errors.Is(writeErr, s.err)) {
+		// Not the stream's own error, so writing to the client failed, maybe with the
+		// last bytes handed out: count only what surely went.
+		sent -= s.last
+	}
+	end := s.end
+	s.close()
+	if end != nil {
+		end.StreamEnded(sent)
+	}
+	return nil
+}
+
+// close releases the connection, to its pool when the body was read to its end, and puts
+// s back in its pool.
+func (s *bodyStream) close() {
 	c := s.conn
 	if c == nil {
-		return nil
+		return
 	}
 	_ = s.framing.CloseBodyStream()
 	c.pool.put(c, s.reusable && s.complete, monotime.Now())
@@ -121,7 +152,28 @@ func (s *bodyStream) Close() error {
 		s.inflight.Add(-1)
 	}
 	s.conn, s.src, s.err, s.complete, s.ahead, s.inflight = nil, nil, nil, false, nil, nil
+	s.sent, s.last, s.end = 0, 0, nil
 	s.framing.Reset()
 	bodyStreamPool.Put(s)
-	return nil
+}
+
+// StreamEnd learns how a response body that Forward left streaming from a node ended.
+type StreamEnd interface {
+	// StreamEnded is called once, from the goroutine that closed the stream (the server's,
+	// once it has written the body or given up on it), with how many of the body's bytes
+	// went to the client: all of them, or fewer when the node broke the body off or the
+	// client went away. The response still holds what was sent (status, header) until it
+	// returns.
+	StreamEnded(sent int64)
+}
+
+// OnStreamEnd has end told (StreamEnd) when resp's body, which Forward left streaming
+// from a node, is over, and reports whether it will be: false when resp holds no such
+// stream (its body is whole, or was replaced since). resp keeps end until then.
+func OnStreamEnd(resp *fasthttp.Response, end StreamEnd) bool {
+	s, ok := resp.BodyStream().(*bodyStream)
+	if ok {
+		s.end = end
+	}
+	return ok
 }

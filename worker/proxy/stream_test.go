@@ -2,13 +2,18 @@ package proxy
 
 import (
 	"bufio"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/valyala/fasthttp"
 
 	"gw/conf"
 )
@@ -53,6 +58,76 @@ func startBrokenNode(t *testing.T, head string, reset bool, after <-chan struct{
 	return conf.Node{Host: "127.0.0.1", Port: ln.Addr().(*net.TCPAddr).Port, Weight: 1}
 }
 
+// sentRecorder is told what each streamed response sent (OnStreamEnd).
+type sentRecorder chan int64
+
+func (r sentRecorder) StreamEnded(sent int64) { r <- sent }
+
+// notStreamed is what a countingProxy reports for a response not left streaming.
+const notStreamed = -1
+
+// countingProxy is a proxy serving up on ln, over TLS with config set, that reports for
+// each request how many body bytes its stream said went to the client (OnStreamEnd), or
+// notStreamed.
+type countingProxy struct {
+	addr string
+	tls  *tls.Config // the client's side; nil over plain TCP
+	sent sentRecorder
+}
+
+func startCountingProxy(t *testing.T, up *Upstream, overTLS bool) *countingProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &countingProxy{addr: ln.Addr().String(), sent: make(sentRecorder, 1)}
+	if overTLS {
+		// Over TLS the server's writer cannot hand the body to the socket's ReadFrom, so
+		// it copies in buffers of its own size: the other way a Read is flushed.
+		ca := newTestCA(t, "client side")
+		_, _, pair := ca.issue(t, x509.ExtKeyUsageServerAuth, "127.0.0.1")
+		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{pair}})
+		p.tls = &tls.Config{RootCAs: ca.pool(), ServerName: "127.0.0.1"}
+	}
+	srv := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) {
+		up.Forward(ctx)
+		if !OnStreamEnd(&ctx.Response, p.sent) {
+			p.sent <- notStreamed
+		}
+	}}
+	go srv.Serve(ln) //nolint:errcheck
+	t.Cleanup(func() { ln.Close() })
+	return p
+}
+
+// reported is what the proxy reported for the last request.
+func (p *countingProxy) reported(t *testing.T) int64 {
+	t.Helper()
+	select {
+	case n := <-p.sent:
+		return n
+	case <-time.After(5 * time.Second):
+		t.Fatal("the stream never said how it ended")
+		return 0
+	}
+}
+
+func (p *countingProxy) dial(t *testing.T) net.Conn {
+	t.Helper()
+	var c net.Conn
+	var err error
+	if p.tls != nil {
+		c, err = tls.Dial("tcp", p.addr, p.tls)
+	} else {
+		c, err = net.Dial("tcp", p.addr)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // clientView is what a client got for one request: the response (its body already read),
 // the body's bytes up to where they stopped, and why they stopped (nil when the body
 // was whole).
@@ -65,15 +140,12 @@ type clientView struct {
 	closed bool
 }
 
-// getRaw sends one GET to proxy on a connection of its own, calls headerSeen (when not nil)
-// once the response header has arrived, then reads the body and checks whether the
-// connection is closed after it. Nothing here waits longer than a few seconds.
-func getRaw(t *testing.T, proxy string, headerSeen func()) clientView {
+// get sends one GET on a connection of its own, calls headerSeen (when not nil) once the
+// response header has arrived, then reads the body and checks whether the connection is
+// closed after it. Nothing here waits longer than a few seconds.
+func (p *countingProxy) get(t *testing.T, headerSeen func()) clientView {
 	t.Helper()
-	c, err := net.Dial("tcp", proxy)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := p.dial(t)
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
 	if _, err := io.WriteString(c, "GET /broken HTTP/1.1\r\nHost: gw.test\r\n\r\n"); err != nil {
@@ -100,8 +172,16 @@ func getRaw(t *testing.T, proxy string, headerSeen func()) clientView {
 // TestForwardBrokenBody has nodes break the connection after the response header: the
 // client gets a 502 when nothing of the response has been sent yet, else the response's
 // start and then a closed connection, so that it knows the body is cut short; never a
-// response that looks whole.
+// response that looks whole. The stream reports the bytes the client got, no more.
 func TestForwardBrokenBody(t *testing.T) {
+	for _, overTLS := range []bool{false, true} {
+		t.Run(map[bool]string{false: "plain", true: "tls"}[overTLS], func(t *testing.T) {
+			testForwardBrokenBody(t, overTLS)
+		})
+	}
+}
+
+func testForwardBrokenBody(t *testing.T, overTLS bool) {
 	const (
 		chunked  = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
 		streamed = "HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n" // more than maxBufferedBody
@@ -158,7 +238,9 @@ func TestForwardBrokenBody(t *testing.T) {
 				})
 			}
 			up, _ := newUpstream(t, &conf.Upstream{Nodes: conf.Nodes{startBrokenNode(t, tt.head, tt.reset, after)}})
-			v := getRaw(t, startProxy(t, up), headerSeen)
+			proxy := startCountingProxy(t, up, overTLS)
+			v := proxy.get(t, headerSeen)
+			sent := proxy.reported(t)
 			if tt.want502 {
 				if v.resp.StatusCode != 502 || v.body != string(msgBadResponse) || v.bodyErr != nil {
 					t.Fatalf("got %d %q (%v), want 502 %s", v.resp.StatusCode, v.body, v.bodyErr, msgBadResponse)
@@ -166,7 +248,13 @@ func TestForwardBrokenBody(t *testing.T) {
 				if ct := v.resp.Header.Get("Content-Type"); ct != "application/json" {
 					t.Errorf("Content-Type %q, want application/json", ct)
 				}
+				if sent != notStreamed {
+					t.Errorf("a 502 reported a streamed body of %d bytes", sent)
+				}
 				return
+			}
+			if sent != int64(len(v.body)) {
+				t.Errorf("the stream says it sent %d bytes, the client got %d", sent, len(v.body))
 			}
 			if v.resp.StatusCode != 200 {
 				t.Fatalf("status %d, want the node's 200", v.resp.StatusCode)
@@ -181,5 +269,71 @@ func TestForwardBrokenBody(t *testing.T) {
 				t.Error("the connection stayed open after a broken body")
 			}
 		})
+	}
+}
+
+// TestForwardReportsWholeBodies checks what a stream reports when nothing broke: every byte
+// of the body (the chunked framing not counted), and that a body read whole is no stream.
+func TestForwardReportsWholeBodies(t *testing.T) {
+	big := strings.Repeat("x", maxBufferedBody+1)
+	responses := map[string]string{
+		"/length":     "HTTP/1.1 200 OK\r\nContent-Length: " + strconv.Itoa(len(big)) + "\r\n\r\n" + big,
+		"/chunked":    "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n",
+		"/untilclose": "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nuntil close",
+		"/buffered":   "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nwhole",
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				if req, err := http.ReadRequest(bufio.NewReader(c)); err == nil {
+					io.WriteString(c, responses[req.URL.Path]) //nolint:errcheck
+				}
+			}()
+		}
+	}()
+	up, _ := newUpstream(t, &conf.Upstream{Nodes: conf.Nodes{{Host: "127.0.0.1", Port: ln.Addr().(*net.TCPAddr).Port, Weight: 1}}})
+	proxy := startCountingProxy(t, up, false)
+	for path, want := range map[string]int64{"/length": int64(len(big)), "/chunked": 5, "/untilclose": 11, "/buffered": notStreamed} {
+		status, _ := get(t, proxy.addr, path)
+		if got := proxy.reported(t); status != 200 || got != want {
+			t.Errorf("%s: %d, reported %d bytes sent, want 200 and %d", path, status, got, want)
+		}
+	}
+}
+
+// TestForwardReportsAClientThatLeft has the client read part of a large body and hang up:
+// the stream reports no more than the server could write before it noticed.
+func TestForwardReportsAClientThatLeft(t *testing.T) {
+	s := startStub(t, func(ctx *fasthttp.RequestCtx) {
+		ctx.SetBodyStream(&pattern{n: largeBody}, largeBody)
+	})
+	up, _ := newUpstream(t, &conf.Upstream{Nodes: conf.Nodes{s.node(1)}})
+	proxy := startCountingProxy(t, up, false)
+	c := proxy.dial(t)
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: gw.test\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read, err := io.CopyN(io.Discard, resp.Body, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if sent := proxy.reported(t); sent < read || sent >= largeBody {
+		t.Errorf("reported %d bytes sent of %d; the client read %d, then left", sent, largeBody, read)
 	}
 }
