@@ -24,9 +24,10 @@ import (
 //   - a chunked body goes out a chunk per Read, each flushed before the next Read (the
 //     server's writeBodyChunked);
 //   - a body of known length is handed out only in whole buffers (fill): the server
-//     flushes a full buffer before it reads more, and its header goes out first
-//     (ImmediateHeaderFlush), so a Read that fails leaves nothing behind in the writer.
-//     The bytes of a buffer the node broke off in the middle never reach the client.
+//     writes out a buffer it was handed full before it reads more, and its header goes
+//     out first (ImmediateHeaderFlush), so a Read that fails leaves nothing behind in the
+//     writer. The bytes of a buffer the node broke off in the middle never reach the
+//     client, and a slow node's body reaches it a buffer (4 to 32 KiB) at a time.
 //
 // An error is handed out on its own, by the Read after the one that returned the bytes
 // read with it: the server's chunked copy ignores an error that comes with bytes and reads

@@ -276,37 +276,21 @@ func testForwardBrokenBody(t *testing.T, overTLS bool) {
 // of the body (the chunked framing not counted), and that a body read whole is no stream.
 func TestForwardReportsWholeBodies(t *testing.T) {
 	big := strings.Repeat("x", maxBufferedBody+1)
-	responses := map[string]string{
-		"/length":     "HTTP/1.1 200 OK\r\nContent-Length: " + strconv.Itoa(len(big)) + "\r\n\r\n" + big,
-		"/chunked":    "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n",
-		"/untilclose": "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nuntil close",
-		"/buffered":   "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nwhole",
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				if req, err := http.ReadRequest(bufio.NewReader(c)); err == nil {
-					io.WriteString(c, responses[req.URL.Path]) //nolint:errcheck
-				}
-			}()
-		}
-	}()
-	up, _ := newUpstream(t, &conf.Upstream{Nodes: conf.Nodes{{Host: "127.0.0.1", Port: ln.Addr().(*net.TCPAddr).Port, Weight: 1}}})
-	proxy := startCountingProxy(t, up, false)
-	for path, want := range map[string]int64{"/length": int64(len(big)), "/chunked": 5, "/untilclose": 11, "/buffered": notStreamed} {
-		status, _ := get(t, proxy.addr, path)
-		if got := proxy.reported(t); status != 200 || got != want {
-			t.Errorf("%s: %d, reported %d bytes sent, want 200 and %d", path, status, got, want)
+	for _, tt := range []struct {
+		name, response string
+		want           int64
+	}{
+		{"length", "HTTP/1.1 200 OK\r\nContent-Length: " + strconv.Itoa(len(big)) + "\r\n\r\n" + big, int64(len(big))},
+		{"chunked", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n", 5},
+		{"until close", "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nuntil close", 11},
+		{"buffered", "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nwhole", notStreamed},
+	} {
+		// The node closes the connection after each response: a whole one, all the same.
+		up, _ := newUpstream(t, &conf.Upstream{Nodes: conf.Nodes{startBrokenNode(t, tt.response, false, nil)}})
+		proxy := startCountingProxy(t, up, false)
+		status, _ := get(t, proxy.addr, "/")
+		if got := proxy.reported(t); status != 200 || got != tt.want {
+			t.Errorf("%s: %d, reported %d bytes sent, want 200 and %d", tt.name, status, got, tt.want)
 		}
 	}
 }
