@@ -88,6 +88,10 @@ type Ctx struct {
 	// time. 0 when the worker has none (a plugin answered, a streamed body): AnsweredAt
 	// then reads the clock.
 	AnsweredNanos int64
+	// BodySent is how many bytes of a streamed response body went to the client: the
+	// worker runs the log phase of such a request once the server has sent the body. -1
+	// when the response holds its body whole.
+	BodySent int64
 	// Node is the upstream node that answered, "host:port", empty when none did.
 	Node []byte
 	// Consumer is the authenticated consumer's name, empty without one.
@@ -125,6 +129,7 @@ func ReleaseCtx(c *Ctx) {
 // after the log phase.
 func (c *Ctx) Begin(req *fasthttp.RequestCtx, route *RouteInfo, startNanos int64) {
 	c.Request, c.Route, c.StartNanos, c.UpstreamNanos, c.AnsweredNanos = req, route, startNanos, -1, 0
+	c.BodySent = -1
 }
 
 // AnsweredAt returns when the response was whole (AnsweredNanos), reading the clock when

@@ -202,9 +202,10 @@ type edgeConn struct {
 	peerLen uint8
 
 	// scratch and plugins are the proxy's working state and the plugins' Ctx for the
-	// request being served.
-	scratch proxy.Scratch
-	plugins plugins.Ctx
+	// request being served; streamEnd holds it while its streamed body is sent.
+	scratch   proxy.Scratch
+	plugins   plugins.Ctx
+	streamEnd streamEnd
 
 	// io reads and writes the socket with raw system calls (see package rawio).
 	io rawio.Stream

@@ -34,6 +34,13 @@ type exchange struct {
 	// plugins' Ctx; 0 until start reads it. startStamp is the same reading (monotime).
 	startNanos int64
 	startStamp int64
+	// logPhase is the plugin Ctx of a request whose log phase is still to run, with the
+	// chains that run it (the global rules', then the route's): route leaves it for a
+	// body streamed from a node, which is sent only after the handler returns. nil when
+	// the log phase ran, or there is none.
+	logPhase *plugins.Ctx
+	global   []*plugins.Chain
+	chain    *plugins.Chain
 }
 
 // start returns the request's start time (unix nanos), reading the clock on first use:
@@ -72,10 +79,33 @@ func (w *Worker) handle(ctx *fasthttp.RequestCtx) {
 		// Set last: proxying replaces the response whole.
 		ctx.SetConnectionClose()
 	}
+	if ctx.Response.IsBodyStream() && (x.logPhase != nil || w.accessLog != nil) {
+		// The server sends the body after this returns, and only then is it known how
+		// much of it went out (a node may break it off): the log phase and the access log
+		// line wait for that, as nginx logs a request once its response is over.
+		end := w.streamEndFor(ec)
+		end.ctx, end.ec, end.x = ctx, ec, x
+		if proxy.OnStreamEnd(&ctx.Response, end) {
+			return
+		}
+		*end = streamEnd{} // not the proxy's stream: nothing will say what it sent
+	}
+	w.finish(ctx, &x, ec, -1)
+}
+
+// finish ends a request whose response is out, or will be once the server writes it
+// whole: it runs the log phase route left (exchange.logPhase), then writes the access log
+// line. sent is what went out of a streamed body, -1 for a body the response holds.
+func (w *Worker) finish(ctx *fasthttp.RequestCtx, x *exchange, ec *edgeConn, sent int64) {
+	if x.logPhase != nil {
+		x.logPhase.BodySent = sent
+		x.runLogPhase()
+	}
 	if w.accessLog != nil {
 		e := accesslog.Entry{
 			Ctx: ctx, StartNanos: x.startNanos, RouteID: x.routeID,
 			UpstreamAddr: x.up.Node, UpstreamNanos: x.up.UpstreamNanos,
+			StreamedBody: sent >= 0, BodyBytesSent: sent,
 		}
 		if x.up.Ended != 0 {
 			e.Now = monotime.Unix(x.up.Ended) // the answer was ready then: no clock read
@@ -85,6 +115,32 @@ func (w *Worker) handle(ctx *fasthttp.RequestCtx) {
 		}
 		w.accessLog.Log(&e)
 	}
+}
+
+// streamEnd is a request whose body streams from a node, waiting for the proxy to say how
+// much of it went out (proxy.StreamEnd) to finish. The proxy says so from the server's
+// goroutine as it closes the stream, once it has written the body or given up, while the
+// request and the response (status, header) are still the ones sent.
+type streamEnd struct {
+	w   *Worker
+	ctx *fasthttp.RequestCtx
+	ec  *edgeConn
+	x   exchange
+}
+
+// streamEndFor is the streamEnd for a request on ec: the connection's own, free again by
+// the time it reads the next request; a new one for a connection that is not an edgeConn.
+func (w *Worker) streamEndFor(ec *edgeConn) *streamEnd {
+	if ec != nil {
+		ec.streamEnd.w = w
+		return &ec.streamEnd
+	}
+	return &streamEnd{w: w}
+}
+
+func (s *streamEnd) StreamEnded(sent int64) {
+	s.w.finish(s.ctx, &s.x, s.ec, sent)
+	*s = streamEnd{}
 }
 
 func (w *Worker) route(ctx *fasthttp.RequestCtx, x *exchange) {
@@ -130,11 +186,21 @@ func (w *Worker) route(ctx *fasthttp.RequestCtx, x *exchange) {
 		}
 	}
 	c.ApplyResponseHeaders()
-	logAll(r.global, c)
-	if r.chain != nil {
-		r.chain.Log(c)
+	x.logPhase, x.global, x.chain = c, r.global, r.chain
+	if !ctx.Response.IsBodyStream() {
+		x.runLogPhase()
+	}
+}
+
+// runLogPhase runs the log phase route left (logPhase), now, and ends its Ctx.
+func (x *exchange) runLogPhase() {
+	c := x.logPhase
+	logAll(x.global, c)
+	if x.chain != nil {
+		x.chain.Log(c)
 	}
 	x.releasePluginCtx(c)
+	x.logPhase = nil
 }
 
 // pluginCtx begins the request's plugin Ctx: the connection's, or a pooled one.

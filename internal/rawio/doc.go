@@ -11,9 +11,9 @@
 // a worker with one processor that monitor alone cost 4.5% of the CPU under load. Raw calls
 // are invisible to it, as nginx's are to nothing at all: a worker blocks only in epoll.
 //
-// A Stream can also wait before it reads when its last read emptied the socket
-// (WaitBeforeReads, poll.go), as nginx does with the readiness it keeps: a keep-alive
-// server then reads each request once instead of first finding nothing.
+// A Stream can also wait before it reads when its last read emptied the socket and it has
+// written since (WaitBeforeReads, poll.go), as nginx does with the readiness it keeps: a
+// keep-alive server then reads each request once instead of first finding nothing.
 //
 // A Stream that owns its descriptor (Own, owned.go) makes those calls and waits itself,
 // without net's per-call locking, and closes the connection only when no call of its own

@@ -9,10 +9,11 @@ import (
 
 // A short read does not mean the socket is empty: the kernel ends a read at the peer's
 // FIN, and an error (a reset) waits for the next read too, neither announced again. nginx
-// learns of them from EPOLLRDHUP, which Go's poller does not pass on. TCP_INQ does (Linux
-// 4.18): with it on, recvmsg(2) says in a control message how many bytes the read left
-// behind, and 1 when none but the FIN or an error is left. A Stream waits before a read
-// only when the last one said 0.
+// learns of them from EPOLLRDHUP, which Go's poller does not pass on. TCP_INQ does for the
+// FIN (Linux 4.18): with it on, recvmsg(2) says in a control message how many bytes the
+// read left behind, and 1 when none but the FIN is left. A reset it does not count, so a
+// Stream waits before a read only when the last one said 0 and a write succeeded since
+// (Stream.waitsFirst).
 
 // inqControl is room for one control message carrying an int32: a cmsghdr and the int,
 // aligned (CMSG_SPACE(4)).

@@ -157,8 +157,7 @@ func (s *Stream) closedUnder(err error) error {
 }
 
 func (s *Stream) readHeld(p []byte) (int, error) {
-	if s.drained {
-		s.drained = false
+	if s.waitsFirst() {
 		if err := s.waitReadable(); err != nil {
 			return 0, err
 		}
@@ -172,6 +171,9 @@ func (s *Stream) readHeld(p []byte) (int, error) {
 				return 0, io.EOF
 			}
 			s.drained = left == 0
+			if s.drained {
+				s.wrote = false
+			}
 			return n, nil
 		case syscall.EAGAIN:
 			// Woken for bytes an earlier read already took: the readiness is cleared now.
@@ -208,6 +210,9 @@ func (s *Stream) writeHeld(p []byte) (int, error) {
 		}
 	}
 	s.wbuf = nil
+	if err == nil {
+		s.wrote = true
+	}
 	return s.wn, err
 }
 

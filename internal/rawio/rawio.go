@@ -23,10 +23,13 @@ type Stream struct {
 	// pollDesc is the runtime's poll descriptor, set when reads may wait first (see
 	// poll.go); reads then go through recv, with TCP_INQ on (inq.go), and drained is set
 	// when the last one left nothing behind, not even a FIN, so that the next one waits
-	// before it reads.
+	// before it reads if a write has succeeded since (wrote; see waitsFirst). Writes set
+	// wrote and a draining read clears it; reads look at it only while drained, which a
+	// Stream read and written at the same time (a tunnel: WaitBeforeReads off) never is.
 	pollDesc uintptr
 	recv     receiver
 	drained  bool
+	wrote    bool
 	waitFn   func(fd uintptr)
 	failFn   func(fd uintptr) bool
 	pollCode int
@@ -78,13 +81,14 @@ func (s *Stream) Init(raw syscall.RawConn, waiter Waiter) {
 	s.failFn = func(uintptr) bool { return true }
 }
 
-// WaitBeforeReads makes a Read that follows one which emptied the socket wait for it to
-// become readable before it reads, instead of reading first, and reports whether it
-// could (poll.go, inq.go): a keep-alive connection's server then reads once per request,
-// not twice. Every read of the socket must go through s while it is on; turn it off
-// before handing the connection to code that reads it otherwise. Only the goroutine that
-// reads s may call it, between reads. Turning it off also ends Own's own calls: those of a
-// connection handed over go through net again.
+// WaitBeforeReads makes a Read that follows one which emptied the socket, and a Write
+// since (waitsFirst says why), wait for it to become readable before it reads, instead of
+// reading first, and reports whether it could (poll.go, inq.go): a keep-alive
+// connection's server then reads once per request, not twice. Every read of the socket
+// must go through s while it is on; turn it off before handing the connection to code
+// that reads it otherwise. Only the goroutine that reads s may call it, between reads.
+// Turning it off also ends Own's own calls: those of a connection handed over go through
+// net again.
 func (s *Stream) WaitBeforeReads(on bool) bool {
 	s.drained = false
 	s.pollDesc = 0
@@ -117,8 +121,7 @@ func (s *Stream) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil // as net.Conn: a zero-byte read reads nothing, not EOF
 	}
-	if s.drained {
-		s.drained = false
+	if s.waitsFirst() {
 		if err := s.awaitReadable(); err != nil {
 			return 0, err
 		}
@@ -159,7 +162,23 @@ func (s *Stream) readOnce(fd uintptr) bool {
 	}
 	s.rn, s.rerrno = n, errno
 	s.drained = s.pollDesc != 0 && errno == 0 && n > 0 && left == 0
+	if s.drained {
+		s.wrote = false
+	}
 	return true
+}
+
+// waitsFirst reports whether the next read may wait before it reads, and uses up the
+// drained mark. TCP_INQ counts a FIN but not a reset: when one came with the last bytes, it
+// said nothing was left, and the reset's event may have been taken with theirs, so a wait
+// would last until the deadline. A write that succeeded since rules that out, since a write
+// to a reset socket fails: so the read waits first only after one (a keep-alive server
+// answers, then reads the next request), and reads first after a read (a body still
+// coming), finding the reset if there is one.
+func (s *Stream) waitsFirst() bool {
+	wait := s.drained && s.wrote
+	s.drained = false
+	return wait
 }
 
 // awaitReadable waits on the poller without clearing the socket's readiness first (see
@@ -203,6 +222,7 @@ func (s *Stream) Write(p []byte) (int, error) {
 	case errno != 0:
 		return n, os.NewSyscallError("write", errno)
 	}
+	s.wrote = true
 	return n, nil
 }
 

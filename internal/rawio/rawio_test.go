@@ -242,6 +242,45 @@ func testWaitFirstSeesTheEnd(t *testing.T, own bool) {
 	}
 }
 
+// TCP_INQ says nothing is left after the last bytes when a reset came with them, and the
+// reset's event may have been taken with theirs: the read that follows must find the reset
+// (an upstream that sends part of a body and resets), not wait for an event that never
+// comes. A write in between would have failed on the reset, so after one the read may
+// still wait first, as a keep-alive server's does.
+func TestStreamWaitFirstSeesAResetThatCameWithTheBytes(t *testing.T) {
+	bothWays(t, testWaitFirstSeesAResetThatCameWithTheBytes)
+}
+
+func testWaitFirstSeesAResetThatCameWithTheBytes(t *testing.T, own bool) {
+	c, peer, s := waitingPair(t, own)
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	peer.Write([]byte("last"))
+	peer.SetLinger(0) // close with RST
+	peer.Close()
+	time.Sleep(50 * time.Millisecond) // the bytes and the reset are both in, the event seen
+	// The wait for an answer (WriteThenAwait's) takes the one event both made.
+	var err error
+	if own {
+		err = s.waitReadable()
+	} else {
+		err = s.awaitReadable()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64)
+	if n, err := s.Read(buf); err != nil || string(buf[:n]) != "last" {
+		t.Fatalf("Read = %q, %v; want last", buf[:n], err)
+	}
+	start := time.Now()
+	if _, err := s.Read(buf); !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("Read after the bytes the reset came with: %v, want ECONNRESET", err)
+	}
+	if waited := time.Since(start); waited > time.Second {
+		t.Fatalf("the reset came after %v: the read waited for an event that never comes", waited)
+	}
+}
+
 // The wait before a read keeps the deadline, and a Close from another goroutine ends it.
 func TestStreamWaitFirstDeadlineAndClose(t *testing.T) { bothWays(t, testWaitFirstDeadlineAndClose) }
 

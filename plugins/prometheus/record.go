@@ -114,7 +114,7 @@ func (r *recorder) Log(c *plugins.Ctx) {
 	}
 	cs.latency[latencyApisix].observe(apisix)
 	atomic.AddUint64(&cs.ingress, uint64(requestLength(&c.Request.Request)))
-	atomic.AddUint64(&cs.egress, uint64(responseLength(resp)))
+	atomic.AddUint64(&cs.egress, uint64(responseLength(resp, c.BodySent)))
 }
 
 // series returns the cached entry for (code, node, consumer), resolving it on first use.
@@ -181,21 +181,25 @@ func requestLength(req *fasthttp.Request) int {
 
 // responseLength is nginx's $bytes_sent as near as the log phase can know it: the status
 // line, the header fields as they stand (Date added, as the server will), and the body's
-// length. Fields are summed rather than serialised, which costs a third as much; the
-// server's default Server line is not counted. A streamed body of unknown length counts
-// 0: it has not been sent yet.
-func responseLength(resp *fasthttp.Response) int {
+// length: bodySent, what went out of a streamed body, unless it is -1 (the response holds
+// its body). Fields are summed rather than serialised, which costs a third as much; the
+// server's default Server line is not counted. A stream nobody counted counts its
+// Content-Length, or 0 when that is unknown.
+func responseLength(resp *fasthttp.Response, bodySent int64) int {
 	h := &resp.Header
 	code := h.StatusCode()
 	n := len("HTTP/1.1 200 ") + len(fasthttp.StatusMessage(code)) + 2 + len(dateLine) + 2
 	for k, v := range h.All() {
 		n += len(k) + 2 + len(v) + 2
 	}
-	if resp.IsBodyStream() {
+	switch {
+	case bodySent >= 0:
+		n += int(bodySent)
+	case resp.IsBodyStream():
 		if cl := h.ContentLength(); cl > 0 {
 			n += cl
 		}
-	} else {
+	default:
 		n += len(resp.Body())
 	}
 	return n

@@ -122,6 +122,27 @@ func TestLogRecordsStatusLatencyAndBandwidth(t *testing.T) {
 	}
 }
 
+// A streamed body counts in the egress bandwidth as what the worker says went out
+// (Ctx.BodySent), not as the Content-Length the response was meant to have.
+func TestLogCountsTheStreamedBytesSent(t *testing.T) {
+	egress := func(bodySent int64) float64 {
+		tab, seg := newTable(t, 100)
+		r := buildRecorder(t, seg, `{}`, route1)
+		ctx, _ := request(200, "", "10.0.0.1:8080", 0, 0)
+		ctx.Response.SetBodyStream(bytes.NewReader(nil), 100000)
+		c := plugins.AcquireCtx(ctx, nil, time.Now().UnixNano())
+		c.BodySent = bodySent
+		c.Node = append(c.Node[:0], "10.0.0.1:8080"...)
+		r.Log(c)
+		plugins.ReleaseCtx(c)
+		return scrape(t, tab)["apisix_bandwidth"].Sum("apisix_bandwidth", map[string]string{"type": "egress"})
+	}
+	cut, uncounted := egress(1234), egress(-1)
+	if uncounted-cut != 100000-1234 {
+		t.Errorf("egress %g with 1234 of 100000 body bytes sent, %g uncounted: want them %d apart", cut, uncounted, 100000-1234)
+	}
+}
+
 // The log phase takes the time the worker says the response was whole for now, as nginx
 // takes its cached time, and reads the clock only without one.
 func TestLogTakesTheAnswerTimeForNow(t *testing.T) {

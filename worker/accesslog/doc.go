@@ -12,7 +12,8 @@
 // newly opened one. Log does not allocate (the time strings cost one allocation a second);
 // write errors drop the buffered lines and are returned by the next Flush, Reopen or Close.
 //
-// Bytes sent are nginx's $body_bytes_sent as known when the handler returns: 0 for HEAD,
-// 1xx, 204 and 304, the Content-Length of a streamed body (0 for a chunked stream, whose
-// size is not known before it is copied) and the body's length otherwise.
+// Bytes sent are nginx's $body_bytes_sent: 0 for HEAD, 1xx, 204 and 304; for a body
+// streamed from a node, what the worker says went to the client (Entry.StreamedBody),
+// which it logs once the server has sent it; otherwise the body's length (for a stream
+// nobody counted, its Content-Length, 0 when chunked).
 package accesslog

@@ -34,6 +34,11 @@ type Entry struct {
 	UpstreamNanos int64
 	// RouteID is the matched route, empty when none matched.
 	RouteID string
+	// StreamedBody says the body was streamed and BodyBytesSent is how many of its bytes
+	// went to the client, which the caller learns only once the server has sent them (and
+	// then logs). Without it the body's size is taken from Ctx.
+	StreamedBody  bool
+	BodyBytesSent int64
 }
 
 // stamp is the time of one second, formatted once for every line logged in that second.
@@ -81,7 +86,7 @@ func appendCombined(b []byte, e *Entry, st *stamp) []byte {
 	b = append(b, `" `...)
 	b = strconv.AppendInt(b, int64(e.Ctx.Response.StatusCode()), 10)
 	b = append(b, ' ')
-	b = strconv.AppendInt(b, bodyBytesSent(e.Ctx), 10)
+	b = strconv.AppendInt(b, bodyBytesSent(e), 10)
 	b = append(b, ` "`...)
 	b = appendNginxOrDash(b, h.Referer())
 	b = append(b, `" "`...)
@@ -107,7 +112,7 @@ func appendJSON(b []byte, e *Entry, now int64, st *stamp) []byte {
 	b = append(b, `","status":`...)
 	b = strconv.AppendInt(b, int64(e.Ctx.Response.StatusCode()), 10)
 	b = append(b, `,"bytes_sent":`...)
-	b = strconv.AppendInt(b, bodyBytesSent(e.Ctx), 10)
+	b = strconv.AppendInt(b, bodyBytesSent(e), 10)
 	b = append(b, `,"request_time":`...)
 	if e.StartNanos > 0 {
 		b = appendSeconds(b, now-e.StartNanos)
@@ -144,16 +149,21 @@ func stringBytes(s string) []byte {
 	return unsafe.Slice(unsafe.StringData(s), len(s))
 }
 
-// bodyBytesSent is nginx's $body_bytes_sent as far as it is known when the handler
-// returns, before fasthttp writes the response: 0 for HEAD and for statuses that carry
-// no body, the Content-Length of a streamed body (0 when it is chunked, since the size
-// is only known once the stream has been copied), otherwise the body's length.
-func bodyBytesSent(ctx *fasthttp.RequestCtx) int64 {
+// bodyBytesSent is nginx's $body_bytes_sent: 0 for HEAD and for statuses that carry no
+// body, what the caller says went out of a streamed body (StreamedBody), otherwise the
+// size of the body fasthttp is about to write: a stream the caller said nothing about
+// counts its Content-Length (0 when it is chunked, since the size is only known once the
+// stream has been copied).
+func bodyBytesSent(e *Entry) int64 {
+	ctx := e.Ctx
 	resp := &ctx.Response
 	status := resp.StatusCode()
 	if resp.SkipBody || ctx.Request.Header.IsHead() || status < 200 ||
 		status == fasthttp.StatusNoContent || status == fasthttp.StatusNotModified {
 		return 0
+	}
+	if e.StreamedBody {
+		return e.BodyBytesSent
 	}
 	if resp.IsBodyStream() {
 		// Body() would drain the stream into memory, so only the header can be used.

@@ -148,6 +148,16 @@ func TestLines(t *testing.T) {
 		combined: `192.0.2.7 - - [29/Nov/2026:18:40:00 +0000] "GET /s HTTP/1.1" 200 5 "-" "-"`,
 		json:     `{"time":"2026-11-29T18:40:00Z","remote_addr":"192.0.2.7","method":"GET","uri":"/s","protocol":"HTTP/1.1","status":200,"bytes_sent":5,"request_time":0.012,"upstream_addr":null,"upstream_response_time":null,"route_id":null,"referer":null,"user_agent":null}`,
 	}, {
+		name: "streamed body cut short counts what went out",
+		now:  utc,
+		raw:  "GET /s HTTP/1.1\r\nHost: gw\r\n\r\n",
+		respond: func(ctx *fasthttp.RequestCtx) {
+			ctx.SetBodyStream(strings.NewReader("hello"), 5)
+		},
+		entry:    func(e *Entry) { e.StreamedBody, e.BodyBytesSent = true, 3 },
+		combined: `192.0.2.7 - - [29/Nov/2026:18:40:00 +0000] "GET /s HTTP/1.1" 200 3 "-" "-"`,
+		json:     `{"time":"2026-11-29T18:40:00Z","remote_addr":"192.0.2.7","method":"GET","uri":"/s","protocol":"HTTP/1.1","status":200,"bytes_sent":3,"request_time":0.012,"upstream_addr":null,"upstream_response_time":null,"route_id":null,"referer":null,"user_agent":null}`,
+	}, {
 		name: "chunked stream of unknown size counts 0",
 		now:  utc,
 		raw:  "GET /c HTTP/1.1\r\nHost: gw\r\n\r\n",

@@ -14,6 +14,9 @@
 // X-Real-IP and X-Forwarded-* in), writes it to a node, reads the response header into the
 // client's response and streams the body through without holding it whole; a connection
 // failure moves on to the next untried node, anything after the request was sent does not.
+// A node that breaks a body off before any of it went out gets a 502, after that a client
+// connection closed on the cut, and OnStreamEnd tells the caller, once a streamed body is
+// over, how much of it was sent (stream.go).
 // On a route with enable_websocket an Upgrade request becomes a tunnel: a 101 from the
 // node hands the client connection over (fasthttp's Hijack) and bytes flow both ways.
 // Over https the node's certificate is verified (against the system's roots plus

@@ -492,6 +492,12 @@ func (u *Upstream) try(ctx *fasthttp.RequestCtx, x *exchange, i int, tunnel, fre
 	default:
 		s := bodyStreamPool.Get().(*bodyStream)
 		s.start(c, contentLength, reusable)
+		if err = s.prefetch(); err != nil {
+			s.close() // closes c: the body is unfinished
+			return u.failAfterSend(ctx, x, err)
+		}
+		// A body of known length goes out in whole buffers behind its header (stream.go).
+		resp.ImmediateHeaderFlush = contentLength >= 0
 		// The request is in flight until the server has sent the body.
 		if s.inflight = u.inflightOf(i); s.inflight != nil {
 			x.handedOff = true
