@@ -12,14 +12,15 @@ type keySpec struct {
 // node is one node of a compressed radix tree. Its full key is the concatenation of the
 // labels from the root down to it. A node carries up to two payloads: exact (for a lookup
 // key equal to its full key) and prefix (for any lookup key that starts with it). Nodes are
-// never changed after buildTree returns.
+// never changed once a Router holds them: update copies the nodes on the path it changes
+// and shares every other, so a Router's tree can be changed for the next Router in time
+// proportional to the key, not to the tree, while lookups on the old one go on.
 type node[T any] struct {
-	label    string
-	indices  string // indices[i] is the first byte of children[i].label
-	children []*node[T]
-	// fallback is the nearest strict ancestor holding a prefix payload: a lookup walks
-	// these links to try shorter prefixes without visiting empty nodes.
-	fallback  *node[T]
+	label string
+	// keyEnd is the length of the node's full key.
+	keyEnd    int
+	indices   string // indices[i] is the first byte of children[i].label
+	children  []*node[T]
 	exact     T
 	prefix    T
 	hasExact  bool
@@ -37,16 +38,17 @@ func buildTree[T any](payloads map[keySpec]T) *node[T] {
 			n.exact, n.hasExact = payload, true
 		}
 	}
-	root.linkFallbacks(nil)
 	return root
 }
 
-// insert returns the node whose full key is key, splitting edges and adding nodes as needed.
+// insert returns the node whose full key is key, splitting edges and adding nodes as
+// needed. It changes n's tree in place: only buildTree, on a tree no Router holds yet,
+// may call it.
 func (n *node[T]) insert(key string) *node[T] {
 	for key != "" {
 		i := strings.IndexByte(n.indices, key[0])
 		if i < 0 {
-			child := &node[T]{label: key}
+			child := &node[T]{label: key, keyEnd: n.keyEnd + len(key)}
 			n.indices += key[:1]
 			n.children = append(n.children, child)
 			return child
@@ -56,6 +58,7 @@ func (n *node[T]) insert(key string) *node[T] {
 		if common < len(child.label) {
 			mid := &node[T]{
 				label:    child.label[:common],
+				keyEnd:   n.keyEnd + common,
 				indices:  child.label[common : common+1],
 				children: []*node[T]{child},
 			}
@@ -68,14 +71,61 @@ func (n *node[T]) insert(key string) *node[T] {
 	return n
 }
 
-func (n *node[T]) linkFallbacks(nearest *node[T]) {
-	n.fallback = nearest
-	if n.hasPrefix {
-		nearest = n
+// update returns a tree equal to n's but for the payload stored under spec, which change
+// turns from what it was (has tells whether there was one) into what it returns (keep
+// false removes it). n's tree is not changed: the nodes on spec's path are copied, the
+// rest shared. A node left with no payload and no child is dropped.
+func (n *node[T]) update(spec keySpec, change func(cur T, has bool) (next T, keep bool)) *node[T] {
+	c := *n
+	key := spec.key
+	if key == "" {
+		if spec.prefix {
+			c.prefix, c.hasPrefix = change(c.prefix, c.hasPrefix)
+		} else {
+			c.exact, c.hasExact = change(c.exact, c.hasExact)
+		}
+		if !c.hasPrefix {
+			var zero T
+			c.prefix = zero
+		}
+		if !c.hasExact {
+			var zero T
+			c.exact = zero
+		}
+		return &c
 	}
-	for _, child := range n.children {
-		child.linkFallbacks(nearest)
+	i := strings.IndexByte(n.indices, key[0])
+	var child *node[T]
+	rest := keySpec{prefix: spec.prefix}
+	switch {
+	case i < 0:
+		child, rest.key = &node[T]{label: key, keyEnd: n.keyEnd + len(key)}, ""
+	default:
+		child = n.children[i]
+		common := commonPrefixLen(child.label, key)
+		if common < len(child.label) {
+			tail := *child
+			tail.label = child.label[common:]
+			child = &node[T]{label: child.label[:common], keyEnd: n.keyEnd + common, indices: tail.label[:1], children: []*node[T]{&tail}}
+		}
+		rest.key = key[common:]
 	}
+	next := child.update(rest, change)
+	empty := !next.hasExact && !next.hasPrefix && len(next.children) == 0
+	switch {
+	case i < 0 && empty:
+		return n // nothing was there and nothing is
+	case i < 0:
+		c.indices = n.indices + key[:1]
+		c.children = append(n.children[:len(n.children):len(n.children)], next)
+	case empty:
+		c.indices = n.indices[:i] + n.indices[i+1:]
+		c.children = append(n.children[:i:i], n.children[i+1:]...)
+	default:
+		c.children = append([]*node[T](nil), n.children...)
+		c.children[i] = next
+	}
+	return &c
 }
 
 func commonPrefixLen(a, b string) int {
@@ -86,34 +136,80 @@ func commonPrefixLen(a, b string) int {
 	return i
 }
 
-// walk descends as far as key allows and returns the deepest node whose full key is a
-// prefix of key, and whether that full key is all of key. With hostOrder the key is read
-// from its last byte to its first and ASCII letters are lower-cased, so that a tree of
-// reversed lower-case hosts can be searched with the raw Host bytes, without a copy.
-func (n *node[T]) walk(key []byte, hostOrder bool) (deepest *node[T], whole bool) {
+// maxPrefixes is how many prefix payloads on one lookup's path a walk remembers. A path
+// with more (a route for "/a*", another for "/a/b*", ... deeper than this) is walked again
+// for the shallower ones, so nothing is lost and nothing is allocated.
+const maxPrefixes = 16
+
+// walk is one descent of a tree for a lookup key: the deepest node whose full key is a
+// prefix of the key, whether that is all of the key, and the nodes with a prefix payload on
+// the way. It lives on the caller's stack.
+type walk[T any] struct {
+	deepest *node[T]
+	whole   bool
+	// prefixes[:n] are the deepest prefix nodes passed, shallowest first; dropped is set
+	// when shallower ones did not fit.
+	prefixes [maxPrefixes]*node[T]
+	n        int
+	dropped  bool
+}
+
+// descend walks n's tree along key, visiting only nodes whose full key ends before limit
+// (len(key)+1 for all). With hostOrder the key is read from its last byte to its first and
+// ASCII letters are lower-cased, so that a tree of reversed lower-case hosts can be
+// searched with the raw Host bytes, without a copy.
+func (w *walk[T]) descend(n *node[T], key []byte, hostOrder bool, limit int) {
+	w.n, w.dropped = 0, false
 	pos := 0
+	if n.hasPrefix {
+		w.keep(n)
+	}
 	for pos < len(key) {
 		i := strings.IndexByte(n.indices, keyByte(key, pos, hostOrder))
 		if i < 0 {
-			return n, false
+			break
 		}
 		child := n.children[i]
-		if !hasLabelAt(key, pos, child.label, hostOrder) {
-			return n, false
+		if pos+len(child.label) >= limit || !hasLabelAt(key, pos, child.label, hostOrder) {
+			break
 		}
 		n = child
 		pos += len(child.label)
+		if n.hasPrefix {
+			w.keep(n)
+		}
 	}
-	return n, true
+	w.deepest, w.whole = n, pos == len(key)
 }
 
-// firstPrefix returns the node itself if it holds a prefix payload, else its fallback:
-// the start of a longest-to-shortest prefix walk.
-func (n *node[T]) firstPrefix() *node[T] {
-	if n.hasPrefix {
-		return n
+func (w *walk[T]) keep(n *node[T]) {
+	if w.n < maxPrefixes {
+		w.prefixes[w.n] = n
+		w.n++
+		return
 	}
-	return n.fallback
+	// Full: forget the shallowest, to be found again by nextPrefix's second walk.
+	w.dropped = true
+	copy(w.prefixes[:], w.prefixes[1:])
+	w.prefixes[maxPrefixes-1] = n
+}
+
+// nextPrefix returns the next prefix node to try, deepest first, or nil when none is
+// left. Once the remembered ones are used up and some were dropped, it walks root again
+// for the ones above the shallowest it had.
+func (w *walk[T]) nextPrefix(root *node[T], key []byte, hostOrder bool) *node[T] {
+	if w.n == 0 {
+		if !w.dropped {
+			return nil
+		}
+		// The shallowest node tried is still in prefixes[0]: walk to just above it.
+		w.descend(root, key, hostOrder, w.prefixes[0].keyEnd)
+		if w.n == 0 {
+			return nil
+		}
+	}
+	w.n--
+	return w.prefixes[w.n]
 }
 
 func keyByte(key []byte, pos int, hostOrder bool) byte {

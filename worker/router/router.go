@@ -48,6 +48,7 @@ type Router struct {
 	// withoutHosts holds the entries without hosts.
 	withoutHosts *node[[]candidate]
 	entries      int
+	opts         Options
 }
 
 // Options change how Build reads paths.
@@ -117,17 +118,21 @@ func (g pathGroup) add(spec keySpec, c candidate) {
 
 func (g pathGroup) tree() *node[[]candidate] {
 	for _, list := range g {
-		slices.SortFunc(list, func(a, b candidate) int {
-			if a.priority != b.priority {
-				return cmp.Compare(b.priority, a.priority)
-			}
-			if a.pathLen != b.pathLen {
-				return cmp.Compare(b.pathLen, a.pathLen)
-			}
-			return cmp.Compare(a.order, b.order)
-		})
+		slices.SortFunc(list, compareCandidates)
 	}
 	return buildTree(g)
+}
+
+// compareCandidates orders the candidates under one key as they are tried: higher
+// priority first, then the longer path, then the earlier entry.
+func compareCandidates(a, b candidate) int {
+	if a.priority != b.priority {
+		return cmp.Compare(b.priority, a.priority)
+	}
+	if a.pathLen != b.pathLen {
+		return cmp.Compare(b.pathLen, a.pathLen)
+	}
+	return cmp.Compare(a.order, b.order)
 }
 
 // Build returns a Router for entries with the default Options. It fails for an entry
@@ -142,59 +147,26 @@ func Build(entries []Entry) (*Router, error) {
 func BuildWith(entries []Entry, opts Options) (*Router, error) {
 	withoutHosts := pathGroup{}
 	withHosts := map[keySpec]pathGroup{}
-	for i, e := range entries {
-		if len(e.Paths) == 0 {
-			return nil, fmt.Errorf("router: entry %d: no paths: a route needs at least one uri", i)
+	for i := range entries {
+		places, err := placementsOf(&entries[i], i, opts)
+		if err != nil {
+			return nil, fmt.Errorf("router: entry %d: %w", i, err)
 		}
-		paths := make([]keySpec, len(e.Paths))
-		patterns := make([][]token, len(e.Paths))
-		for j, p := range e.Paths {
-			spec, pattern, err := parsePath(p, opts.Parameters)
-			if err != nil {
-				return nil, fmt.Errorf("router: entry %d: path %q: %w", i, p, err)
-			}
-			paths[j], patterns[j] = spec, pattern
-		}
-		hosts := make([]keySpec, len(e.Hosts))
-		for j, h := range e.Hosts {
-			spec, err := parseHost(h)
-			if err != nil {
-				return nil, fmt.Errorf("router: entry %d: host %q: %w", i, h, err)
-			}
-			hosts[j] = spec
-		}
-		methods := slices.Clone(e.Methods)
-		cond := newConditions(&e)
-		for j, spec := range paths {
-			c := candidate{
-				methods:  methods,
-				value:    e.Value,
-				pattern:  patterns[j],
-				keyLen:   len(spec.key),
-				cond:     cond,
-				priority: e.Priority,
-				pathLen:  len(e.Paths[j]),
-				order:    i,
-			}
-			if len(hosts) == 0 || opts.HostsAsCondition {
-				if len(hosts) > 0 {
-					c.hosts = hosts
-				}
-				withoutHosts.add(spec, c)
+		for _, p := range places {
+			if p.host == nil {
+				withoutHosts.add(p.path, p.c)
 				continue
 			}
-			for _, host := range hosts {
-				group := withHosts[host]
-				if group == nil {
-					group = pathGroup{}
-					withHosts[host] = group
-				}
-				group.add(spec, c)
+			group := withHosts[*p.host]
+			if group == nil {
+				group = pathGroup{}
+				withHosts[*p.host] = group
 			}
+			group.add(p.path, p.c)
 		}
 	}
 
-	r := &Router{withoutHosts: withoutHosts.tree(), entries: len(entries)}
+	r := &Router{withoutHosts: withoutHosts.tree(), entries: len(entries), opts: opts}
 	if len(withHosts) > 0 {
 		hostTrees := make(map[keySpec]*node[[]candidate], len(withHosts))
 		for host, group := range withHosts {
@@ -203,6 +175,64 @@ func BuildWith(entries []Entry, opts Options) (*Router, error) {
 		r.withHosts = buildTree(hostTrees)
 	}
 	return r, nil
+}
+
+// placement is where one candidate of an entry is stored: under path in the path tree of
+// host, or of the entries without hosts when host is nil.
+type placement struct {
+	host *keySpec
+	path keySpec
+	c    candidate
+}
+
+// placementsOf is every candidate e stores, as the order-th entry.
+func placementsOf(e *Entry, order int, opts Options) ([]placement, error) {
+	if len(e.Paths) == 0 {
+		return nil, errors.New("no paths: a route needs at least one uri")
+	}
+	paths := make([]keySpec, len(e.Paths))
+	patterns := make([][]token, len(e.Paths))
+	for j, p := range e.Paths {
+		spec, pattern, err := parsePath(p, opts.Parameters)
+		if err != nil {
+			return nil, fmt.Errorf("path %q: %w", p, err)
+		}
+		paths[j], patterns[j] = spec, pattern
+	}
+	hosts := make([]keySpec, len(e.Hosts))
+	for j, h := range e.Hosts {
+		spec, err := parseHost(h)
+		if err != nil {
+			return nil, fmt.Errorf("host %q: %w", h, err)
+		}
+		hosts[j] = spec
+	}
+	methods := slices.Clone(e.Methods)
+	cond := newConditions(e)
+	var places []placement
+	for j, spec := range paths {
+		c := candidate{
+			methods:  methods,
+			value:    e.Value,
+			pattern:  patterns[j],
+			keyLen:   len(spec.key),
+			cond:     cond,
+			priority: e.Priority,
+			pathLen:  len(e.Paths[j]),
+			order:    order,
+		}
+		if len(hosts) == 0 || opts.HostsAsCondition {
+			if len(hosts) > 0 {
+				c.hosts = hosts
+			}
+			places = append(places, placement{path: spec, c: c})
+			continue
+		}
+		for k := range hosts {
+			places = append(places, placement{host: &hosts[k], path: spec, c: c})
+		}
+	}
+	return places, nil
 }
 
 // CheckEntry reports what BuildWith would refuse in e alone, so that a caller can leave
@@ -284,13 +314,15 @@ func (r *Router) Match(method, host, path []byte) (value int, ok bool) {
 // comparison must (regular expressions on formatted values; see compare).
 func (r *Router) MatchCtx(method, host, path []byte, req *fasthttp.RequestCtx) (value int, ok bool) {
 	if r.withHosts != nil {
-		n, whole := r.withHosts.walk(hostName(host), true)
-		if whole && n.hasExact {
+		name := hostName(host)
+		var w walk[*node[[]candidate]]
+		w.descend(r.withHosts, name, true, len(name)+1)
+		if n := w.deepest; w.whole && n.hasExact {
 			if value, ok = matchPath(n.exact, method, nil, path, req); ok {
 				return value, true
 			}
 		}
-		for n = n.firstPrefix(); n != nil; n = n.fallback {
+		for n := w.nextPrefix(r.withHosts, name, true); n != nil; n = w.nextPrefix(r.withHosts, name, true) {
 			if value, ok = matchPath(n.prefix, method, nil, path, req); ok {
 				return value, true
 			}
@@ -302,15 +334,16 @@ func (r *Router) MatchCtx(method, host, path []byte, req *fasthttp.RequestCtx) (
 // matchPath finds the first candidate of tree for the request. host is only read by
 // candidates that check their hosts themselves (Options.HostsAsCondition).
 func matchPath(tree *node[[]candidate], method, host, path []byte, req *fasthttp.RequestCtx) (int, bool) {
-	n, whole := tree.walk(path, false)
-	if whole && n.hasExact {
+	var w walk[[]candidate]
+	w.descend(tree, path, false, len(path)+1)
+	if n := w.deepest; w.whole && n.hasExact {
 		for i := range n.exact {
 			if n.exact[i].matches(method, host, path, req) {
 				return n.exact[i].value, true
 			}
 		}
 	}
-	for n = n.firstPrefix(); n != nil; n = n.fallback {
+	for n := w.nextPrefix(tree, path, false); n != nil; n = w.nextPrefix(tree, path, false) {
 		for i := range n.prefix {
 			if n.prefix[i].matches(method, host, path, req) {
 				return n.prefix[i].value, true
