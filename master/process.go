@@ -49,10 +49,6 @@ type workerProc struct {
 	rejected *ipc.Reject
 }
 
-// firstListenerFD is where inherited listening sockets start in a worker: 0-2 are stdio and
-// 3 is the IPC socket.
-const firstListenerFD = 4
-
 // spawn starts a worker for slot from /proc/self/exe, so a binary replaced on disk never
 // changes the running generation. The worker inherits its IPC socket and its slot's
 // listening sockets, and nothing else.
@@ -63,7 +59,7 @@ func (m *Master) spawn(slot int, gen *generation) (*workerProc, error) {
 	}
 	defer remote.Close()
 
-	files := []*os.File{remote}
+	files := []*os.File{remote} // files[i] is descriptor ipc.ConnFD+i in the worker
 	var listeners []ipc.ListenerFD
 	m.mu.Lock()
 	for _, address := range gen.cfg.DataListen() {
@@ -75,7 +71,7 @@ func (m *Master) spawn(slot int, gen *generation) (*workerProc, error) {
 			if i%gen.workers != slot {
 				continue
 			}
-			listeners = append(listeners, ipc.ListenerFD{FD: firstListenerFD + len(files) - 1, Address: set.address, Slot: i})
+			listeners = append(listeners, ipc.ListenerFD{FD: ipc.ConnFD + len(files), Address: set.address, Slot: i})
 			files = append(files, f)
 		}
 	}
@@ -83,7 +79,7 @@ func (m *Master) spawn(slot int, gen *generation) (*workerProc, error) {
 
 	var segments []ipc.SegmentFD
 	for _, name := range m.segmentNames() {
-		segments = append(segments, ipc.SegmentFD{FD: firstListenerFD + len(files) - 1, Plugin: name})
+		segments = append(segments, ipc.SegmentFD{FD: ipc.ConnFD + len(files), Plugin: name})
 		files = append(files, m.segments[name].File())
 	}
 
