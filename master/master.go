@@ -23,7 +23,6 @@ import (
 	"gw/conf"
 	"gw/internal/atomicfile"
 	"gw/internal/errlog"
-	"gw/ipc"
 	"gw/master/health"
 	"gw/master/store"
 	"gw/plugins"
@@ -62,22 +61,9 @@ type SnapshotChecker interface {
 	Check(snap *conf.Snapshot, cfg *conf.Config) ([]conf.LeftOut, error)
 }
 
-// readyTimeout bounds how long a new worker may take to report ready.
-const readyTimeout = 15 * time.Second
-
 // closeTimeout bounds how long a reload waits for an old worker to stop accepting: a
 // worker does it as soon as it reads the shutdown frame.
 const closeTimeout = 5 * time.Second
-
-// generation is one configuration's set of workers. A reload starts a new generation; the
-// old one drains.
-type generation struct {
-	id      uint64
-	cfg     *conf.Config
-	workers int
-	// cfgJSON is cfg as the workers receive it in their setup frame.
-	cfgJSON []byte
-}
 
 // Master supervises the workers of one instance and serves the Admin API.
 type Master struct {
@@ -106,30 +92,26 @@ type Master struct {
 	tickets     *ticketKeyRing
 	stopTickets func()
 
+	// sup runs the workers: the current generation, one starting, the draining ones.
+	sup *supervisor
+
 	// mu guards the fields below. publishMu serialises whole publications (and reloads),
-	// so snapshot versions reach every worker in order and no worker misses one.
+	// so snapshot versions reach every worker in order and no worker misses one. mu may be
+	// held while calling sup, never the other way round.
 	mu        sync.Mutex
 	publishMu sync.Mutex
-	gen       *generation
 	sockets   map[string]*slotSockets // by listen address; kept across reloads
 	snapshot  []byte                  // the latest published conf.Snapshot, as JSON
 	version   uint64
 	leftOut   []conf.LeftOut // what that snapshot leaves out
-	slots     []*workerProc  // the current generation, by slot
-	starting  []*workerProc  // a new generation not yet swapped in
-	draining  []*workerProc  // older generations still finishing their requests
-	stopping  bool
-	crashes   map[int][]time.Time // recent unexpected exits per slot, for backoff
 
 	pid            int
 	started        time.Time
-	restarts       uint64
 	reloads        uint64
 	reloadFailures uint64
 	// configRejections counts the snapshots workers refused (ipc.Reject).
 	configRejections uint64
 
-	exits    chan *workerProc
 	commands chan command
 
 	// Binary upgrades (upgrade.go).
@@ -157,11 +139,12 @@ func Run(opts Options) (err error) {
 		runtime.GOMAXPROCS(1)
 	}
 	m := &Master{
-		opts: opts, exits: make(chan *workerProc, 256), commands: make(chan command),
-		crashes: map[int][]time.Time{}, sockets: map[string]*slotSockets{},
+		opts: opts, commands: make(chan command),
+		sockets:           map[string]*slotSockets{},
 		handOverListeners: map[string]net.Listener{},
 		pid:               os.Getpid(), started: time.Now(),
 	}
+	m.sup = newSupervisor(m.spawn, nil)
 	defer func() {
 		if err != nil && opts.Notify != nil {
 			fmt.Fprintf(opts.Notify, "error: %v\n", err)
@@ -221,6 +204,7 @@ func (m *Master) start() error {
 		out = io.MultiWriter(m.logFile, m.opts.Stderr)
 	}
 	m.log = errlog.New(out, "master")
+	m.sup.log = m.log
 
 	cfg, err := conf.Load(paths.Config)
 	if err == nil {
@@ -272,7 +256,7 @@ func (m *Master) start() error {
 	if err := m.setSnapshot(snap); err != nil {
 		return err
 	}
-	m.gen = gen
+	m.sup.begin(gen)
 	if err := m.listenAdmin(cfg); err != nil {
 		return err
 	}
@@ -285,13 +269,9 @@ func (m *Master) start() error {
 	if err := m.initTicketKeys(); err != nil {
 		return err
 	}
-	slots, err := m.startGeneration(gen)
-	if err != nil {
+	if err := m.sup.fill(); err != nil {
 		return err
 	}
-	m.mu.Lock()
-	m.slots = slots
-	m.mu.Unlock()
 	// The paths below are shared with an old master during an upgrade: take them over
 	// only now that every worker serves. A new master that fails before this point leaves
 	// the old one reachable and its files in place.
@@ -392,10 +372,11 @@ func (m *Master) ensureSockets(gen *generation) error {
 // closeUnusedSockets closes the sockets of addresses the current generation no longer
 // listens on. Draining workers hold their own copies, so their open connections finish.
 func (m *Master) closeUnusedSockets() {
+	listen := m.currentConfig().DataListen()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	keep := map[string]bool{}
-	for _, a := range m.gen.cfg.DataListen() {
+	for _, a := range listen {
 		keep[a] = true
 	}
 	for address, set := range m.sockets {
@@ -405,43 +386,6 @@ func (m *Master) closeUnusedSockets() {
 			m.log.Infof("stopped listening on %s", address)
 		}
 	}
-}
-
-// startGeneration spawns gen's workers and waits until every one is ready. On failure the
-// ones started are killed and the error says which slot failed and why.
-func (m *Master) startGeneration(gen *generation) ([]*workerProc, error) {
-	slots := make([]*workerProc, gen.workers)
-	fail := func(err error) ([]*workerProc, error) {
-		m.mu.Lock()
-		m.starting = nil
-		m.mu.Unlock()
-		for _, w := range slots {
-			if w != nil {
-				_ = w.cmd.Process.Kill()
-				<-w.exited
-			}
-		}
-		return nil, err
-	}
-	for slot := range slots {
-		w, err := m.spawn(slot, gen)
-		if err != nil {
-			return fail(err)
-		}
-		slots[slot] = w
-		m.mu.Lock()
-		m.starting = append(m.starting, w)
-		m.mu.Unlock()
-	}
-	for _, w := range slots {
-		if err := w.waitReady(readyTimeout); err != nil {
-			return fail(err)
-		}
-	}
-	m.mu.Lock()
-	m.starting = nil
-	m.mu.Unlock()
-	return slots, nil
 }
 
 func (m *Master) raiseFileLimit(n int) {
@@ -551,7 +495,7 @@ func (m *Master) Publish(ctx context.Context, snap *conf.Snapshot) error {
 	}
 	m.mu.Lock()
 	data := m.snapshot
-	live := append(m.liveWorkersLocked(), m.starting...)
+	live := m.sup.serving()
 	m.mu.Unlock()
 	for _, w := range live {
 		w.sendConfig(data)
@@ -566,27 +510,6 @@ func (m *Master) Publish(ctx context.Context, snap *conf.Snapshot) error {
 		return fmt.Errorf("config version %d not acknowledged by %s", snap.Version, strings.Join(lagging, "; "))
 	}
 	return nil
-}
-
-// allWorkersLocked lists the current generation and the draining ones still alive.
-func (m *Master) allWorkersLocked() []*workerProc {
-	all := m.liveWorkersLocked()
-	for _, w := range m.draining {
-		if !w.hasExited() {
-			all = append(all, w)
-		}
-	}
-	return all
-}
-
-func (m *Master) liveWorkersLocked() []*workerProc {
-	var live []*workerProc
-	for _, w := range m.slots {
-		if w != nil && !w.hasExited() {
-			live = append(live, w)
-		}
-	}
-	return live
 }
 
 // currentSnapshot is what a newly started worker must load before it counts as ready.
@@ -633,8 +556,8 @@ func (m *Master) loop(signals <-chan os.Signal) error {
 			if m.execute(cmd) {
 				return nil
 			}
-		case w := <-m.exits:
-			m.handleExit(w)
+		case w := <-m.sup.exits:
+			m.sup.handleExit(w)
 		}
 	}
 }
@@ -661,9 +584,7 @@ func (m *Master) reload() (err error) {
 	if err != nil {
 		return err
 	}
-	m.mu.Lock()
-	old := m.gen
-	m.mu.Unlock()
+	old := m.sup.current()
 	if err := staticChangeAllowed(old.cfg, cfg); err != nil {
 		return err
 	}
@@ -689,24 +610,9 @@ func (m *Master) reload() (err error) {
 	// before the old workers stop accepting: it goes to the new generation only.
 	m.publishMu.Lock()
 	defer m.publishMu.Unlock()
-	slots, err := m.startGeneration(gen)
+	oldSlots, err := m.sup.replace(gen)
 	if err != nil {
 		return err
-	}
-	m.mu.Lock()
-	oldSlots := m.slots
-	m.gen, m.slots = gen, slots
-	for _, w := range oldSlots {
-		if w != nil && !w.hasExited() {
-			w.draining.Store(true)
-			m.draining = append(m.draining, w)
-		}
-	}
-	m.mu.Unlock()
-	for _, w := range oldSlots {
-		if w != nil {
-			w.shutdown(true)
-		}
 	}
 	// The old workers share the listening sockets with the new ones: until each has closed
 	// its copies it may still accept a connection and serve it the old configuration and
@@ -781,138 +687,16 @@ func (m *Master) reopen() {
 	if err := m.prepareWorkerFiles(m.currentConfig()); err != nil {
 		m.log.Errorf("reopening: %v", err)
 	}
-	m.mu.Lock()
-	workers := m.allWorkersLocked()
-	m.mu.Unlock()
-	for _, w := range workers {
+	for _, w := range m.sup.allWorkers() {
 		w.reopen()
 	}
 }
 
-func (m *Master) handleExit(w *workerProc) {
-	m.mu.Lock()
-	current := w.slot < len(m.slots) && m.slots[w.slot] == w
-	stopping := m.stopping
-	if !current {
-		m.forgetDrainedLocked()
-	}
-	m.mu.Unlock()
-	if stopping || !current || w.draining.Load() {
-		return
-	}
-	m.log.Errorf("worker slot %d (pid %d) exited unexpectedly: %v", w.slot, w.pid, w.exitErr)
-	// As in nginx, a worker whose setup failed is not respawned: it would fail the same way.
-	if w.exitCode == ipc.FatalExitCode {
-		m.log.Errorf("worker slot %d exited with fatal code %d and cannot be respawned", w.slot, ipc.FatalExitCode)
-		return
-	}
-	m.mu.Lock()
-	m.restarts++
-	gen := m.gen
-	m.mu.Unlock()
-	delay := m.respawnDelay(w.slot)
-	if delay > 0 {
-		m.log.Errorf("worker slot %d crashed more than 3 times within 10s: respawning in %v", w.slot, delay)
-		go func() {
-			time.Sleep(delay)
-			m.respawn(w.slot, gen)
-		}()
-		return
-	}
-	m.respawn(w.slot, gen)
-}
-
-func (m *Master) forgetDrainedLocked() {
-	kept := m.draining[:0]
-	for _, d := range m.draining {
-		if !d.hasExited() {
-			kept = append(kept, d)
-		}
-	}
-	m.draining = kept
-}
-
-func (m *Master) respawnDelay(slot int) time.Duration {
-	now := time.Now()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	recent := m.crashes[slot][:0]
-	for _, t := range m.crashes[slot] {
-		if now.Sub(t) < 10*time.Second {
-			recent = append(recent, t)
-		}
-	}
-	recent = append(recent, now)
-	m.crashes[slot] = recent
-	if len(recent) > 3 {
-		return time.Second
-	}
-	return 0
-}
-
-// respawn replaces a dead worker in its slot, on the same sockets, at once: the new
-// process inherits the socket and its accept queue, so queued connections are served, not
-// lost. Readiness is awaited off the master's loop.
-func (m *Master) respawn(slot int, gen *generation) {
-	m.mu.Lock()
-	if m.stopping || gen != m.gen {
-		m.mu.Unlock()
-		return
-	}
-	m.mu.Unlock()
-	w, err := m.spawn(slot, gen)
-	if err != nil {
-		m.log.Errorf("respawning worker slot %d: %v", slot, err)
-		return
-	}
-	m.mu.Lock()
-	if m.gen != gen || m.stopping {
-		m.mu.Unlock()
-		_ = w.cmd.Process.Kill()
-		return
-	}
-	m.slots[slot] = w
-	m.mu.Unlock()
-	go func() {
-		if err := w.waitReady(readyTimeout); err != nil {
-			m.log.Errorf("respawned worker slot %d: %v", slot, err)
-			return
-		}
-		m.log.Infof("worker slot %d respawned as pid %d", slot, w.pid)
-	}()
-}
-
 // shutdown stops every worker (draining them when graceful), then releases the instance.
 func (m *Master) shutdown(graceful bool) {
-	m.mu.Lock()
-	m.stopping = true
-	workers := m.allWorkersLocked()
-	timeout := m.gen.cfg.WorkerShutdownTimeout
-	m.mu.Unlock()
+	workers := m.sup.halt()
 	m.admin.close()
-	deadline := 3 * time.Second
-	if graceful {
-		deadline = timeout + time.Second
-	}
-	for _, w := range workers {
-		w.shutdown(graceful)
-	}
-	expired := time.After(deadline)
-	for _, w := range workers {
-		select {
-		case <-w.exited:
-		case <-expired:
-			for _, w := range workers {
-				if !w.hasExited() {
-					m.log.Warnf("worker slot %d (pid %d) still alive after %v: killing it", w.slot, w.pid, deadline)
-					_ = w.cmd.Process.Kill()
-				}
-			}
-			for _, w := range workers {
-				<-w.exited
-			}
-		}
-	}
+	m.sup.stop(workers, graceful)
 	m.teardown()
 	m.log.Infof("gw stopped")
 }
@@ -921,16 +705,12 @@ func (m *Master) shutdown(graceful bool) {
 // a hand-over it only closes this process's copies: the new master owns the rest.
 func (m *Master) teardown() {
 	m.mu.Lock()
-	m.stopping = true
 	handedOver := m.handedOver
 	owner := m.owner && !handedOver
-	workers := append(m.allWorkersLocked(), m.starting...)
 	m.mu.Unlock()
-	for _, w := range workers {
-		if !handedOver && !w.hasExited() {
-			_ = w.cmd.Process.Kill()
-			<-w.exited
-		}
+	workers := m.sup.halt()
+	if !handedOver {
+		m.sup.kill(workers)
 	}
 	m.admin.close()
 	if m.health != nil {
@@ -1016,7 +796,5 @@ func (m *Master) segmentNames() []string {
 
 // currentConfig is the configuration the current generation runs with.
 func (m *Master) currentConfig() *conf.Config {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.gen.cfg
+	return m.sup.current().cfg
 }
