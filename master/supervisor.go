@@ -325,7 +325,9 @@ type supervision struct {
 func (s *supervisor) view() supervision {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return supervision{gen: s.gen, slots: s.slots, workers: s.allWorkersLocked(), restarts: s.restarts}
+	// A copy: a respawn writes into s.slots, and the caller reads this one unlocked.
+	slots := append([]*workerProc(nil), s.slots...)
+	return supervision{gen: s.gen, slots: slots, workers: s.allWorkersLocked(), restarts: s.restarts}
 }
 
 // allWorkers lists the current generation and the draining ones still alive.
