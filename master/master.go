@@ -1,8 +1,6 @@
 package master
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -10,7 +8,6 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -54,16 +51,6 @@ type Options struct {
 	// beyond validation.
 	NewChecker func(segments map[string]*shm.Segment, log *errlog.Logger) SnapshotChecker
 }
-
-// SnapshotChecker builds a snapshot as the workers will under cfg and returns the objects
-// that fail to build (worker.Checker).
-type SnapshotChecker interface {
-	Check(snap *conf.Snapshot, cfg *conf.Config) ([]conf.LeftOut, error)
-}
-
-// closeTimeout bounds how long a reload waits for an old worker to stop accepting: a
-// worker does it as soon as it reads the shutdown frame.
-const closeTimeout = 5 * time.Second
 
 // Master supervises the workers of one instance and serves the Admin API.
 type Master struct {
@@ -315,79 +302,6 @@ func (m *Master) start() error {
 	return nil
 }
 
-// newGeneration resolves the worker count (--workers wins over the file) and encodes the
-// static config for the workers.
-func (m *Master) newGeneration(cfg *conf.Config, id uint64) (*generation, error) {
-	workers := cfg.Workers()
-	if m.opts.Workers > 0 {
-		workers = m.opts.Workers
-	}
-	cfgJSON, err := json.Marshal(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return &generation{id: id, cfg: cfg, workers: workers, cfgJSON: cfgJSON}, nil
-}
-
-// ensureSockets opens what gen needs: every listen address with at least one socket per
-// worker slot. Existing sockets are kept, so no queued connection is ever reset by a reload.
-func (m *Master) ensureSockets(gen *generation) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var opened []*slotSockets
-	for _, address := range gen.cfg.DataListen() {
-		set, ok := m.sockets[address]
-		if !ok {
-			inherited, err := m.inheritedSockets(address)
-			if err != nil {
-				return err
-			}
-			if inherited != nil {
-				if err := inherited.grow(gen.workers); err != nil {
-					return err
-				}
-				m.sockets[address] = inherited
-				opened = append(opened, inherited)
-				continue
-			}
-			fresh, err := openSlotSockets(address, gen.workers)
-			if err != nil {
-				for _, s := range opened {
-					s.close()
-					delete(m.sockets, s.address)
-				}
-				return err
-			}
-			m.sockets[address] = fresh
-			opened = append(opened, fresh)
-			continue
-		}
-		if err := set.grow(gen.workers); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// closeUnusedSockets closes the sockets of addresses the current generation no longer
-// listens on. Draining workers hold their own copies, so their open connections finish.
-func (m *Master) closeUnusedSockets() {
-	listen := m.currentConfig().DataListen()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	keep := map[string]bool{}
-	for _, a := range listen {
-		keep[a] = true
-	}
-	for address, set := range m.sockets {
-		if !keep[address] {
-			set.close()
-			delete(m.sockets, address)
-			m.log.Infof("stopped listening on %s", address)
-		}
-	}
-}
-
 func (m *Master) raiseFileLimit(n int) {
 	if n <= 0 {
 		return
@@ -408,115 +322,6 @@ func (m *Master) raiseFileLimit(n int) {
 	if err != nil {
 		m.log.Warnf("worker_rlimit_nofile %d: %v (the limit stays as it was)", n, err)
 	}
-}
-
-func (m *Master) setSnapshot(snap *conf.Snapshot) error {
-	data, err := json.Marshal(m.forWorkers(snap))
-	if err != nil {
-		return fmt.Errorf("encoding snapshot: %w", err)
-	}
-	// Before any worker sees snap: workers look up the health entries it needs.
-	if m.health != nil {
-		m.health.Update(snap)
-	}
-	m.mu.Lock()
-	m.snapshot, m.version, m.leftOut = data, snap.Version, snap.LeftOut
-	m.mu.Unlock()
-	return nil
-}
-
-// loadStored is the stored config as the workers will serve it under cfg. A stored
-// object that does not decode or does not build never stops a start: it is left out,
-// named in the error log, in `gwctl status` and in the Admin API's answer for it, and
-// whatever references it answers as if it were missing. A route left out is a 404, never
-// a route without its plugins.
-func (m *Master) loadStored(cfg *conf.Config) (*conf.Snapshot, error) {
-	snap := m.store.Snapshot()
-	if m.checker != nil {
-		failed, err := m.checker.Check(snap, cfg)
-		if err != nil {
-			return nil, err
-		}
-		snap.LeaveOut(failed)
-	}
-	for _, l := range snap.LeftOut {
-		m.log.Errorf("stored object %s is left out and not served: %s (fix it with a PUT, or DELETE it)", l.Key(), l.Reason)
-	}
-	return snap, nil
-}
-
-// servesUnder refuses a new config.yaml under which a stored object that is served now
-// would fail to build (router.http changes how paths parse): the new workers would refuse
-// their first snapshot, so the reload is refused first, naming the object.
-func (m *Master) servesUnder(cfg *conf.Config) error {
-	if m.checker == nil {
-		return nil
-	}
-	failed, err := m.checker.Check(m.store.Snapshot(), cfg)
-	if err != nil {
-		return err
-	}
-	before := map[string]bool{}
-	for _, l := range m.LeftOut() {
-		before[l.Key()] = true
-	}
-	for _, l := range failed {
-		if !before[l.Key()] {
-			return fmt.Errorf("%s: under the new configuration %s could not be served: %s", m.paths.Config, l.Key(), l.Reason)
-		}
-	}
-	return nil
-}
-
-// Check is the Admin API's Builder: snap built as the workers will build it under the
-// config they run.
-func (m *Master) Check(snap *conf.Snapshot) ([]conf.LeftOut, error) {
-	if m.checker == nil {
-		return nil, nil
-	}
-	return m.checker.Check(snap, m.currentConfig())
-}
-
-// LeftOut is the Admin API's Builder: what the snapshot published last leaves out.
-func (m *Master) LeftOut() []conf.LeftOut {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.leftOut
-}
-
-// Publish makes every live worker serve snap and returns once each has acknowledged it.
-// A worker that exits meanwhile is not waited for: its replacement starts from the latest
-// snapshot before it counts as ready.
-func (m *Master) Publish(ctx context.Context, snap *conf.Snapshot) error {
-	m.publishMu.Lock()
-	defer m.publishMu.Unlock()
-	if err := m.setSnapshot(snap); err != nil {
-		return err
-	}
-	m.mu.Lock()
-	data := m.snapshot
-	live := m.sup.serving()
-	m.mu.Unlock()
-	for _, w := range live {
-		w.sendConfig(data)
-	}
-	var lagging []string
-	for _, w := range live {
-		if err := w.waitAck(ctx, snap.Version); err != nil {
-			lagging = append(lagging, fmt.Sprintf("worker slot %d (pid %d): %v", w.slot, w.pid, err))
-		}
-	}
-	if len(lagging) > 0 {
-		return fmt.Errorf("config version %d not acknowledged by %s", snap.Version, strings.Join(lagging, "; "))
-	}
-	return nil
-}
-
-// currentSnapshot is what a newly started worker must load before it counts as ready.
-func (m *Master) currentSnapshot() []byte {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.snapshot
 }
 
 // loop handles signals, control commands and worker exits until the master stops.
@@ -560,115 +365,6 @@ func (m *Master) loop(signals <-chan os.Signal) error {
 			m.sup.handleExit(w)
 		}
 	}
-}
-
-// reload re-reads the config file and replaces the worker generation, as nginx's HUP. The
-// old generation keeps serving unless the new one is fully ready.
-func (m *Master) reload() (err error) {
-	defer func() {
-		m.mu.Lock()
-		if err != nil {
-			m.reloadFailures++
-		} else {
-			m.reloads++
-		}
-		m.mu.Unlock()
-		if err != nil {
-			m.log.Errorf("reload failed, the previous configuration keeps serving: %v", err)
-		}
-	}()
-	cfg, err := conf.Load(m.paths.Config)
-	if err == nil {
-		err = cfg.CheckFiles(m.paths.Prefix)
-	}
-	if err != nil {
-		return err
-	}
-	old := m.sup.current()
-	if err := staticChangeAllowed(old.cfg, cfg); err != nil {
-		return err
-	}
-	if err := m.servesUnder(cfg); err != nil {
-		return err
-	}
-	if err := m.prepareWorkerFiles(cfg); err != nil {
-		return err
-	}
-	gen, err := m.newGeneration(cfg, old.id+1)
-	if err != nil {
-		return err
-	}
-	if err := m.ensureSockets(gen); err != nil {
-		return err
-	}
-	if cfg.Admin.Listen != old.cfg.Admin.Listen || !sameKeys(cfg, old.cfg) {
-		if err := m.listenAdmin(cfg); err != nil {
-			return err
-		}
-	}
-	// No publication may slip between the new workers' first snapshot and the swap, nor
-	// before the old workers stop accepting: it goes to the new generation only.
-	m.publishMu.Lock()
-	defer m.publishMu.Unlock()
-	oldSlots, err := m.sup.replace(gen)
-	if err != nil {
-		return err
-	}
-	// The old workers share the listening sockets with the new ones: until each has closed
-	// its copies it may still accept a connection and serve it the old configuration and
-	// the old snapshot. gwctl reload waits for this function, so once it returns every new
-	// connection gets the new configuration, and read-your-writes holds for the Admin API
-	// across a reload. A worker too busy to answer in time is not worth failing a reload
-	// that has happened.
-	for _, w := range oldSlots {
-		if w == nil {
-			continue
-		}
-		if err := w.waitClosed(closeTimeout); err != nil {
-			m.log.Warnf("reload: %v; until it does, it may serve new connections the old configuration", err)
-		}
-	}
-	m.closeUnusedSockets()
-	m.raiseFileLimit(cfg.WorkerRlimitNofile)
-	m.log.SetLevel(errlog.ParseLevel(cfg.ErrorLogLevel))
-	m.log.Infof("reloaded: generation %d, %d workers, listening on %s", gen.id, gen.workers, strings.Join(cfg.DataListen(), ", "))
-	return nil
-}
-
-// staticChangeAllowed refuses what a reload cannot change, as nginx refuses to resize its
-// shared zones: segments hold live counters that every worker maps.
-func staticChangeAllowed(old, cfg *conf.Config) error {
-	if old.Shm != cfg.Shm {
-		return fmt.Errorf("shm sizes are fixed at start (shm.limit_count %d → %d, shm.metrics %d → %d, shm.health_check %d → %d, limit_count_on_full %q → %q): restart to change them",
-			old.Shm.LimitCount, cfg.Shm.LimitCount, old.Shm.Metrics, cfg.Shm.Metrics, old.Shm.HealthCheck, cfg.Shm.HealthCheck, old.Shm.LimitCountOnFull, cfg.Shm.LimitCountOnFull)
-	}
-	if old.User != cfg.User {
-		return fmt.Errorf("user is fixed at start (%q → %q): restart to change it", old.User, cfg.User)
-	}
-	if old.DataDir != cfg.DataDir {
-		return fmt.Errorf("data_dir is fixed at start (%q → %q): restart to change it", old.DataDir, cfg.DataDir)
-	}
-	if old.Prometheus != cfg.Prometheus {
-		return fmt.Errorf("prometheus settings are fixed at start: restart to change them")
-	}
-	if old.Status != cfg.Status {
-		return fmt.Errorf("status settings are fixed at start (status.enabled %t → %t, status.listen %s → %s): restart to change them",
-			old.Status.Enabled, cfg.Status.Enabled, old.Status.Listen, cfg.Status.Listen)
-	}
-	return nil
-}
-
-func sameKeys(a, b *conf.Config) bool {
-	ka, kb := a.AdminKeys(), b.AdminKeys()
-	if len(ka) != len(kb) || strings.Join(a.Admin.Allow, ",") != strings.Join(b.Admin.Allow, ",") {
-		return false
-	}
-	for i := range ka {
-		if ka[i] != kb[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // reopen reopens the error log (the master's and, through their stdout and stderr, the
@@ -749,49 +445,6 @@ func (m *Master) teardown() {
 	if m.logFile != nil {
 		_ = m.logFile.Close()
 	}
-}
-
-// createSegments makes every plugin's shared-memory segment, or maps the old master's
-// after an upgrade. They live as long as the master, so counters survive worker crashes,
-// reloads and upgrades; a segment whose header names another layout is refused.
-func (m *Master) createSegments(cfg *conf.Config) error {
-	m.segments = map[string]*shm.Segment{}
-	for name, spec := range plugins.Segments() {
-		f, err := m.inherited(handOverSegment(name))
-		if err != nil {
-			return err
-		}
-		if f != nil {
-			seg, err := shm.Open(f, spec.Layout)
-			f.Close()
-			if err != nil {
-				return fmt.Errorf("shared memory for %s handed over by the old master: %w; upgrade refused", name, err)
-			}
-			m.segments[name] = seg
-			continue
-		}
-		seg, err := shm.Create(spec.Layout, spec.Size(cfg))
-		if err != nil {
-			return fmt.Errorf("shared memory for %s: %w", name, err)
-		}
-		m.segments[name] = seg
-		if spec.Init != nil {
-			if err := spec.Init(seg); err != nil {
-				return fmt.Errorf("shared memory for %s: %w", name, err)
-			}
-		}
-	}
-	return nil
-}
-
-// segmentNames lists the segments in a fixed order, so every worker gets the same fds.
-func (m *Master) segmentNames() []string {
-	names := make([]string, 0, len(m.segments))
-	for name := range m.segments {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	return names
 }
 
 // currentConfig is the configuration the current generation runs with.
