@@ -150,7 +150,61 @@ func Run(opts Options) (err error) {
 	return m.loop(signals)
 }
 
+// start brings the master up, in an order that keeps an upgrade safe: all a new master
+// makes for itself comes first, and the paths it shares with the old master are taken
+// over last, once every worker serves, so a new master that fails at any step leaves the
+// old one serving and reachable, its files in place.
 func (m *Master) start() error {
+	if err := m.openInstance(); err != nil {
+		return err
+	}
+	cfg, err := m.readConfig()
+	if err != nil {
+		return err
+	}
+	if err := m.setUpProcess(cfg); err != nil {
+		return err
+	}
+	gen, err := m.newGeneration(cfg, 1)
+	if err != nil {
+		return err
+	}
+	if err := m.ensureSockets(gen); err != nil {
+		return err
+	}
+	if err := m.openSharedMemory(cfg); err != nil {
+		return err
+	}
+	if err := m.openStore(cfg); err != nil {
+		return err
+	}
+	if err := m.prepareWorkerFiles(cfg); err != nil {
+		return err
+	}
+	snap, err := m.publishStored(cfg)
+	if err != nil {
+		return err
+	}
+	m.sup.begin(gen)
+	if err := m.startServers(cfg); err != nil {
+		return err
+	}
+	if err := m.initTicketKeys(); err != nil {
+		return err
+	}
+	if err := m.sup.fill(); err != nil {
+		return err
+	}
+	if err := m.takeOverSharedPaths(); err != nil {
+		return err
+	}
+	m.announceStart(gen, cfg, snap)
+	return nil
+}
+
+// openInstance claims the prefix: its logs directory, the upgrader (which finds an old
+// master's files), the instance lock, and the error log every later step reports to.
+func (m *Master) openInstance() error {
 	paths, err := PathsFor(m.opts.Prefix)
 	if err != nil {
 		return err
@@ -191,30 +245,37 @@ func (m *Master) start() error {
 		out = io.MultiWriter(m.logFile, m.opts.Stderr)
 	}
 	m.log = errlog.New(out, "master")
-	m.sup.log = m.log
+	m.sup.log = m.log // before it starts any worker
+	return nil
+}
 
-	cfg, err := conf.Load(paths.Config)
+// readConfig loads config.yaml and checks the files it names, which the workers would read.
+func (m *Master) readConfig() (*conf.Config, error) {
+	cfg, err := conf.Load(m.paths.Config)
 	if err == nil {
-		err = cfg.CheckFiles(paths.Prefix) // files the workers would read, checked first
+		err = cfg.CheckFiles(m.paths.Prefix)
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
+	return cfg, nil
+}
+
+// setUpProcess applies what config.yaml sets for the master process itself: its log
+// level, the file limit its workers inherit, and the user they run as.
+func (m *Master) setUpProcess(cfg *conf.Config) error {
 	m.log.SetLevel(errlog.ParseLevel(cfg.ErrorLogLevel))
 	m.raiseFileLimit(cfg.WorkerRlimitNofile)
-	if err := m.setUpWorkerUser(cfg); err != nil {
-		return err
-	}
-	gen, err := m.newGeneration(cfg, 1)
-	if err != nil {
-		return err
-	}
-	if err := m.ensureSockets(gen); err != nil {
-		return err
-	}
+	return m.setUpWorkerUser(cfg)
+}
+
+// openSharedMemory makes the plugins' segments (or maps the old master's), the metrics
+// areas the workers claim in them, and the health checks that write into them.
+func (m *Master) openSharedMemory(cfg *conf.Config) error {
 	if err := m.createSegments(cfg); err != nil {
 		return err
 	}
+	var err error
 	if m.workerAreas, err = openWorkerAreas(m.segments[prometheus.Name]); err != nil {
 		return err
 	}
@@ -223,45 +284,52 @@ func (m *Master) start() error {
 		return fmt.Errorf("shared memory for %s: %w", plugins.HealthSegment, err)
 	}
 	m.health = health.New(healthTable, m.log)
-	m.store, err = store.Open(paths.DataDir(cfg.DataDir))
+	return nil
+}
+
+// openStore opens the Admin API's store in the data directory and makes that directory
+// and the segments owner-only.
+func (m *Master) openStore(cfg *conf.Config) error {
+	var err error
+	m.store, err = store.Open(m.paths.DataDir(cfg.DataDir))
 	if err != nil {
 		return err
 	}
-	if err := m.secureInstanceFiles(paths.DataDir(cfg.DataDir)); err != nil {
-		return err
-	}
-	if err := m.prepareWorkerFiles(cfg); err != nil {
-		return err
-	}
+	return m.secureInstanceFiles(m.paths.DataDir(cfg.DataDir))
+}
+
+// publishStored makes the stored objects, checked with the workers' own build, the
+// snapshot every worker starts from.
+func (m *Master) publishStored(cfg *conf.Config) (*conf.Snapshot, error) {
 	if m.opts.NewChecker != nil {
 		m.checker = m.opts.NewChecker(m.segments, m.log)
 	}
 	snap, err := m.loadStored(cfg)
 	if err != nil {
-		return fmt.Errorf("loading stored config: %w", err)
+		return nil, fmt.Errorf("loading stored config: %w", err)
 	}
 	if err := m.setSnapshot(snap); err != nil {
-		return err
+		return nil, err
 	}
-	m.sup.begin(gen)
+	return snap, nil
+}
+
+// startServers starts the master's own servers: the Admin API on admin.listen, the
+// metrics export and the status API. They answer before the workers serve: the status
+// API says not ready until they do.
+func (m *Master) startServers(cfg *conf.Config) error {
 	if err := m.listenAdmin(cfg); err != nil {
 		return err
 	}
 	if err := m.serveMetrics(); err != nil {
 		return err
 	}
-	if err := m.serveStatus(); err != nil {
-		return err
-	}
-	if err := m.initTicketKeys(); err != nil {
-		return err
-	}
-	if err := m.sup.fill(); err != nil {
-		return err
-	}
-	// The paths below are shared with an old master during an upgrade: take them over
-	// only now that every worker serves. A new master that fails before this point leaves
-	// the old one reachable and its files in place.
+	return m.serveStatus()
+}
+
+// takeOverSharedPaths takes the paths an old master shares during an upgrade, the control
+// and admin sockets and the pid file, and tells the old master this one serves.
+func (m *Master) takeOverSharedPaths() error {
 	if err := m.listenControl(); err != nil {
 		return err
 	}
@@ -271,13 +339,18 @@ func (m *Master) start() error {
 	if err := m.handAdminSocketToWorkers(); err != nil {
 		return err
 	}
-	if err := atomicfile.Write(paths.PIDFile, []byte(fmt.Sprintf("%d\n", os.Getpid())), 0o600, ".gwctl.pid.tmp-*"); err != nil {
+	if err := atomicfile.Write(m.paths.PIDFile, []byte(fmt.Sprintf("%d\n", os.Getpid())), 0o600, ".gwctl.pid.tmp-*"); err != nil {
 		return fmt.Errorf("writing pid file: %w", err)
 	}
 	m.owner = true
 	if err := m.upg.Ready(); err != nil {
 		return fmt.Errorf("telling the old master we are ready: %w", err)
 	}
+	return nil
+}
+
+// announceStart logs that the master serves and tells the daemonizing gwctl, if any.
+func (m *Master) announceStart(gen *generation, cfg *conf.Config, snap *conf.Snapshot) {
 	how := "started"
 	if m.parentPID != 0 {
 		how = fmt.Sprintf("took over from master %d", m.parentPID)
@@ -299,7 +372,6 @@ func (m *Master) start() error {
 		m.opts.Notify.Close()
 		m.opts.Notify = nil
 	}
-	return nil
 }
 
 func (m *Master) raiseFileLimit(n int) {

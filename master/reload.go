@@ -29,10 +29,7 @@ func (m *Master) reload() (err error) {
 			m.log.Errorf("reload failed, the previous configuration keeps serving: %v", err)
 		}
 	}()
-	cfg, err := conf.Load(m.paths.Config)
-	if err == nil {
-		err = cfg.CheckFiles(m.paths.Prefix)
-	}
+	cfg, err := m.readConfig()
 	if err != nil {
 		return err
 	}
