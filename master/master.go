@@ -34,8 +34,9 @@ type Options struct {
 	Workers int
 	// Version is the binary's version string; workers must report the same.
 	Version string
-	// Notify, when set, is the daemonizing parent's pipe: the master writes one line,
-	// "ready ..." once every worker serves or "error: ..." when start-up failed, then closes it.
+	// Notify, when set, is the daemonizing gwctl's pipe (NotifyPipe): the master writes one
+	// line, "ready ..." once every worker serves or "error: ..." when start-up failed, then
+	// closes it (daemon.go).
 	Notify io.WriteCloser
 	// Stderr, when set, receives a copy of the error log (foreground mode).
 	Stderr io.Writer
@@ -133,9 +134,8 @@ func Run(opts Options) (err error) {
 	}
 	m.sup = newSupervisor(m.spawn, nil)
 	defer func() {
-		if err != nil && opts.Notify != nil {
-			fmt.Fprintf(opts.Notify, "error: %v\n", err)
-			opts.Notify.Close()
+		if err != nil {
+			m.notifyFailed(err)
 		}
 	}()
 	// Handlers go in first: as PID 1 in a container a signal without a handler is dropped
@@ -357,21 +357,7 @@ func (m *Master) announceStart(gen *generation, cfg *conf.Config, snap *conf.Sna
 	}
 	m.log.Infof("gw %s %s: %d workers, listening on %s, admin on %s",
 		m.opts.Version, how, gen.workers, strings.Join(cfg.DataListen(), ", "), cfg.Admin.Listen)
-	if m.opts.Notify != nil {
-		// The TLS addresses are named apart: a client must know which ports speak TLS.
-		tlsListen := ""
-		if cfg.SSL.Enabled {
-			tlsListen = " tls=" + strings.Join(cfg.SSL.Listen, ",")
-		}
-		leftOut := ""
-		if n := len(snap.LeftOut); n > 0 {
-			leftOut = fmt.Sprintf(" left_out=%d", n)
-		}
-		fmt.Fprintf(m.opts.Notify, "ready pid=%d workers=%d listen=%s%s admin=%s%s\n", os.Getpid(), gen.workers,
-			strings.Join(cfg.NodeListen, ","), tlsListen, cfg.Admin.Listen, leftOut)
-		m.opts.Notify.Close()
-		m.opts.Notify = nil
-	}
+	m.notifyReady(gen, cfg, snap)
 }
 
 func (m *Master) raiseFileLimit(n int) {
