@@ -26,6 +26,11 @@ type Setup struct {
 	TicketKeys [][]byte `json:"ticket_keys"`
 }
 
+// ConnFD is the descriptor a worker finds its end of the IPC socketpair on: the first
+// after stdio (exec.Cmd.ExtraFiles[0]). The listening sockets and shared-memory segments
+// it inherits follow it, and Setup names each one's number (ListenerFDs, SegmentFDs).
+const ConnFD = 3
+
 // SegmentFD names one inherited shared-memory segment.
 type SegmentFD struct {
 	FD     int    `json:"fd"`

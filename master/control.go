@@ -110,9 +110,8 @@ func (m *Master) execute(cmd command) bool {
 			cmd.reply <- ControlReply{Message: err.Error()}
 			return false
 		}
-		m.mu.Lock()
-		msg := fmt.Sprintf("reloaded: generation %d, %d workers", m.gen.id, m.gen.workers)
-		m.mu.Unlock()
+		gen := m.sup.current()
+		msg := fmt.Sprintf("reloaded: generation %d, %d workers", gen.id, gen.workers)
 		cmd.reply <- ControlReply{OK: true, Message: msg}
 	case "reopen":
 		m.reopen()

@@ -46,13 +46,14 @@ type WorkerFacts struct {
 func (m *Master) Facts() Facts {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	sup := m.sup.view()
 	f := Facts{
-		PID: m.pid, Version: m.opts.Version, Started: m.started, Generation: m.gen.id,
+		PID: m.pid, Version: m.opts.Version, Started: m.started, Generation: sup.gen.id,
 		ConfigVersion: m.version, ConfigSource: m.paths.Config,
-		WorkerRestarts: m.restarts, Reloads: m.reloads, ReloadFailures: m.reloadFailures,
+		WorkerRestarts: sup.restarts, Reloads: m.reloads, ReloadFailures: m.reloadFailures,
 		LeftOut: m.leftOut, ConfigRejections: m.configRejections,
 	}
-	for _, w := range m.allWorkersLocked() {
+	for _, w := range sup.workers {
 		wf := WorkerFacts{Slot: w.slot, PID: w.pid, Generation: w.generation, State: w.state(), Started: w.started}
 		if st := w.stats.Load(); st != nil {
 			wf.Requests, wf.Connections = st.Requests, st.Connections

@@ -1,8 +1,6 @@
 package master
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -10,7 +8,6 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,7 +20,6 @@ import (
 	"gw/conf"
 	"gw/internal/atomicfile"
 	"gw/internal/errlog"
-	"gw/ipc"
 	"gw/master/health"
 	"gw/master/store"
 	"gw/plugins"
@@ -38,8 +34,9 @@ type Options struct {
 	Workers int
 	// Version is the binary's version string; workers must report the same.
 	Version string
-	// Notify, when set, is the daemonizing parent's pipe: the master writes one line,
-	// "ready ..." once every worker serves or "error: ..." when start-up failed, then closes it.
+	// Notify, when set, is the daemonizing gwctl's pipe (NotifyPipe): the master writes one
+	// line, "ready ..." once every worker serves or "error: ..." when start-up failed, then
+	// closes it (daemon.go).
 	Notify io.WriteCloser
 	// Stderr, when set, receives a copy of the error log (foreground mode).
 	Stderr io.Writer
@@ -54,29 +51,6 @@ type Options struct {
 	// the stored objects at start and every Admin API write with it. Nil checks nothing
 	// beyond validation.
 	NewChecker func(segments map[string]*shm.Segment, log *errlog.Logger) SnapshotChecker
-}
-
-// SnapshotChecker builds a snapshot as the workers will under cfg and returns the objects
-// that fail to build (worker.Checker).
-type SnapshotChecker interface {
-	Check(snap *conf.Snapshot, cfg *conf.Config) ([]conf.LeftOut, error)
-}
-
-// readyTimeout bounds how long a new worker may take to report ready.
-const readyTimeout = 15 * time.Second
-
-// closeTimeout bounds how long a reload waits for an old worker to stop accepting: a
-// worker does it as soon as it reads the shutdown frame.
-const closeTimeout = 5 * time.Second
-
-// generation is one configuration's set of workers. A reload starts a new generation; the
-// old one drains.
-type generation struct {
-	id      uint64
-	cfg     *conf.Config
-	workers int
-	// cfgJSON is cfg as the workers receive it in their setup frame.
-	cfgJSON []byte
 }
 
 // Master supervises the workers of one instance and serves the Admin API.
@@ -106,30 +80,26 @@ type Master struct {
 	tickets     *ticketKeyRing
 	stopTickets func()
 
+	// sup runs the workers: the current generation, one starting, the draining ones.
+	sup *supervisor
+
 	// mu guards the fields below. publishMu serialises whole publications (and reloads),
-	// so snapshot versions reach every worker in order and no worker misses one.
+	// so snapshot versions reach every worker in order and no worker misses one. mu may be
+	// held while calling sup, never the other way round.
 	mu        sync.Mutex
 	publishMu sync.Mutex
-	gen       *generation
 	sockets   map[string]*slotSockets // by listen address; kept across reloads
 	snapshot  []byte                  // the latest published conf.Snapshot, as JSON
 	version   uint64
 	leftOut   []conf.LeftOut // what that snapshot leaves out
-	slots     []*workerProc  // the current generation, by slot
-	starting  []*workerProc  // a new generation not yet swapped in
-	draining  []*workerProc  // older generations still finishing their requests
-	stopping  bool
-	crashes   map[int][]time.Time // recent unexpected exits per slot, for backoff
 
 	pid            int
 	started        time.Time
-	restarts       uint64
 	reloads        uint64
 	reloadFailures uint64
 	// configRejections counts the snapshots workers refused (ipc.Reject).
 	configRejections uint64
 
-	exits    chan *workerProc
 	commands chan command
 
 	// Binary upgrades (upgrade.go).
@@ -157,15 +127,15 @@ func Run(opts Options) (err error) {
 		runtime.GOMAXPROCS(1)
 	}
 	m := &Master{
-		opts: opts, exits: make(chan *workerProc, 256), commands: make(chan command),
-		crashes: map[int][]time.Time{}, sockets: map[string]*slotSockets{},
+		opts: opts, commands: make(chan command),
+		sockets:           map[string]*slotSockets{},
 		handOverListeners: map[string]net.Listener{},
 		pid:               os.Getpid(), started: time.Now(),
 	}
+	m.sup = newSupervisor(m.spawn, nil)
 	defer func() {
-		if err != nil && opts.Notify != nil {
-			fmt.Fprintf(opts.Notify, "error: %v\n", err)
-			opts.Notify.Close()
+		if err != nil {
+			m.notifyFailed(err)
 		}
 	}()
 	// Handlers go in first: as PID 1 in a container a signal without a handler is dropped
@@ -180,7 +150,61 @@ func Run(opts Options) (err error) {
 	return m.loop(signals)
 }
 
+// start brings the master up, in an order that keeps an upgrade safe: all a new master
+// makes for itself comes first, and the paths it shares with the old master are taken
+// over last, once every worker serves, so a new master that fails at any step leaves the
+// old one serving and reachable, its files in place.
 func (m *Master) start() error {
+	if err := m.openInstance(); err != nil {
+		return err
+	}
+	cfg, err := m.readConfig()
+	if err != nil {
+		return err
+	}
+	if err := m.setUpProcess(cfg); err != nil {
+		return err
+	}
+	gen, err := m.newGeneration(cfg, 1)
+	if err != nil {
+		return err
+	}
+	if err := m.ensureSockets(gen); err != nil {
+		return err
+	}
+	if err := m.openSharedMemory(cfg); err != nil {
+		return err
+	}
+	if err := m.openStore(cfg); err != nil {
+		return err
+	}
+	if err := m.prepareWorkerFiles(cfg); err != nil {
+		return err
+	}
+	snap, err := m.publishStored(cfg)
+	if err != nil {
+		return err
+	}
+	m.sup.begin(gen)
+	if err := m.startServers(cfg); err != nil {
+		return err
+	}
+	if err := m.initTicketKeys(); err != nil {
+		return err
+	}
+	if err := m.sup.fill(); err != nil {
+		return err
+	}
+	if err := m.takeOverSharedPaths(); err != nil {
+		return err
+	}
+	m.announceStart(gen, cfg, snap)
+	return nil
+}
+
+// openInstance claims the prefix: its logs directory, the upgrader (which finds an old
+// master's files), the instance lock, and the error log every later step reports to.
+func (m *Master) openInstance() error {
 	paths, err := PathsFor(m.opts.Prefix)
 	if err != nil {
 		return err
@@ -221,29 +245,37 @@ func (m *Master) start() error {
 		out = io.MultiWriter(m.logFile, m.opts.Stderr)
 	}
 	m.log = errlog.New(out, "master")
+	m.sup.log = m.log // before it starts any worker
+	return nil
+}
 
-	cfg, err := conf.Load(paths.Config)
+// readConfig loads config.yaml and checks the files it names, which the workers would read.
+func (m *Master) readConfig() (*conf.Config, error) {
+	cfg, err := conf.Load(m.paths.Config)
 	if err == nil {
-		err = cfg.CheckFiles(paths.Prefix) // files the workers would read, checked first
+		err = cfg.CheckFiles(m.paths.Prefix)
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
+	return cfg, nil
+}
+
+// setUpProcess applies what config.yaml sets for the master process itself: its log
+// level, the file limit its workers inherit, and the user they run as.
+func (m *Master) setUpProcess(cfg *conf.Config) error {
 	m.log.SetLevel(errlog.ParseLevel(cfg.ErrorLogLevel))
 	m.raiseFileLimit(cfg.WorkerRlimitNofile)
-	if err := m.setUpWorkerUser(cfg); err != nil {
-		return err
-	}
-	gen, err := m.newGeneration(cfg, 1)
-	if err != nil {
-		return err
-	}
-	if err := m.ensureSockets(gen); err != nil {
-		return err
-	}
+	return m.setUpWorkerUser(cfg)
+}
+
+// openSharedMemory makes the plugins' segments (or maps the old master's), the metrics
+// areas the workers claim in them, and the health checks that write into them.
+func (m *Master) openSharedMemory(cfg *conf.Config) error {
 	if err := m.createSegments(cfg); err != nil {
 		return err
 	}
+	var err error
 	if m.workerAreas, err = openWorkerAreas(m.segments[prometheus.Name]); err != nil {
 		return err
 	}
@@ -252,49 +284,52 @@ func (m *Master) start() error {
 		return fmt.Errorf("shared memory for %s: %w", plugins.HealthSegment, err)
 	}
 	m.health = health.New(healthTable, m.log)
-	m.store, err = store.Open(paths.DataDir(cfg.DataDir))
+	return nil
+}
+
+// openStore opens the Admin API's store in the data directory and makes that directory
+// and the segments owner-only.
+func (m *Master) openStore(cfg *conf.Config) error {
+	var err error
+	m.store, err = store.Open(m.paths.DataDir(cfg.DataDir))
 	if err != nil {
 		return err
 	}
-	if err := m.secureInstanceFiles(paths.DataDir(cfg.DataDir)); err != nil {
-		return err
-	}
-	if err := m.prepareWorkerFiles(cfg); err != nil {
-		return err
-	}
+	return m.secureInstanceFiles(m.paths.DataDir(cfg.DataDir))
+}
+
+// publishStored makes the stored objects, checked with the workers' own build, the
+// snapshot every worker starts from.
+func (m *Master) publishStored(cfg *conf.Config) (*conf.Snapshot, error) {
 	if m.opts.NewChecker != nil {
 		m.checker = m.opts.NewChecker(m.segments, m.log)
 	}
 	snap, err := m.loadStored(cfg)
 	if err != nil {
-		return fmt.Errorf("loading stored config: %w", err)
+		return nil, fmt.Errorf("loading stored config: %w", err)
 	}
 	if err := m.setSnapshot(snap); err != nil {
-		return err
+		return nil, err
 	}
-	m.gen = gen
+	return snap, nil
+}
+
+// startServers starts the master's own servers: the Admin API on admin.listen, the
+// metrics export and the status API. They answer before the workers serve: the status
+// API says not ready until they do.
+func (m *Master) startServers(cfg *conf.Config) error {
 	if err := m.listenAdmin(cfg); err != nil {
 		return err
 	}
 	if err := m.serveMetrics(); err != nil {
 		return err
 	}
-	if err := m.serveStatus(); err != nil {
-		return err
-	}
-	if err := m.initTicketKeys(); err != nil {
-		return err
-	}
-	slots, err := m.startGeneration(gen)
-	if err != nil {
-		return err
-	}
-	m.mu.Lock()
-	m.slots = slots
-	m.mu.Unlock()
-	// The paths below are shared with an old master during an upgrade: take them over
-	// only now that every worker serves. A new master that fails before this point leaves
-	// the old one reachable and its files in place.
+	return m.serveStatus()
+}
+
+// takeOverSharedPaths takes the paths an old master shares during an upgrade, the control
+// and admin sockets and the pid file, and tells the old master this one serves.
+func (m *Master) takeOverSharedPaths() error {
 	if err := m.listenControl(); err != nil {
 		return err
 	}
@@ -304,144 +339,25 @@ func (m *Master) start() error {
 	if err := m.handAdminSocketToWorkers(); err != nil {
 		return err
 	}
-	if err := atomicfile.Write(paths.PIDFile, []byte(fmt.Sprintf("%d\n", os.Getpid())), 0o600, ".gwctl.pid.tmp-*"); err != nil {
+	if err := atomicfile.Write(m.paths.PIDFile, []byte(fmt.Sprintf("%d\n", os.Getpid())), 0o600, ".gwctl.pid.tmp-*"); err != nil {
 		return fmt.Errorf("writing pid file: %w", err)
 	}
 	m.owner = true
 	if err := m.upg.Ready(); err != nil {
 		return fmt.Errorf("telling the old master we are ready: %w", err)
 	}
+	return nil
+}
+
+// announceStart logs that the master serves and tells the daemonizing gwctl, if any.
+func (m *Master) announceStart(gen *generation, cfg *conf.Config, snap *conf.Snapshot) {
 	how := "started"
 	if m.parentPID != 0 {
 		how = fmt.Sprintf("took over from master %d", m.parentPID)
 	}
 	m.log.Infof("gw %s %s: %d workers, listening on %s, admin on %s",
 		m.opts.Version, how, gen.workers, strings.Join(cfg.DataListen(), ", "), cfg.Admin.Listen)
-	if m.opts.Notify != nil {
-		// The TLS addresses are named apart: a client must know which ports speak TLS.
-		tlsListen := ""
-		if cfg.SSL.Enabled {
-			tlsListen = " tls=" + strings.Join(cfg.SSL.Listen, ",")
-		}
-		leftOut := ""
-		if n := len(snap.LeftOut); n > 0 {
-			leftOut = fmt.Sprintf(" left_out=%d", n)
-		}
-		fmt.Fprintf(m.opts.Notify, "ready pid=%d workers=%d listen=%s%s admin=%s%s\n", os.Getpid(), gen.workers,
-			strings.Join(cfg.NodeListen, ","), tlsListen, cfg.Admin.Listen, leftOut)
-		m.opts.Notify.Close()
-		m.opts.Notify = nil
-	}
-	return nil
-}
-
-// newGeneration resolves the worker count (--workers wins over the file) and encodes the
-// static config for the workers.
-func (m *Master) newGeneration(cfg *conf.Config, id uint64) (*generation, error) {
-	workers := cfg.Workers()
-	if m.opts.Workers > 0 {
-		workers = m.opts.Workers
-	}
-	cfgJSON, err := json.Marshal(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return &generation{id: id, cfg: cfg, workers: workers, cfgJSON: cfgJSON}, nil
-}
-
-// ensureSockets opens what gen needs: every listen address with at least one socket per
-// worker slot. Existing sockets are kept, so no queued connection is ever reset by a reload.
-func (m *Master) ensureSockets(gen *generation) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var opened []*slotSockets
-	for _, address := range gen.cfg.DataListen() {
-		set, ok := m.sockets[address]
-		if !ok {
-			inherited, err := m.inheritedSockets(address)
-			if err != nil {
-				return err
-			}
-			if inherited != nil {
-				if err := inherited.grow(gen.workers); err != nil {
-					return err
-				}
-				m.sockets[address] = inherited
-				opened = append(opened, inherited)
-				continue
-			}
-			fresh, err := openSlotSockets(address, gen.workers)
-			if err != nil {
-				for _, s := range opened {
-					s.close()
-					delete(m.sockets, s.address)
-				}
-				return err
-			}
-			m.sockets[address] = fresh
-			opened = append(opened, fresh)
-			continue
-		}
-		if err := set.grow(gen.workers); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// closeUnusedSockets closes the sockets of addresses the current generation no longer
-// listens on. Draining workers hold their own copies, so their open connections finish.
-func (m *Master) closeUnusedSockets() {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	keep := map[string]bool{}
-	for _, a := range m.gen.cfg.DataListen() {
-		keep[a] = true
-	}
-	for address, set := range m.sockets {
-		if !keep[address] {
-			set.close()
-			delete(m.sockets, address)
-			m.log.Infof("stopped listening on %s", address)
-		}
-	}
-}
-
-// startGeneration spawns gen's workers and waits until every one is ready. On failure the
-// ones started are killed and the error says which slot failed and why.
-func (m *Master) startGeneration(gen *generation) ([]*workerProc, error) {
-	slots := make([]*workerProc, gen.workers)
-	fail := func(err error) ([]*workerProc, error) {
-		m.mu.Lock()
-		m.starting = nil
-		m.mu.Unlock()
-		for _, w := range slots {
-			if w != nil {
-				_ = w.cmd.Process.Kill()
-				<-w.exited
-			}
-		}
-		return nil, err
-	}
-	for slot := range slots {
-		w, err := m.spawn(slot, gen)
-		if err != nil {
-			return fail(err)
-		}
-		slots[slot] = w
-		m.mu.Lock()
-		m.starting = append(m.starting, w)
-		m.mu.Unlock()
-	}
-	for _, w := range slots {
-		if err := w.waitReady(readyTimeout); err != nil {
-			return fail(err)
-		}
-	}
-	m.mu.Lock()
-	m.starting = nil
-	m.mu.Unlock()
-	return slots, nil
+	m.notifyReady(gen, cfg, snap)
 }
 
 func (m *Master) raiseFileLimit(n int) {
@@ -464,136 +380,6 @@ func (m *Master) raiseFileLimit(n int) {
 	if err != nil {
 		m.log.Warnf("worker_rlimit_nofile %d: %v (the limit stays as it was)", n, err)
 	}
-}
-
-func (m *Master) setSnapshot(snap *conf.Snapshot) error {
-	data, err := json.Marshal(m.forWorkers(snap))
-	if err != nil {
-		return fmt.Errorf("encoding snapshot: %w", err)
-	}
-	// Before any worker sees snap: workers look up the health entries it needs.
-	if m.health != nil {
-		m.health.Update(snap)
-	}
-	m.mu.Lock()
-	m.snapshot, m.version, m.leftOut = data, snap.Version, snap.LeftOut
-	m.mu.Unlock()
-	return nil
-}
-
-// loadStored is the stored config as the workers will serve it under cfg. A stored
-// object that does not decode or does not build never stops a start: it is left out,
-// named in the error log, in `gwctl status` and in the Admin API's answer for it, and
-// whatever references it answers as if it were missing. A route left out is a 404, never
-// a route without its plugins.
-func (m *Master) loadStored(cfg *conf.Config) (*conf.Snapshot, error) {
-	snap := m.store.Snapshot()
-	if m.checker != nil {
-		failed, err := m.checker.Check(snap, cfg)
-		if err != nil {
-			return nil, err
-		}
-		snap.LeaveOut(failed)
-	}
-	for _, l := range snap.LeftOut {
-		m.log.Errorf("stored object %s is left out and not served: %s (fix it with a PUT, or DELETE it)", l.Key(), l.Reason)
-	}
-	return snap, nil
-}
-
-// servesUnder refuses a new config.yaml under which a stored object that is served now
-// would fail to build (router.http changes how paths parse): the new workers would refuse
-// their first snapshot, so the reload is refused first, naming the object.
-func (m *Master) servesUnder(cfg *conf.Config) error {
-	if m.checker == nil {
-		return nil
-	}
-	failed, err := m.checker.Check(m.store.Snapshot(), cfg)
-	if err != nil {
-		return err
-	}
-	before := map[string]bool{}
-	for _, l := range m.LeftOut() {
-		before[l.Key()] = true
-	}
-	for _, l := range failed {
-		if !before[l.Key()] {
-			return fmt.Errorf("%s: under the new configuration %s could not be served: %s", m.paths.Config, l.Key(), l.Reason)
-		}
-	}
-	return nil
-}
-
-// Check is the Admin API's Builder: snap built as the workers will build it under the
-// config they run.
-func (m *Master) Check(snap *conf.Snapshot) ([]conf.LeftOut, error) {
-	if m.checker == nil {
-		return nil, nil
-	}
-	return m.checker.Check(snap, m.currentConfig())
-}
-
-// LeftOut is the Admin API's Builder: what the snapshot published last leaves out.
-func (m *Master) LeftOut() []conf.LeftOut {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.leftOut
-}
-
-// Publish makes every live worker serve snap and returns once each has acknowledged it.
-// A worker that exits meanwhile is not waited for: its replacement starts from the latest
-// snapshot before it counts as ready.
-func (m *Master) Publish(ctx context.Context, snap *conf.Snapshot) error {
-	m.publishMu.Lock()
-	defer m.publishMu.Unlock()
-	if err := m.setSnapshot(snap); err != nil {
-		return err
-	}
-	m.mu.Lock()
-	data := m.snapshot
-	live := append(m.liveWorkersLocked(), m.starting...)
-	m.mu.Unlock()
-	for _, w := range live {
-		w.sendConfig(data)
-	}
-	var lagging []string
-	for _, w := range live {
-		if err := w.waitAck(ctx, snap.Version); err != nil {
-			lagging = append(lagging, fmt.Sprintf("worker slot %d (pid %d): %v", w.slot, w.pid, err))
-		}
-	}
-	if len(lagging) > 0 {
-		return fmt.Errorf("config version %d not acknowledged by %s", snap.Version, strings.Join(lagging, "; "))
-	}
-	return nil
-}
-
-// allWorkersLocked lists the current generation and the draining ones still alive.
-func (m *Master) allWorkersLocked() []*workerProc {
-	all := m.liveWorkersLocked()
-	for _, w := range m.draining {
-		if !w.hasExited() {
-			all = append(all, w)
-		}
-	}
-	return all
-}
-
-func (m *Master) liveWorkersLocked() []*workerProc {
-	var live []*workerProc
-	for _, w := range m.slots {
-		if w != nil && !w.hasExited() {
-			live = append(live, w)
-		}
-	}
-	return live
-}
-
-// currentSnapshot is what a newly started worker must load before it counts as ready.
-func (m *Master) currentSnapshot() []byte {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.snapshot
 }
 
 // loop handles signals, control commands and worker exits until the master stops.
@@ -633,136 +419,10 @@ func (m *Master) loop(signals <-chan os.Signal) error {
 			if m.execute(cmd) {
 				return nil
 			}
-		case w := <-m.exits:
-			m.handleExit(w)
+		case w := <-m.sup.exits:
+			m.sup.handleExit(w)
 		}
 	}
-}
-
-// reload re-reads the config file and replaces the worker generation, as nginx's HUP. The
-// old generation keeps serving unless the new one is fully ready.
-func (m *Master) reload() (err error) {
-	defer func() {
-		m.mu.Lock()
-		if err != nil {
-			m.reloadFailures++
-		} else {
-			m.reloads++
-		}
-		m.mu.Unlock()
-		if err != nil {
-			m.log.Errorf("reload failed, the previous configuration keeps serving: %v", err)
-		}
-	}()
-	cfg, err := conf.Load(m.paths.Config)
-	if err == nil {
-		err = cfg.CheckFiles(m.paths.Prefix)
-	}
-	if err != nil {
-		return err
-	}
-	m.mu.Lock()
-	old := m.gen
-	m.mu.Unlock()
-	if err := staticChangeAllowed(old.cfg, cfg); err != nil {
-		return err
-	}
-	if err := m.servesUnder(cfg); err != nil {
-		return err
-	}
-	if err := m.prepareWorkerFiles(cfg); err != nil {
-		return err
-	}
-	gen, err := m.newGeneration(cfg, old.id+1)
-	if err != nil {
-		return err
-	}
-	if err := m.ensureSockets(gen); err != nil {
-		return err
-	}
-	if cfg.Admin.Listen != old.cfg.Admin.Listen || !sameKeys(cfg, old.cfg) {
-		if err := m.listenAdmin(cfg); err != nil {
-			return err
-		}
-	}
-	// No publication may slip between the new workers' first snapshot and the swap, nor
-	// before the old workers stop accepting: it goes to the new generation only.
-	m.publishMu.Lock()
-	defer m.publishMu.Unlock()
-	slots, err := m.startGeneration(gen)
-	if err != nil {
-		return err
-	}
-	m.mu.Lock()
-	oldSlots := m.slots
-	m.gen, m.slots = gen, slots
-	for _, w := range oldSlots {
-		if w != nil && !w.hasExited() {
-			w.draining.Store(true)
-			m.draining = append(m.draining, w)
-		}
-	}
-	m.mu.Unlock()
-	for _, w := range oldSlots {
-		if w != nil {
-			w.shutdown(true)
-		}
-	}
-	// The old workers share the listening sockets with the new ones: until each has closed
-	// its copies it may still accept a connection and serve it the old configuration and
-	// the old snapshot. gwctl reload waits for this function, so once it returns every new
-	// connection gets the new configuration, and read-your-writes holds for the Admin API
-	// across a reload. A worker too busy to answer in time is not worth failing a reload
-	// that has happened.
-	for _, w := range oldSlots {
-		if w == nil {
-			continue
-		}
-		if err := w.waitClosed(closeTimeout); err != nil {
-			m.log.Warnf("reload: %v; until it does, it may serve new connections the old configuration", err)
-		}
-	}
-	m.closeUnusedSockets()
-	m.raiseFileLimit(cfg.WorkerRlimitNofile)
-	m.log.SetLevel(errlog.ParseLevel(cfg.ErrorLogLevel))
-	m.log.Infof("reloaded: generation %d, %d workers, listening on %s", gen.id, gen.workers, strings.Join(cfg.DataListen(), ", "))
-	return nil
-}
-
-// staticChangeAllowed refuses what a reload cannot change, as nginx refuses to resize its
-// shared zones: segments hold live counters that every worker maps.
-func staticChangeAllowed(old, cfg *conf.Config) error {
-	if old.Shm != cfg.Shm {
-		return fmt.Errorf("shm sizes are fixed at start (shm.limit_count %d → %d, shm.metrics %d → %d, shm.health_check %d → %d, limit_count_on_full %q → %q): restart to change them",
-			old.Shm.LimitCount, cfg.Shm.LimitCount, old.Shm.Metrics, cfg.Shm.Metrics, old.Shm.HealthCheck, cfg.Shm.HealthCheck, old.Shm.LimitCountOnFull, cfg.Shm.LimitCountOnFull)
-	}
-	if old.User != cfg.User {
-		return fmt.Errorf("user is fixed at start (%q → %q): restart to change it", old.User, cfg.User)
-	}
-	if old.DataDir != cfg.DataDir {
-		return fmt.Errorf("data_dir is fixed at start (%q → %q): restart to change it", old.DataDir, cfg.DataDir)
-	}
-	if old.Prometheus != cfg.Prometheus {
-		return fmt.Errorf("prometheus settings are fixed at start: restart to change them")
-	}
-	if old.Status != cfg.Status {
-		return fmt.Errorf("status settings are fixed at start (status.enabled %t → %t, status.listen %s → %s): restart to change them",
-			old.Status.Enabled, cfg.Status.Enabled, old.Status.Listen, cfg.Status.Listen)
-	}
-	return nil
-}
-
-func sameKeys(a, b *conf.Config) bool {
-	ka, kb := a.AdminKeys(), b.AdminKeys()
-	if len(ka) != len(kb) || strings.Join(a.Admin.Allow, ",") != strings.Join(b.Admin.Allow, ",") {
-		return false
-	}
-	for i := range ka {
-		if ka[i] != kb[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // reopen reopens the error log (the master's and, through their stdout and stderr, the
@@ -781,138 +441,16 @@ func (m *Master) reopen() {
 	if err := m.prepareWorkerFiles(m.currentConfig()); err != nil {
 		m.log.Errorf("reopening: %v", err)
 	}
-	m.mu.Lock()
-	workers := m.allWorkersLocked()
-	m.mu.Unlock()
-	for _, w := range workers {
+	for _, w := range m.sup.allWorkers() {
 		w.reopen()
 	}
 }
 
-func (m *Master) handleExit(w *workerProc) {
-	m.mu.Lock()
-	current := w.slot < len(m.slots) && m.slots[w.slot] == w
-	stopping := m.stopping
-	if !current {
-		m.forgetDrainedLocked()
-	}
-	m.mu.Unlock()
-	if stopping || !current || w.draining.Load() {
-		return
-	}
-	m.log.Errorf("worker slot %d (pid %d) exited unexpectedly: %v", w.slot, w.pid, w.exitErr)
-	// As in nginx, a worker whose setup failed is not respawned: it would fail the same way.
-	if w.exitCode == ipc.FatalExitCode {
-		m.log.Errorf("worker slot %d exited with fatal code %d and cannot be respawned", w.slot, ipc.FatalExitCode)
-		return
-	}
-	m.mu.Lock()
-	m.restarts++
-	gen := m.gen
-	m.mu.Unlock()
-	delay := m.respawnDelay(w.slot)
-	if delay > 0 {
-		m.log.Errorf("worker slot %d crashed more than 3 times within 10s: respawning in %v", w.slot, delay)
-		go func() {
-			time.Sleep(delay)
-			m.respawn(w.slot, gen)
-		}()
-		return
-	}
-	m.respawn(w.slot, gen)
-}
-
-func (m *Master) forgetDrainedLocked() {
-	kept := m.draining[:0]
-	for _, d := range m.draining {
-		if !d.hasExited() {
-			kept = append(kept, d)
-		}
-	}
-	m.draining = kept
-}
-
-func (m *Master) respawnDelay(slot int) time.Duration {
-	now := time.Now()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	recent := m.crashes[slot][:0]
-	for _, t := range m.crashes[slot] {
-		if now.Sub(t) < 10*time.Second {
-			recent = append(recent, t)
-		}
-	}
-	recent = append(recent, now)
-	m.crashes[slot] = recent
-	if len(recent) > 3 {
-		return time.Second
-	}
-	return 0
-}
-
-// respawn replaces a dead worker in its slot, on the same sockets, at once: the new
-// process inherits the socket and its accept queue, so queued connections are served, not
-// lost. Readiness is awaited off the master's loop.
-func (m *Master) respawn(slot int, gen *generation) {
-	m.mu.Lock()
-	if m.stopping || gen != m.gen {
-		m.mu.Unlock()
-		return
-	}
-	m.mu.Unlock()
-	w, err := m.spawn(slot, gen)
-	if err != nil {
-		m.log.Errorf("respawning worker slot %d: %v", slot, err)
-		return
-	}
-	m.mu.Lock()
-	if m.gen != gen || m.stopping {
-		m.mu.Unlock()
-		_ = w.cmd.Process.Kill()
-		return
-	}
-	m.slots[slot] = w
-	m.mu.Unlock()
-	go func() {
-		if err := w.waitReady(readyTimeout); err != nil {
-			m.log.Errorf("respawned worker slot %d: %v", slot, err)
-			return
-		}
-		m.log.Infof("worker slot %d respawned as pid %d", slot, w.pid)
-	}()
-}
-
 // shutdown stops every worker (draining them when graceful), then releases the instance.
 func (m *Master) shutdown(graceful bool) {
-	m.mu.Lock()
-	m.stopping = true
-	workers := m.allWorkersLocked()
-	timeout := m.gen.cfg.WorkerShutdownTimeout
-	m.mu.Unlock()
+	workers := m.sup.halt()
 	m.admin.close()
-	deadline := 3 * time.Second
-	if graceful {
-		deadline = timeout + time.Second
-	}
-	for _, w := range workers {
-		w.shutdown(graceful)
-	}
-	expired := time.After(deadline)
-	for _, w := range workers {
-		select {
-		case <-w.exited:
-		case <-expired:
-			for _, w := range workers {
-				if !w.hasExited() {
-					m.log.Warnf("worker slot %d (pid %d) still alive after %v: killing it", w.slot, w.pid, deadline)
-					_ = w.cmd.Process.Kill()
-				}
-			}
-			for _, w := range workers {
-				<-w.exited
-			}
-		}
-	}
+	m.sup.stop(workers, graceful)
 	m.teardown()
 	m.log.Infof("gw stopped")
 }
@@ -921,16 +459,12 @@ func (m *Master) shutdown(graceful bool) {
 // a hand-over it only closes this process's copies: the new master owns the rest.
 func (m *Master) teardown() {
 	m.mu.Lock()
-	m.stopping = true
 	handedOver := m.handedOver
 	owner := m.owner && !handedOver
-	workers := append(m.allWorkersLocked(), m.starting...)
 	m.mu.Unlock()
-	for _, w := range workers {
-		if !handedOver && !w.hasExited() {
-			_ = w.cmd.Process.Kill()
-			<-w.exited
-		}
+	workers := m.sup.halt()
+	if !handedOver {
+		m.sup.kill(workers)
 	}
 	m.admin.close()
 	if m.health != nil {
@@ -971,52 +505,7 @@ func (m *Master) teardown() {
 	}
 }
 
-// createSegments makes every plugin's shared-memory segment, or maps the old master's
-// after an upgrade. They live as long as the master, so counters survive worker crashes,
-// reloads and upgrades; a segment whose header names another layout is refused.
-func (m *Master) createSegments(cfg *conf.Config) error {
-	m.segments = map[string]*shm.Segment{}
-	for name, spec := range plugins.Segments() {
-		f, err := m.inherited(handOverSegment(name))
-		if err != nil {
-			return err
-		}
-		if f != nil {
-			seg, err := shm.Open(f, spec.Layout)
-			f.Close()
-			if err != nil {
-				return fmt.Errorf("shared memory for %s handed over by the old master: %w; upgrade refused", name, err)
-			}
-			m.segments[name] = seg
-			continue
-		}
-		seg, err := shm.Create(spec.Layout, spec.Size(cfg))
-		if err != nil {
-			return fmt.Errorf("shared memory for %s: %w", name, err)
-		}
-		m.segments[name] = seg
-		if spec.Init != nil {
-			if err := spec.Init(seg); err != nil {
-				return fmt.Errorf("shared memory for %s: %w", name, err)
-			}
-		}
-	}
-	return nil
-}
-
-// segmentNames lists the segments in a fixed order, so every worker gets the same fds.
-func (m *Master) segmentNames() []string {
-	names := make([]string, 0, len(m.segments))
-	for name := range m.segments {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	return names
-}
-
 // currentConfig is the configuration the current generation runs with.
 func (m *Master) currentConfig() *conf.Config {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.gen.cfg
+	return m.sup.current().cfg
 }

@@ -22,8 +22,8 @@ type workerProc struct {
 	slot       int
 	generation uint64
 	pid        int
-	cmd        *exec.Cmd
-	conn       *ipc.Conn
+	proc       process
+	conn       *ipc.Conn // nil in the supervisor's tests, which talk to no process
 	started    time.Time
 
 	setUp     chan struct{} // closed once the setup frame and first snapshot are sent
@@ -49,13 +49,60 @@ type workerProc struct {
 	rejected *ipc.Reject
 }
 
-// firstListenerFD is where inherited listening sockets start in a worker: 0-2 are stdio and
-// 3 is the IPC socket.
-const firstListenerFD = 4
+func newWorkerProc(slot int, generation uint64, pid int, proc process, conn *ipc.Conn) *workerProc {
+	return &workerProc{
+		slot: slot, generation: generation, pid: pid, proc: proc, conn: conn,
+		started: time.Now(), setUp: make(chan struct{}), ready: make(chan struct{}), exited: make(chan struct{}), closed: make(chan struct{}),
+		ackWake: make(chan struct{}),
+	}
+}
+
+// process is a started worker process as the supervisor acts on it: execProcess in the
+// master, a fake in the supervisor's tests.
+type process interface {
+	// wait blocks until the process has exited and been reaped, and returns its exit code
+	// (-1 when a signal ended it) and exec.Cmd.Wait's error.
+	wait() (code int, err error)
+	// kill ends the process at once (SIGKILL) and returns; wait reports the end.
+	kill()
+	// stop asks the process to stop, after draining its connections when graceful.
+	stop(graceful bool)
+}
+
+// execProcess is a worker started with os/exec, spoken to over conn.
+type execProcess struct {
+	cmd   *exec.Cmd
+	conn  *ipc.Conn
+	areas *workerAreas
+}
+
+func (p *execProcess) wait() (int, error) {
+	// The area is retired before the reap, while the zombie still holds the pid.
+	if waitExited(p.cmd.Process.Pid) == nil {
+		p.areas.retireExited(p.cmd.Process.Pid)
+	}
+	err := p.cmd.Wait()
+	p.conn.Close()
+	return p.cmd.ProcessState.ExitCode(), err
+}
+
+func (p *execProcess) kill() { _ = p.cmd.Process.Kill() }
+
+// stop sends the shutdown frame, or SIGINT when the socket is broken but not yet closed.
+func (p *execProcess) stop(graceful bool) {
+	mode := ipc.Fast
+	if graceful {
+		mode = ipc.Graceful
+	}
+	if err := p.conn.SendJSON(ipc.KindShutdown, ipc.Shutdown{Mode: mode}); err != nil && !errors.Is(err, os.ErrClosed) {
+		_ = p.cmd.Process.Signal(os.Interrupt)
+	}
+}
 
 // spawn starts a worker for slot from /proc/self/exe, so a binary replaced on disk never
 // changes the running generation. The worker inherits its IPC socket and its slot's
-// listening sockets, and nothing else.
+// listening sockets, and nothing else. It is the supervisor's spawn: it returns once the
+// process runs, and the supervisor waits for its end.
 func (m *Master) spawn(slot int, gen *generation) (*workerProc, error) {
 	conn, remote, err := ipc.Pair()
 	if err != nil {
@@ -63,7 +110,7 @@ func (m *Master) spawn(slot int, gen *generation) (*workerProc, error) {
 	}
 	defer remote.Close()
 
-	files := []*os.File{remote}
+	files := []*os.File{remote} // files[i] is descriptor ipc.ConnFD+i in the worker
 	var listeners []ipc.ListenerFD
 	m.mu.Lock()
 	for _, address := range gen.cfg.DataListen() {
@@ -75,7 +122,7 @@ func (m *Master) spawn(slot int, gen *generation) (*workerProc, error) {
 			if i%gen.workers != slot {
 				continue
 			}
-			listeners = append(listeners, ipc.ListenerFD{FD: firstListenerFD + len(files) - 1, Address: set.address, Slot: i})
+			listeners = append(listeners, ipc.ListenerFD{FD: ipc.ConnFD + len(files), Address: set.address, Slot: i})
 			files = append(files, f)
 		}
 	}
@@ -83,7 +130,7 @@ func (m *Master) spawn(slot int, gen *generation) (*workerProc, error) {
 
 	var segments []ipc.SegmentFD
 	for _, name := range m.segmentNames() {
-		segments = append(segments, ipc.SegmentFD{FD: firstListenerFD + len(files) - 1, Plugin: name})
+		segments = append(segments, ipc.SegmentFD{FD: ipc.ConnFD + len(files), Plugin: name})
 		files = append(files, m.segments[name].File())
 	}
 
@@ -103,23 +150,7 @@ func (m *Master) spawn(slot int, gen *generation) (*workerProc, error) {
 		conn.Close()
 		return nil, fmt.Errorf("starting worker slot %d: %w", slot, m.explainSpawnError(err))
 	}
-	w := &workerProc{
-		slot: slot, generation: gen.id, pid: cmd.Process.Pid, cmd: cmd, conn: conn,
-		started: time.Now(), setUp: make(chan struct{}), ready: make(chan struct{}), exited: make(chan struct{}), closed: make(chan struct{}),
-		ackWake: make(chan struct{}),
-	}
-	go func() {
-		// The area is retired before the reap, while the zombie still holds the pid.
-		if waitExited(w.pid) == nil {
-			m.workerAreas.retireExited(w.pid)
-		}
-		err := cmd.Wait()
-		w.exitErr = err
-		w.exitCode = cmd.ProcessState.ExitCode()
-		conn.Close()
-		close(w.exited)
-		m.exits <- w
-	}()
+	w := newWorkerProc(slot, gen.id, cmd.Process.Pid, &execProcess{cmd: cmd, conn: conn, areas: m.workerAreas}, conn)
 	go m.talk(w, ipc.Setup{Config: gen.cfgJSON, ListenerFDs: listeners, AdminSocket: m.paths.AdminSocket, ErrorLog: m.paths.ErrorLog, Prefix: m.paths.Prefix, SegmentFDs: segments})
 	return w, nil
 }
@@ -159,12 +190,12 @@ func (m *Master) talk(w *workerProc, setup ipc.Setup) {
 	var hello ipc.Hello
 	if frame.Kind != ipc.KindHello || frame.Decode(&hello) != nil {
 		m.log.Errorf("worker slot %d (pid %d): expected hello, got %s", w.slot, w.pid, frame.Kind)
-		_ = w.cmd.Process.Kill()
+		w.proc.kill()
 		return
 	}
 	if hello.Version != m.opts.Version {
 		m.log.Errorf("worker slot %d (pid %d) runs version %q, master runs %q: killing it", w.slot, w.pid, hello.Version, m.opts.Version)
-		_ = w.cmd.Process.Kill()
+		w.proc.kill()
 		return
 	}
 	// The keys are taken as late as possible; forwardTicketKeys sends any set that
@@ -285,7 +316,7 @@ func (w *workerProc) waitReady(timeout time.Duration) error {
 	case <-w.exited:
 		return fmt.Errorf("worker slot %d (pid %d) exited before it was ready: %v (see the error log)", w.slot, w.pid, w.exitErr)
 	case <-time.After(timeout):
-		_ = w.cmd.Process.Kill()
+		w.proc.kill()
 		return fmt.Errorf("worker slot %d (pid %d) not ready within %v", w.slot, w.pid, timeout)
 	}
 }
@@ -318,13 +349,11 @@ func (w *workerProc) reopen() {
 	_ = w.conn.Send(ipc.KindReopen, nil)
 }
 
+// shutdown asks the worker to stop; a graceful stop marks it draining first, so its exit
+// is never respawned.
 func (w *workerProc) shutdown(graceful bool) {
-	mode := ipc.Fast
 	if graceful {
-		mode = ipc.Graceful
 		w.draining.Store(true)
 	}
-	if err := w.conn.SendJSON(ipc.KindShutdown, ipc.Shutdown{Mode: mode}); err != nil && !errors.Is(err, os.ErrClosed) {
-		_ = w.cmd.Process.Signal(os.Interrupt)
-	}
+	w.proc.stop(graceful)
 }

@@ -50,7 +50,7 @@ func (m *Master) startReaper() (stop func()) {
 	if !adoptsOrphans() {
 		return func() {}
 	}
-	r := &reaper{self: os.Getpid(), isOwn: m.isWorkerPID, logf: m.log.Debugf, pending: map[zombie]time.Time{}}
+	r := &reaper{self: os.Getpid(), isOwn: m.sup.tracks, logf: m.log.Debugf, pending: map[zombie]time.Time{}}
 	done := make(chan struct{})
 	go r.run(done)
 	return func() { close(done) }
@@ -63,20 +63,6 @@ func adoptsOrphans() bool {
 	var subreaper int32
 	err := unix.Prctl(unix.PR_GET_CHILD_SUBREAPER, uintptr(unsafe.Pointer(&subreaper)), 0, 0, 0)
 	return err == nil && subreaper != 0
-}
-
-// isWorkerPID tells whether pid is a worker of any generation the master still tracks.
-func (m *Master) isWorkerPID(pid int) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, list := range [][]*workerProc{m.slots, m.starting, m.draining} {
-		for _, w := range list {
-			if w != nil && w.pid == pid {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 func (r *reaper) run(done <-chan struct{}) {

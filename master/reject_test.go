@@ -50,7 +50,8 @@ func TestReadinessNamesAWorkerThatRefusesTheConfig(t *testing.T) {
 	w := newTestWorkerProc()
 	close(w.ready)
 	w.recordAck(1)
-	m := &Master{gen: &generation{workers: 1}, slots: []*workerProc{w}, version: 2}
+	m := &Master{sup: newSupervisor(nil, nil), version: 2}
+	m.sup.gen, m.sup.slots = &generation{workers: 1}, []*workerProc{w}
 	w.recordReject(ipc.Reject{Version: 2, Reason: "upstreams/u: cannot build"})
 	err := m.notReady()
 	if err == nil || !strings.Contains(err.Error(), "refused configuration version 2: upstreams/u: cannot build") {

@@ -167,3 +167,62 @@ func sockaddr(address string) (unix.Sockaddr, int, error) {
 	}
 	return &unix.SockaddrInet6{Port: port, Addr: ip.As16()}, unix.AF_INET6, nil
 }
+
+// ensureSockets opens what gen needs: every listen address with at least one socket per
+// worker slot. Existing sockets are kept, so no queued connection is ever reset by a reload.
+func (m *Master) ensureSockets(gen *generation) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var opened []*slotSockets
+	for _, address := range gen.cfg.DataListen() {
+		set, ok := m.sockets[address]
+		if !ok {
+			inherited, err := m.inheritedSockets(address)
+			if err != nil {
+				return err
+			}
+			if inherited != nil {
+				if err := inherited.grow(gen.workers); err != nil {
+					return err
+				}
+				m.sockets[address] = inherited
+				opened = append(opened, inherited)
+				continue
+			}
+			fresh, err := openSlotSockets(address, gen.workers)
+			if err != nil {
+				for _, s := range opened {
+					s.close()
+					delete(m.sockets, s.address)
+				}
+				return err
+			}
+			m.sockets[address] = fresh
+			opened = append(opened, fresh)
+			continue
+		}
+		if err := set.grow(gen.workers); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// closeUnusedSockets closes the sockets of addresses the current generation no longer
+// listens on. Draining workers hold their own copies, so their open connections finish.
+func (m *Master) closeUnusedSockets() {
+	listen := m.currentConfig().DataListen()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	keep := map[string]bool{}
+	for _, a := range listen {
+		keep[a] = true
+	}
+	for address, set := range m.sockets {
+		if !keep[address] {
+			set.close()
+			delete(m.sockets, address)
+			m.log.Infof("stopped listening on %s", address)
+		}
+	}
+}

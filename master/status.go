@@ -62,8 +62,10 @@ func writeStatus(w http.ResponseWriter, problem error) {
 // workers do not count: they serve only the connections they already had.
 func (m *Master) notReady() error {
 	m.mu.Lock()
-	version, slots, gen := m.version, m.slots, m.gen
+	version := m.version
+	sup := m.sup.view()
 	m.mu.Unlock()
+	slots, gen := sup.slots, sup.gen
 	if gen == nil {
 		return errors.New("the workers have not started yet")
 	}

@@ -235,9 +235,9 @@ func (m *Master) upgrade() (newPID int, err error) {
 // (a draining worker outlives its master), and nothing the new master now owns is removed.
 func (m *Master) handOver() {
 	m.mu.Lock()
-	m.stopping, m.handedOver = true, true
-	workers := m.allWorkersLocked()
+	m.handedOver = true
 	m.mu.Unlock()
+	workers := m.sup.halt()
 	for _, w := range workers {
 		w.shutdown(true)
 	}

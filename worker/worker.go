@@ -36,9 +36,6 @@ type Options struct {
 	Version    string
 }
 
-// ipcFD is the descriptor the master passes the IPC socket on (ExtraFiles[0]).
-const ipcFD = 3
-
 // ExitCode is the status a worker whose Run returned err exits with: ipc.FatalExitCode,
 // which the master does not respawn, for a setup it cannot use (it would fail the same
 // way); 1 for a first snapshot it could not serve, which the master checked and may
@@ -81,9 +78,9 @@ type Worker struct {
 // Run serves until the master says stop or goes away.
 func Run(opts Options) error {
 	w := &Worker{opts: opts, log: errlog.New(os.Stderr, fmt.Sprintf("worker slot %d", opts.Slot)), conns: newConnTracker()}
-	conn, err := ipc.FromFile(os.NewFile(ipcFD, "ipc"))
+	conn, err := ipc.FromFile(os.NewFile(ipc.ConnFD, "ipc"))
 	if err != nil {
-		return fmt.Errorf("worker: no IPC socket on fd %d (a worker is started by its master): %w", ipcFD, err)
+		return fmt.Errorf("worker: no IPC socket on fd %d (a worker is started by its master): %w", ipc.ConnFD, err)
 	}
 	w.conn = conn
 	if err := conn.SendJSON(ipc.KindHello, ipc.Hello{PID: os.Getpid(), Slot: opts.Slot, Generation: opts.Generation, Version: opts.Version}); err != nil {

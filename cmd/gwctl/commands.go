@@ -1,13 +1,9 @@
 package main
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -41,9 +37,6 @@ func instancePaths(c *cli.Context) (master.Paths, error) {
 	return master.PathsFor(prefix)
 }
 
-// startTimeout bounds how long `gwctl start` waits for every worker to report ready.
-const startTimeout = 60 * time.Second
-
 func startCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "start",
@@ -75,90 +68,22 @@ func startCommand() *cli.Command {
 					NewChecker: newChecker,
 				}
 				if fd := c.Int("notify-fd"); fd > 0 {
-					opts.Notify = os.NewFile(uintptr(fd), "notify")
+					opts.Notify = master.NotifyPipe(fd)
 				} else if !c.Bool("no-stderr") {
 					opts.Stderr = os.Stderr
 				}
 				return master.Run(opts)
 			}
-			return daemonize(c, paths)
-		},
-	}
-}
-
-// daemonize starts the master in its own session, detached from the terminal, and waits on
-// a pipe for its verdict so that the exit code tells the truth about the start.
-func daemonize(c *cli.Context, paths master.Paths) error {
-	cfg, err := conf.Load(paths.Config)
-	if err != nil {
-		return err
-	}
-	if err := cfg.CheckFiles(paths.Prefix); err != nil {
-		return err
-	}
-	if pid, err := paths.RunningMaster(); err == nil {
-		return fmt.Errorf("gw is already running in %s (pid %d)", paths.Prefix, pid)
-	}
-	if err := os.MkdirAll(paths.Logs, 0o700); err != nil {
-		return err
-	}
-	logFile, err := os.OpenFile(paths.ErrorLog, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-	if err != nil {
-		return err
-	}
-	defer logFile.Close()
-	verdict, notify, err := os.Pipe()
-	if err != nil {
-		return err
-	}
-	defer verdict.Close()
-	binary, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("finding this binary's path: %w", err)
-	}
-	args := []string{"start", "--foreground", "--prefix", paths.Prefix, "--notify-fd", "3", "--binary", binary,
-		"--upgrade-timeout", c.Duration("upgrade-timeout").String()}
-	if n := c.Int("workers"); n > 0 {
-		args = append(args, "--workers", strconv.Itoa(n))
-	}
-	cmd := exec.Command("/proc/self/exe", args...)
-	cmd.Args[0] = master.ProcessTitle // what ps shows; an upgraded master sets it itself
-	cmd.Dir = paths.Prefix
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.ExtraFiles = []*os.File{notify}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		notify.Close()
-		return fmt.Errorf("starting master: %w", err)
-	}
-	notify.Close()
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-
-	lines := make(chan string, 1)
-	go func() {
-		line, _ := bufio.NewReader(verdict).ReadString('\n')
-		lines <- strings.TrimSpace(line)
-	}()
-	select {
-	case line := <-lines:
-		switch {
-		case strings.HasPrefix(line, "ready "):
-			fmt.Println("gw started:", strings.TrimPrefix(line, "ready "))
-			if _, n, ok := strings.Cut(line, " left_out="); ok {
-				fmt.Printf("warning: %s stored objects are left out and not served; `gwctl status` and logs/error.log name each one\n", n)
+			started, err := master.Daemonize(paths, master.DaemonOptions{Workers: c.Int("workers"), UpgradeTimeout: c.Duration("upgrade-timeout")})
+			if err != nil {
+				return err
+			}
+			fmt.Println("gw started:", started.Summary)
+			if started.LeftOut > 0 {
+				fmt.Printf("warning: %d stored objects are left out and not served; `gwctl status` and logs/error.log name each one\n", started.LeftOut)
 			}
 			return nil
-		case strings.HasPrefix(line, "error: "):
-			<-exited
-			return errors.New(strings.TrimPrefix(line, "error: "))
-		default:
-			<-exited
-			return fmt.Errorf("master exited during start-up; see %s", paths.ErrorLog)
-		}
-	case <-time.After(startTimeout):
-		_ = cmd.Process.Kill()
-		return fmt.Errorf("master not ready within %v; see %s", startTimeout, paths.ErrorLog)
+		},
 	}
 }
 
