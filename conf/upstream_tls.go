@@ -155,7 +155,8 @@ func CheckClientSSL(id ID, s *SSL) error {
 // and inline in services and routes) the certificate and key of that ssl object, so that
 // compiling an upstream needs nothing else from the snapshot. An id that names no ssl of
 // type client (deleted since) is left unresolved: ClientCertID without ClientCert, which
-// the worker turns into 502s that say so. It changes snap in place.
+// the worker turns into 502s that say so. It changes snap's lists in place, and writes
+// only where a resolution changed, with a fresh TLS block.
 func (snap *Snapshot) ResolveClientCerts() {
 	var byID map[ID]*SSL
 	resolve := func(u *Upstream) {
@@ -168,11 +169,18 @@ func (snap *Snapshot) ResolveClientCerts() {
 				byID[snap.SSLs[i].ID] = &snap.SSLs[i]
 			}
 		}
-		t := u.TLS
-		t.ClientCert, t.ClientKey = "", ""
-		if s := byID[t.ClientCertID]; CheckClientSSL(t.ClientCertID, s) == nil {
-			t.ClientCert, t.ClientKey = s.Cert, s.Key
+		cert, key := "", ""
+		if s := byID[u.TLS.ClientCertID]; CheckClientSSL(u.TLS.ClientCertID, s) == nil {
+			cert, key = s.Cert, s.Key
 		}
+		if u.TLS.ClientCert == cert && u.TLS.ClientKey == key {
+			return // as resolved before: snapshots sharing this upstream see no write
+		}
+		// A copy: the TLS block may be shared with the store's decoded object and with
+		// the snapshot this one was made from.
+		t := *u.TLS
+		t.ClientCert, t.ClientKey = cert, key
+		u.TLS = &t
 	}
 	for i := range snap.Upstreams {
 		resolve(&snap.Upstreams[i])

@@ -31,7 +31,7 @@ var magic = [2]byte{'g', 'w'}
 type Kind uint8
 
 // The frame kinds. Worker → master: Hello, Ready, Ack, Reject, Stats, Closed. Master →
-// worker: Setup, Config, Shutdown, Reopen, TicketKeys. A new kind changes no other frame,
+// worker: Setup, Config, Delta, Shutdown, Reopen, TicketKeys. A new kind changes no other frame,
 // so ProtocolVersion stays: a master and its workers are always one binary
 // (Hello.Version).
 const (
@@ -50,6 +50,8 @@ const (
 	// worker → master, once, on a graceful shutdown: it has closed its listeners and will
 	// accept no more connections; it still serves those it has
 	KindClosed Kind = 11
+	// master → worker: a conf.Delta, one write, for a worker serving its From version
+	KindDelta Kind = 12
 )
 
 // FatalExitCode is the status a worker exits with when respawning it cannot help (its
@@ -81,6 +83,8 @@ func (k Kind) String() string {
 		return "reject"
 	case KindClosed:
 		return "closed"
+	case KindDelta:
+		return "delta"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }

@@ -114,6 +114,9 @@ type Master struct {
 	// secretsWarned holds the unresolved secret references already logged (secrets.go),
 	// guarded by publishMu.
 	secretsWarned map[string]bool
+	secretsMu     sync.Mutex
+	// healthChecked names the upstreams the health checker was last given (publishMu).
+	healthChecked map[string]bool
 }
 
 // Run starts a master and blocks until it has stopped. Errors before the workers are ready

@@ -257,6 +257,16 @@ func (w *workerProc) sendConfig(snapshot []byte) {
 	_ = w.conn.Send(ipc.KindConfig, snapshot)
 }
 
+// sendDelta sends one write's conf.Delta to a worker that serves the version before it.
+func (w *workerProc) sendDelta(delta []byte) {
+	select {
+	case <-w.setUp:
+	case <-w.exited:
+		return
+	}
+	_ = w.conn.Send(ipc.KindDelta, delta)
+}
+
 func (w *workerProc) recordAck(version uint64) {
 	w.ackMu.Lock()
 	defer w.ackMu.Unlock()

@@ -9,12 +9,19 @@ import (
 	"gw/conf"
 )
 
-// SnapshotChecker builds a snapshot as the workers will under cfg and returns the objects
-// that fail to build (worker.Checker).
+// SnapshotChecker builds snapshots as the workers will under cfg and returns the objects
+// that fail to build (worker.Checker). Check builds a whole snapshot; CheckDelta builds
+// the snapshot it holds (the last Reset or Commit) with d applied, and changes nothing;
+// Commit makes that the snapshot it holds.
 type SnapshotChecker interface {
 	Check(snap *conf.Snapshot, cfg *conf.Config) ([]conf.LeftOut, error)
+	Reset(snap *conf.Snapshot)
+	CheckDelta(d *conf.Delta, cfg *conf.Config) ([]conf.LeftOut, error)
+	Commit(d *conf.Delta)
 }
 
+// setSnapshot makes snap, whole, what every worker is to serve: the start's, with the
+// stored objects checked. Later writes come as deltas (Publish).
 func (m *Master) setSnapshot(snap *conf.Snapshot) error {
 	data, err := json.Marshal(m.forWorkers(snap))
 	if err != nil {
@@ -23,11 +30,44 @@ func (m *Master) setSnapshot(snap *conf.Snapshot) error {
 	// Before any worker sees snap: workers look up the health entries it needs.
 	if m.health != nil {
 		m.health.Update(snap)
+		m.healthChecked = checkedNames(snap)
+	}
+	if m.checker != nil {
+		m.checker.Reset(snap)
 	}
 	m.mu.Lock()
 	m.snapshot, m.version, m.leftOut = data, snap.Version, snap.LeftOut
 	m.mu.Unlock()
 	return nil
+}
+
+// checkedNames are the health checker's names (conf.CheckedUpstream.Name) of snap's
+// health-checked upstreams.
+func checkedNames(snap *conf.Snapshot) map[string]bool {
+	names := map[string]bool{}
+	for _, cu := range snap.CheckedUpstreams() {
+		names[cu.Name] = true
+	}
+	return names
+}
+
+// touchesHealthChecks reports whether d changes an upstream that is, or is to be, health
+// checked: the checker then needs the whole new snapshot.
+func (m *Master) touchesHealthChecks(d *conf.Delta) bool {
+	for i := range d.Changes {
+		c := &d.Changes[i]
+		name := "/apisix/" + c.Kind + "/" + string(c.ID)
+		if m.healthChecked[name] {
+			return true
+		}
+		switch {
+		case c.Upstream != nil && c.Upstream.HealthChecked(),
+			c.Route != nil && c.Route.Upstream != nil && c.Route.Upstream.HealthChecked(),
+			c.Service != nil && c.Service.Upstream != nil && c.Service.Upstream.HealthChecked():
+			return true
+		}
+	}
+	return false
 }
 
 // loadStored is the stored config as the workers will serve it under cfg. A stored
@@ -73,13 +113,13 @@ func (m *Master) servesUnder(cfg *conf.Config) error {
 	return nil
 }
 
-// Check is the Admin API's Builder: snap built as the workers will build it under the
-// config they run.
-func (m *Master) Check(snap *conf.Snapshot) ([]conf.LeftOut, error) {
+// Check is the Admin API's Builder: what the workers serve now with d applied, built as
+// they will build it under the config they run.
+func (m *Master) Check(d *conf.Delta) ([]conf.LeftOut, error) {
 	if m.checker == nil {
 		return nil, nil
 	}
-	return m.checker.Check(snap, m.currentConfig())
+	return m.checker.CheckDelta(d, m.currentConfig())
 }
 
 // LeftOut is the Admin API's Builder: what the snapshot published last leaves out.
@@ -89,37 +129,87 @@ func (m *Master) LeftOut() []conf.LeftOut {
 	return m.leftOut
 }
 
-// Publish makes every live worker serve snap and returns once each has acknowledged it.
-// A worker that exits meanwhile is not waited for: its replacement starts from the latest
-// snapshot before it counts as ready.
-func (m *Master) Publish(ctx context.Context, snap *conf.Snapshot) error {
+// Publish makes every live worker serve d, the write just stored, and returns once each
+// has acknowledged it. A worker that serves the version before d gets d alone; any other
+// gets the whole snapshot. A worker that exits meanwhile is not waited for: its
+// replacement starts from the latest snapshot before it counts as ready.
+func (m *Master) Publish(ctx context.Context, d *conf.Delta) error {
 	m.publishMu.Lock()
 	defer m.publishMu.Unlock()
-	if err := m.setSnapshot(snap); err != nil {
-		return err
+	m.mu.Lock()
+	d.From = m.version
+	m.mu.Unlock()
+	if m.checker != nil {
+		m.checker.Commit(d)
+	}
+	forWorkers, err := json.Marshal(m.deltaForWorkers(d))
+	if err != nil {
+		return fmt.Errorf("encoding config version %d: %w", d.To, err)
+	}
+	if m.health != nil && m.touchesHealthChecks(d) {
+		// Before any worker sees d: workers look up the health entries it needs.
+		snap := m.storedSnapshot(d.To, d.LeftOut)
+		m.health.Update(snap)
+		m.healthChecked = checkedNames(snap)
 	}
 	m.mu.Lock()
-	data := m.snapshot
+	// The whole snapshot is encoded again only when a worker needs it (currentSnapshot).
+	m.snapshot, m.version, m.leftOut = nil, d.To, d.LeftOut
 	live := m.sup.serving()
 	m.mu.Unlock()
 	for _, w := range live {
-		w.sendConfig(data)
+		if w.ackedVersion() == d.From {
+			w.sendDelta(forWorkers)
+		} else {
+			w.sendConfig(m.currentSnapshot())
+		}
 	}
 	var lagging []string
 	for _, w := range live {
-		if err := w.waitAck(ctx, snap.Version); err != nil {
+		if err := w.waitAck(ctx, d.To); err != nil {
 			lagging = append(lagging, fmt.Sprintf("worker slot %d (pid %d): %v", w.slot, w.pid, err))
 		}
 	}
 	if len(lagging) > 0 {
-		return fmt.Errorf("config version %d not acknowledged by %s", snap.Version, strings.Join(lagging, "; "))
+		return fmt.Errorf("config version %d not acknowledged by %s", d.To, strings.Join(lagging, "; "))
 	}
 	return nil
 }
 
-// currentSnapshot is what a newly started worker must load before it counts as ready.
+// storedSnapshot is the store as the workers serve it at version, leaving out leftOut.
+// It may hold a write stored since version and not yet published: a worker given it
+// then gets that write's delta too, which changes nothing it does not already have.
+func (m *Master) storedSnapshot(version uint64, leftOut []conf.LeftOut) *conf.Snapshot {
+	snap := m.store.Snapshot()
+	failed := snap.LeftOut
+	snap.LeftOut = nil
+	snap.LeaveOut(leftOut)
+	for _, l := range failed {
+		if !snap.IsLeftOut(l.Kind, l.ID) {
+			snap.LeftOut = append(snap.LeftOut, l) // decodes no longer; stays out
+		}
+	}
+	snap.Version = version
+	return snap
+}
+
+// currentSnapshot is what a newly started worker, or one that missed a delta, must load:
+// the whole snapshot of the latest version, encoded once per version.
 func (m *Master) currentSnapshot() []byte {
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.snapshot
+	data, version, leftOut := m.snapshot, m.version, m.leftOut
+	m.mu.Unlock()
+	if data != nil {
+		return data
+	}
+	data, err := json.Marshal(m.forWorkers(m.storedSnapshot(version, leftOut)))
+	if err != nil {
+		panic(fmt.Sprintf("BUG: master: encoding a stored snapshot: %v", err))
+	}
+	m.mu.Lock()
+	if m.version == version {
+		m.snapshot = data
+	}
+	m.mu.Unlock()
+	return data
 }

@@ -23,6 +23,8 @@ type Checker struct {
 	certs    *certStore
 	segments map[string]*shm.Segment
 	log      *errlog.Logger
+	// current is what the workers serve, for CheckDelta.
+	current *conf.Snapshot
 }
 
 // NewChecker makes a Checker whose plugins see segments, the master's shared memory
@@ -58,4 +60,32 @@ func (c *Checker) Check(snap *conf.Snapshot, cfg *conf.Config) ([]conf.LeftOut, 
 	}
 	c.certs.commit(certs, pairs)
 	return append(leftOut, more...), nil
+}
+
+// Reset makes snap, as the workers serve it, the snapshot CheckDelta builds deltas on.
+func (c *Checker) Reset(snap *conf.Snapshot) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.current = snap
+}
+
+// CheckDelta builds the snapshot Reset or Commit left with d applied, as Check does, and
+// changes nothing.
+func (c *Checker) CheckDelta(d *conf.Delta, cfg *conf.Config) ([]conf.LeftOut, error) {
+	c.mu.Lock()
+	current := c.current
+	c.mu.Unlock()
+	if current == nil {
+		return nil, fmt.Errorf("BUG: worker: CheckDelta before Reset")
+	}
+	return c.Check(current.Apply(d), cfg)
+}
+
+// Commit applies d, accepted and stored, to the snapshot CheckDelta builds on.
+func (c *Checker) Commit(d *conf.Delta) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.current != nil {
+		c.current = c.current.Apply(d)
+	}
 }

@@ -241,3 +241,37 @@ func TestGuardTurnsAPanicIntoAnErrorAndLogsTheStack(t *testing.T) {
 		t.Errorf("the stack belongs in the log, not the error: error %q, logged %q", err, logged)
 	}
 }
+
+func TestLoadDeltaAppliesOneWriteFromTheVersionServed(t *testing.T) {
+	shared := testShared(t)
+	pools := proxy.NewPools()
+	t.Cleanup(pools.Close)
+	w := &Worker{log: errlog.New(io.Discard, "test"), conns: newConnTracker(), pools: pools, shared: shared,
+		certs: newCertStore("", errlog.New(io.Discard, "test"))}
+	if _, err := w.load([]byte(`{"version":3,"routes":[{"id":"a","uri":"/a","plugins":{}}]}`)); err != nil {
+		t.Fatal(err)
+	}
+	put := func(from, to uint64, id, uri string) []byte {
+		return mustMarshal(t, &conf.Delta{From: from, To: to, Changes: []conf.Change{
+			conf.ChangeOf("routes", conf.ID(id), &conf.Route{ID: conf.ID(id), URI: uri, Plugins: map[string]json.RawMessage{}})}})
+	}
+	if v, err := w.loadDelta(put(3, 4, "b", "/b")); err != nil || v != 4 {
+		t.Fatalf("a delta from the version served: %d %v", v, err)
+	}
+	for path, want := range map[string]int{"/a": 503, "/b": 503, "/c": 404} {
+		if status, _ := serve(w, path); status != want {
+			t.Errorf("GET %s after the delta: %d, want %d", path, status, want)
+		}
+	}
+	// Already held: acknowledged as is.
+	if v, err := w.loadDelta(put(3, 4, "b", "/b")); err != nil || v != 4 {
+		t.Errorf("a delta the worker holds: %d %v, want 4 acknowledged", v, err)
+	}
+	// From another version: refused, so the master sends the whole snapshot.
+	if _, err := w.loadDelta(put(5, 6, "c", "/c")); err == nil || !strings.Contains(err.Error(), "serves version 4") {
+		t.Errorf("a delta from version 5 to a worker at 4: %v, want a refusal", err)
+	}
+	if status, _ := serve(w, "/c"); status != 404 {
+		t.Errorf("a refused delta was served: GET /c %d", status)
+	}
+}

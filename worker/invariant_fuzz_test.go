@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -59,14 +60,17 @@ func newInvariantFixture(t testing.TB) *invariantFixture {
 		Keys:      []conf.AdminKey{{Name: "admin", Key: conf.DefaultAdminKey, Role: conf.RoleAdmin}},
 		Allow:     []*net.IPNet{{IP: net.IPv4(127, 0, 0, 0), Mask: net.CIDRMask(8, 32)}},
 	})
-	if _, err := fx.w.load(mustMarshal(t, s.Snapshot())); err != nil {
+	empty := s.Snapshot()
+	if _, err := fx.w.load(mustMarshal(t, empty)); err != nil {
 		t.Fatal(err)
 	}
+	fx.checker.Reset(empty)
+	fx.served = empty
 	return fx
 }
 
-func (fx *invariantFixture) Check(snap *conf.Snapshot) ([]conf.LeftOut, error) {
-	return fx.checker.Check(snap, fx.cfg)
+func (fx *invariantFixture) Check(d *conf.Delta) ([]conf.LeftOut, error) {
+	return fx.checker.CheckDelta(d, fx.cfg)
 }
 
 func (fx *invariantFixture) LeftOut() []conf.LeftOut {
@@ -76,17 +80,19 @@ func (fx *invariantFixture) LeftOut() []conf.LeftOut {
 	return fx.served.LeftOut
 }
 
-// Publish hands the snapshot to the worker as the master does: encoded, sent, decoded and
-// compiled. The worker must take it: the Admin API is about to acknowledge it.
-func (fx *invariantFixture) Publish(_ context.Context, snap *conf.Snapshot) error {
-	payload := mustMarshal(fx.t, snap)
+// Publish hands the delta to the worker as the master does: encoded, sent, decoded and
+// applied. The worker must take it: the Admin API is about to acknowledge it.
+func (fx *invariantFixture) Publish(_ context.Context, d *conf.Delta) error {
+	d.From = fx.served.Version
+	fx.checker.Commit(d)
 	if fx.fuzzed {
-		payload = loopbackOnly(fx.t, payload)
+		loopbackOnly(d)
 	}
-	if _, err := fx.w.load(payload); err != nil {
-		fx.t.Fatalf("the worker refused a snapshot the Admin API is acknowledging: %v\n%s", err, payload)
+	payload := mustMarshal(fx.t, d)
+	if _, err := fx.w.loadDelta(payload); err != nil {
+		fx.t.Fatalf("the worker refused a delta the Admin API is acknowledging: %v\n%s", err, payload)
 	}
-	fx.served = snap
+	fx.served = fx.w.snap
 	return nil
 }
 
@@ -98,33 +104,39 @@ func mustMarshal(t testing.TB, v any) []byte {
 	return data
 }
 
-// loopbackOnly points every node of the snapshot at 127.0.0.1:1, where nothing listens, so
-// that requests through fuzzed routes reach no other machine. Addresses change nothing a
-// build checks beyond their syntax, which the Admin API has already checked.
-func loopbackOnly(t testing.TB, payload []byte) []byte {
-	var snap conf.Snapshot
-	if err := json.Unmarshal(payload, &snap); err != nil {
-		t.Fatalf("a published snapshot does not decode: %v", err)
-	}
+// loopbackOnly points every node d puts at 127.0.0.1:1, where nothing listens, so that
+// requests through fuzzed routes reach no other machine. Addresses change nothing a build
+// checks beyond their syntax, which the Admin API has already checked.
+func loopbackOnly(d *conf.Delta) {
 	local := func(u *conf.Upstream) {
 		if u == nil {
 			return
 		}
-		for i := range u.Nodes {
-			u.Nodes[i].Host, u.Nodes[i].Port = "127.0.0.1", 1
+		nodes := slices.Clone(u.Nodes) // the store's decoded object shares them
+		for i := range nodes {
+			nodes[i].Host, nodes[i].Port = "127.0.0.1", 1
 		}
+		u.Nodes = nodes
 		u.Checks = nil // active checks are the master's; nothing to probe here
 	}
-	for i := range snap.Upstreams {
-		local(&snap.Upstreams[i])
+	for i := range d.Changes {
+		c := &d.Changes[i]
+		if c.Upstream != nil {
+			u := *c.Upstream
+			local(&u)
+			c.Upstream = &u
+		}
+		if c.Service != nil && c.Service.Upstream != nil {
+			svc, u := *c.Service, *c.Service.Upstream
+			local(&u)
+			svc.Upstream, c.Service = &u, &svc
+		}
+		if c.Route != nil && c.Route.Upstream != nil {
+			r, u := *c.Route, *c.Route.Upstream
+			local(&u)
+			r.Upstream, c.Route = &u, &r
+		}
 	}
-	for i := range snap.Services {
-		local(snap.Services[i].Upstream)
-	}
-	for i := range snap.Routes {
-		local(snap.Routes[i].Upstream)
-	}
-	return mustMarshal(t, &snap)
 }
 
 func (fx *invariantFixture) send(method, path string, body []byte) *httptest.ResponseRecorder {
@@ -225,9 +237,10 @@ func FuzzAdminWritesKeepEveryWorkerServing(f *testing.F) {
 func TestTheWritesThatOnceTookANodeDownAreRefusedOrServed(t *testing.T) {
 	fx := newInvariantFixture(t)
 	// An upstream whose ring would overflow is refused, naming the field; nothing changes.
+	empty := fx.served
 	w := fx.send("PUT", "/apisix/admin/upstreams/ch", []byte(`{"type":"chash","key":"remote_addr","nodes":{"127.0.0.1:1980":100000000000000000,"127.0.0.1:1981":1}}`))
-	if w.Code != 400 || !strings.Contains(w.Body.String(), "weight") || fx.served != nil {
-		t.Fatalf("PUT of an overflowing chash upstream: %d %s (published: %v), want 400 naming the weight and nothing published", w.Code, w.Body, fx.served != nil)
+	if w.Code != 400 || !strings.Contains(w.Body.String(), "weight") || fx.served != empty {
+		t.Fatalf("PUT of an overflowing chash upstream: %d %s (published: %v), want 400 naming the weight and nothing published", w.Code, w.Body, fx.served != empty)
 	}
 	// A forced delete of an upstream a route uses: the route stays and answers 503 naming
 	// it, and an unrelated write is then served at once.

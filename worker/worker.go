@@ -73,6 +73,8 @@ type Worker struct {
 	accessLog *accesslog.Logger // nil when access_log.enabled is false
 
 	compileMu sync.Mutex // one snapshot compiled at a time
+	// snap is the snapshot the table was compiled from, for the next delta (compileMu).
+	snap *conf.Snapshot
 }
 
 // Run serves until the master says stop or goes away.
@@ -250,10 +252,14 @@ func (w *Worker) listen() error {
 			return fmt.Errorf("worker: reading from master: %w", err)
 		}
 		switch frame.Kind {
-		case ipc.KindConfig:
-			version, err := w.load(frame.Payload)
+		case ipc.KindConfig, ipc.KindDelta:
+			load := w.load
+			if frame.Kind == ipc.KindDelta {
+				load = w.loadDelta
+			}
+			version, err := load(frame.Payload)
 			if err != nil {
-				w.log.Errorf("config snapshot rejected, still serving the previous one: %v", err)
+				w.log.Errorf("config %s rejected, still serving the previous one: %v", frame.Kind, err)
 				w.reject(frame.Payload, err)
 				continue
 			}
@@ -298,8 +304,33 @@ func (w *Worker) load(payload []byte) (uint64, error) {
 	if old := w.table.Load(); old != nil && old.version > snap.Version {
 		return old.version, nil // a stale resend; the newer table stays
 	}
+	return w.serve(&snap)
+}
+
+// loadDelta applies one write, a conf.Delta from the version this worker serves, as load
+// does a whole snapshot. A delta this worker already holds is acknowledged as it is; one
+// from another version is refused, and the master sends the whole snapshot instead.
+func (w *Worker) loadDelta(payload []byte) (uint64, error) {
+	var d conf.Delta
+	if err := json.Unmarshal(payload, &d); err != nil {
+		return 0, fmt.Errorf("decoding delta: %w", err)
+	}
+	w.compileMu.Lock()
+	defer w.compileMu.Unlock()
+	old := w.table.Load()
+	switch {
+	case old.version >= d.To:
+		return old.version, nil
+	case old.version != d.From || w.snap == nil:
+		return 0, fmt.Errorf("config version %d: a delta from version %d, and this worker serves version %d", d.To, d.From, old.version)
+	}
+	return w.serve(w.snap.Apply(&d))
+}
+
+// serve compiles snap and swaps it in. Callers hold compileMu.
+func (w *Worker) serve(snap *conf.Snapshot) (uint64, error) {
 	certs, pairs, sslsLeftOut := w.certs.compile(snap.SSLs)
-	t, leftOut, err := compile(&snap, w.pools, w.shared)
+	t, leftOut, err := compile(snap, w.pools, w.shared)
 	if err != nil {
 		return 0, err
 	}
@@ -308,16 +339,18 @@ func (w *Worker) load(payload []byte) (uint64, error) {
 	}
 	w.table.Store(t)
 	w.certs.commit(certs, pairs)
+	w.snap = snap
 	return snap.Version, nil
 }
 
 // reject tells the master that the snapshot in payload is not served, and why.
 func (w *Worker) reject(payload []byte, err error) {
 	var head struct {
-		Version uint64 `json:"version"`
+		Version uint64 `json:"version"` // a whole snapshot's
+		To      uint64 `json:"to"`      // a delta's
 	}
 	_ = json.Unmarshal(payload, &head)
-	_ = w.conn.SendJSON(ipc.KindReject, ipc.Reject{Version: head.Version, Reason: err.Error()})
+	_ = w.conn.SendJSON(ipc.KindReject, ipc.Reject{Version: max(head.Version, head.To), Reason: err.Error()})
 }
 
 // unservableError is a snapshot holding objects this worker cannot build.

@@ -27,17 +27,20 @@ const maxBodyBytes = 1536 << 10
 
 const defaultPublishTimeout = 5 * time.Second
 
-// Publisher hands a new snapshot to the workers.
+// Publisher hands each accepted write to the workers.
 type Publisher interface {
-	// Publish makes every live worker serve snap and returns once each has acknowledged it,
-	// or an error naming the worker that lagged.
-	Publish(ctx context.Context, snap *conf.Snapshot) error
+	// Publish makes every live worker serve the store with d applied, the write just
+	// stored, and returns once each has acknowledged it, or an error naming the worker
+	// that lagged. d.To is the store's revision; the Publisher sets d.From.
+	Publish(ctx context.Context, d *conf.Delta) error
 }
 
 // Builder builds snapshots exactly as every worker will (the master's worker.Checker).
 type Builder interface {
-	// Check returns the objects of snap that fail to build, each with why.
-	Check(snap *conf.Snapshot) ([]conf.LeftOut, error)
+	// Check builds what the workers serve now with d applied, and returns the objects of
+	// that snapshot that fail to build, each with why. It changes nothing: the Publisher
+	// makes d the new state once it is stored.
+	Check(d *conf.Delta) ([]conf.LeftOut, error)
 	// LeftOut is what the snapshot the workers serve now leaves out: stored objects that
 	// failed to build at start, which a later write need not fix.
 	LeftOut() []conf.LeftOut
@@ -261,52 +264,58 @@ func (h *Handler) authorize(r *http.Request) (keyName, description string, ok bo
 	return match.name, "", true
 }
 
-// prepare builds the snapshot the store would hold after changes, which are not stored
-// yet, exactly as the workers will build it. It refuses (a non-zero status) when the
-// build leaves out an object the changes touch, or one that the snapshot served now does
-// not leave out: what is acknowledged must be served exactly as written. Objects left out
-// already (stored ones that failed at start) stay left out. The snapshot returned, with
-// what it leaves out removed, is the one to publish once the changes are stored.
-func (h *Handler) prepare(changes ...store.Change) (*conf.Snapshot, int, any) {
-	snap := h.opts.Store.SnapshotWith(changes...)
-	if h.opts.Builder == nil {
-		return snap, 0, nil
+// prepare turns changes, which are not stored yet, into the delta the workers will apply,
+// and builds what they would then serve exactly as they will build it. It refuses (a
+// non-zero status) when the build leaves out an object the changes touch, or one that
+// is served now: what is acknowledged must be served exactly as written. Objects left
+// out already (stored ones that failed at start) stay left out unless the changes
+// replace or delete them. Once the changes are stored, publish hands the delta on.
+func (h *Handler) prepare(changes ...store.Change) (*conf.Delta, int, any) {
+	d := &conf.Delta{}
+	touched := map[string]bool{}
+	for _, c := range changes {
+		var decoded any
+		if c.Value != nil {
+			var err error
+			if decoded, err = store.Decode(c.Kind, c.Value); err != nil {
+				return nil, http.StatusBadRequest, errorBody{ErrorMsg: err.Error()}
+			}
+		}
+		d.Changes = append(d.Changes, conf.ChangeOf(string(c.Kind), conf.ID(c.ID), decoded))
+		touched[string(c.Kind)+"/"+c.ID] = true
 	}
-	failed, err := h.opts.Builder.Check(snap)
+	if h.opts.Builder == nil {
+		return d, 0, nil
+	}
+	for _, l := range h.opts.Builder.LeftOut() {
+		if !touched[l.Key()] {
+			d.LeftOut = append(d.LeftOut, l)
+		}
+	}
+	failed, err := h.opts.Builder.Check(d)
 	if err != nil {
 		return nil, http.StatusServiceUnavailable, errorBody{ErrorMsg: "the config could not be built: " + err.Error()}
 	}
-	before := map[string]bool{}
-	for _, l := range h.opts.Builder.LeftOut() {
-		before[l.Key()] = true
-	}
-	touched := map[string]bool{}
-	for _, c := range changes {
-		touched[string(c.Kind)+"/"+c.ID] = true
-	}
-	for _, l := range append(slices.Clone(snap.LeftOut), failed...) {
-		switch {
-		case touched[l.Key()]:
+	for _, l := range failed {
+		if touched[l.Key()] {
 			return nil, http.StatusBadRequest, errorBody{ErrorMsg: fmt.Sprintf("invalid configuration: %s cannot be served: %s", l.Key(), l.Reason)}
-		case !before[l.Key()]:
-			return nil, http.StatusBadRequest, errorBody{ErrorMsg: fmt.Sprintf("invalid configuration: this change would leave %s unservable: %s", l.Key(), l.Reason)}
 		}
+		return nil, http.StatusBadRequest, errorBody{ErrorMsg: fmt.Sprintf("invalid configuration: this change would leave %s unservable: %s", l.Key(), l.Reason)}
 	}
-	snap.LeaveOut(failed)
-	return snap, 0, nil
+	return d, 0, nil
 }
 
-// publish sends snap, which prepare built and the store now holds, to every worker. It
+// publish hands d, which prepare built and the store now holds, to every worker. It
 // outlives the client's request: a client that hangs up must not leave workers
 // half-updated.
-func (h *Handler) publish(ctx context.Context, snap *conf.Snapshot) error {
+func (h *Handler) publish(ctx context.Context, d *conf.Delta) error {
 	if h.opts.Publisher == nil {
 		return nil
 	}
-	snap.Version = h.opts.Store.Revision()
+	d.To = h.opts.Store.Revision()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.opts.PublishTimeout)
 	defer cancel()
-	return h.opts.Publisher.Publish(ctx, snap)
+	return h.opts.Publisher.Publish(ctx, d)
 }
 
 type errorBody struct {

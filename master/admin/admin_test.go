@@ -23,7 +23,8 @@ const (
 	epoch     = 1700000000
 )
 
-// recordingPublisher records every snapshot it is given and fails while err is set.
+// recordingPublisher records the snapshot each published delta adds up to, as a worker
+// holds it, and fails while err is set.
 type recordingPublisher struct {
 	mu        sync.Mutex
 	snaps     []*conf.Snapshot
@@ -31,13 +32,23 @@ type recordingPublisher struct {
 	err       error
 }
 
-func (p *recordingPublisher) Publish(ctx context.Context, snap *conf.Snapshot) error {
+func (p *recordingPublisher) Publish(ctx context.Context, d *conf.Delta) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	_, hasDeadline := ctx.Deadline()
-	p.snaps = append(p.snaps, snap)
+	prev := emptySnapshot()
+	if n := len(p.snaps); n > 0 {
+		prev = p.snaps[n-1]
+	}
+	p.snaps = append(p.snaps, prev.Apply(d))
 	p.deadlines = append(p.deadlines, hasDeadline)
 	return p.err
+}
+
+// emptySnapshot is what an empty store's Snapshot holds.
+func emptySnapshot() *conf.Snapshot {
+	return &conf.Snapshot{Routes: []conf.Route{}, Upstreams: []conf.Upstream{}, Services: []conf.Service{},
+		Consumers: []conf.Consumer{}, PluginConfigs: []conf.PluginConfig{}, GlobalRules: []conf.GlobalRule{}, SSLs: []conf.SSL{}}
 }
 
 func (p *recordingPublisher) count() int {
@@ -807,7 +818,7 @@ func TestPublishFailureKeepsTheWrite(t *testing.T) {
 // slowPublisher blocks until its context ends, as a worker that never acknowledges.
 type slowPublisher struct{}
 
-func (slowPublisher) Publish(ctx context.Context, _ *conf.Snapshot) error {
+func (slowPublisher) Publish(ctx context.Context, _ *conf.Delta) error {
 	<-ctx.Done()
 	return errors.New("worker 1 lagged: " + ctx.Err().Error())
 }

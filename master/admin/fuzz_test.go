@@ -115,16 +115,19 @@ func FuzzWrite(f *testing.F) {
 			t.Fatalf("%s %s %q: stored %s, which its validator refuses: %v", method, target, body, obj.Value, err)
 		}
 
-		sent, err := json.Marshal(fx.pub.last())
+		sent, err := json.Marshal(fx.pub.lastDelta())
 		if err != nil {
-			t.Fatalf("published snapshot does not encode: %v", err)
+			t.Fatalf("published delta does not encode: %v", err)
 		}
-		var received conf.Snapshot
+		var received conf.Delta
 		if err := json.Unmarshal(sent, &received); err != nil {
-			t.Fatalf("published snapshot %s does not decode: %v", sent, err)
+			t.Fatalf("published delta %s does not decode: %v", sent, err)
 		}
-		if !reflect.DeepEqual(&received, fx.pub.last()) {
-			t.Fatalf("the snapshot published after %s %s %q changes on its way to the workers:\n%s", method, target, body, sent)
+		if !reflect.DeepEqual(&received, fx.pub.lastDelta()) {
+			t.Fatalf("the delta published after %s %s %q changes on its way to the workers:\n%s", method, target, body, sent)
+		}
+		if snap := fx.pub.last(); !reflect.DeepEqual(snap.Routes, fx.store.Snapshot().Routes) {
+			t.Fatalf("after %s %s %q the published deltas add up to routes %+v, the store holds %+v", method, target, body, snap.Routes, fx.store.Snapshot().Routes)
 		}
 
 		// What was stored, sent back without the server's fields, is accepted as is.
@@ -226,19 +229,30 @@ func (fx *fuzzFixture) send(method, path string, body []byte) *httptest.Response
 	return w
 }
 
-// countingPublisher keeps the last snapshot and counts publications.
+// countingPublisher keeps the last delta, the snapshot the deltas add up to, and counts
+// publications.
 type countingPublisher struct {
-	mu   sync.Mutex
-	n    int
-	snap *conf.Snapshot
+	mu    sync.Mutex
+	n     int
+	snap  *conf.Snapshot
+	delta *conf.Delta
 }
 
-func (p *countingPublisher) Publish(_ context.Context, snap *conf.Snapshot) error {
+func (p *countingPublisher) Publish(_ context.Context, d *conf.Delta) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.n++
-	p.snap = snap
+	if p.snap == nil {
+		p.snap = emptySnapshot()
+	}
+	p.snap, p.delta = p.snap.Apply(d), d
 	return nil
+}
+
+func (p *countingPublisher) lastDelta() *conf.Delta {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.delta
 }
 
 func (p *countingPublisher) count() int {

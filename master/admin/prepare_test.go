@@ -7,25 +7,30 @@ import (
 	"gw/conf"
 )
 
-// fakeBuilder fails the objects named in fails, as a worker's build would, and says the
-// served snapshot left out before.
+// fakeBuilder fails the objects named in fails when a delta puts them, and the objects
+// breaks names when a delta changes the key they are listed under, as a worker's build
+// would; before is what the served snapshot left out.
 type fakeBuilder struct {
 	fails  map[string]string // "routes/1" → reason
+	breaks map[string][]string
 	before []conf.LeftOut
 }
 
-func (b *fakeBuilder) Check(snap *conf.Snapshot) ([]conf.LeftOut, error) {
+func (b *fakeBuilder) Check(d *conf.Delta) ([]conf.LeftOut, error) {
 	var failed []conf.LeftOut
-	add := func(kind string, id conf.ID) {
-		if reason, ok := b.fails[kind+"/"+string(id)]; ok {
-			failed = append(failed, conf.LeftOut{Kind: kind, ID: id, Reason: reason})
+	fail := func(key string) {
+		if reason, ok := b.fails[key]; ok {
+			kind, id, _ := strings.Cut(key, "/")
+			failed = append(failed, conf.LeftOut{Kind: kind, ID: conf.ID(id), Reason: reason})
 		}
 	}
-	for _, r := range snap.Routes {
-		add("routes", r.ID)
-	}
-	for _, u := range snap.Upstreams {
-		add("upstreams", u.ID)
+	for _, c := range d.Changes {
+		if !c.Deleted() {
+			fail(c.Key())
+		}
+		for _, broken := range b.breaks[c.Key()] {
+			fail(broken)
+		}
 	}
 	return failed, nil
 }
@@ -34,7 +39,7 @@ func (b *fakeBuilder) LeftOut() []conf.LeftOut { return b.before }
 
 func TestAWriteIsStoredOnlyIfItsSnapshotBuilds(t *testing.T) {
 	f := newFixture(t)
-	b := &fakeBuilder{fails: map[string]string{}}
+	b := &fakeBuilder{fails: map[string]string{}, breaks: map[string][]string{"upstreams/u": {"routes/r"}}}
 	f.h.opts.Builder = b
 	expect(t, f.call("PUT", "/apisix/admin/upstreams/u", `{"nodes":{"127.0.0.1:1980":1}}`), 201, "")
 	expect(t, f.call("PUT", "/apisix/admin/routes/r", `{"uri":"/r","upstream_id":"u"}`), 201, "")

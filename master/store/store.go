@@ -479,6 +479,12 @@ func (s *Store) Snapshot() *conf.Snapshot {
 	return s.SnapshotWith()
 }
 
+// Decode checks and decodes value as an object of kind, as the store does when it stores
+// one: into a *conf.Route, *conf.Upstream, ... (conf.ChangeOf takes it).
+func Decode(kind Kind, value []byte) (any, error) {
+	return specOf(kind).decode(value)
+}
+
 // Change is one write as SnapshotWith applies it: Value is the object to store, nil to
 // delete it.
 type Change struct {
