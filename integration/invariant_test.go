@@ -35,7 +35,9 @@ func (in *instance) leftOutStatus() (ids []string, text string) {
 	if err != nil {
 		in.t.Fatalf("gwctl status: %v\n%s", err, out)
 	}
-	var s struct{ LeftOut []struct{ Kind, ID, Reason string } }
+	var s struct {
+		LeftOut []struct{ Kind, ID, Reason string }
+	}
 	if err := json.Unmarshal([]byte(out), &s); err != nil {
 		in.t.Fatal(err)
 	}
