@@ -1,7 +1,5 @@
 package conf
 
-import "slices"
-
 // Delta is one accepted write as the workers apply it: the objects it stores, whole, and
 // the ones it deletes, taking a snapshot from version From to version To. The master
 // sends a worker that serves From this instead of the whole snapshot, so that a write
@@ -69,54 +67,74 @@ func ChangeOf(kind string, id ID, v any) Change {
 func (s *Snapshot) Apply(d *Delta) *Snapshot {
 	next := *s
 	next.Version = d.To
-	next.LeftOut = d.LeftOut
+	byKind := map[string][]*Change{}
 	for i := range d.Changes {
-		c := &d.Changes[i]
-		switch c.Kind {
+		byKind[d.Changes[i].Kind] = append(byKind[d.Changes[i].Kind], &d.Changes[i])
+	}
+	for kind, changes := range byKind {
+		switch kind {
 		case "routes":
-			next.Routes = applyChange(next.Routes, s.Routes, c.ID, c.Route, func(r *Route) ID { return r.ID })
+			next.Routes = applyChanges(s.Routes, changes, func(r *Route) ID { return r.ID }, func(c *Change) *Route { return c.Route })
 		case "upstreams":
-			next.Upstreams = applyChange(next.Upstreams, s.Upstreams, c.ID, c.Upstream, func(u *Upstream) ID { return u.ID })
+			next.Upstreams = applyChanges(s.Upstreams, changes, func(u *Upstream) ID { return u.ID }, func(c *Change) *Upstream { return c.Upstream })
 		case "services":
-			next.Services = applyChange(next.Services, s.Services, c.ID, c.Service, func(v *Service) ID { return v.ID })
+			next.Services = applyChanges(s.Services, changes, func(v *Service) ID { return v.ID }, func(c *Change) *Service { return c.Service })
 		case "consumers":
-			next.Consumers = applyChange(next.Consumers, s.Consumers, c.ID, c.Consumer, func(v *Consumer) ID { return ID(v.Username) })
+			next.Consumers = applyChanges(s.Consumers, changes, func(v *Consumer) ID { return ID(v.Username) }, func(c *Change) *Consumer { return c.Consumer })
 		case "plugin_configs":
-			next.PluginConfigs = applyChange(next.PluginConfigs, s.PluginConfigs, c.ID, c.PluginConfig, func(v *PluginConfig) ID { return v.ID })
+			next.PluginConfigs = applyChanges(s.PluginConfigs, changes, func(v *PluginConfig) ID { return v.ID }, func(c *Change) *PluginConfig { return c.PluginConfig })
 		case "global_rules":
-			next.GlobalRules = applyChange(next.GlobalRules, s.GlobalRules, c.ID, c.GlobalRule, func(v *GlobalRule) ID { return v.ID })
+			next.GlobalRules = applyChanges(s.GlobalRules, changes, func(v *GlobalRule) ID { return v.ID }, func(c *Change) *GlobalRule { return c.GlobalRule })
 		case "ssls":
-			next.SSLs = applyChange(next.SSLs, s.SSLs, c.ID, c.SSL, func(v *SSL) ID { return v.ID })
+			next.SSLs = applyChanges(s.SSLs, changes, func(v *SSL) ID { return v.ID }, func(c *Change) *SSL { return c.SSL })
 		}
 	}
 	// An object left out is not served: it leaves its list, whatever the changes said.
-	kept := next.LeftOut
 	next.LeftOut = nil
-	next.LeaveOut(kept)
+	next.LeaveOut(d.LeftOut)
 	return &next
 }
 
-// applyChange puts v (nil: removes the object id) into list, which is copied first when it
-// is still the original's, shared with the snapshot being changed.
-func applyChange[T any](list, original []T, id ID, v *T, idOf func(*T) ID) []T {
-	if len(list) > 0 && len(original) > 0 && &list[0] == &original[0] {
-		list = slices.Clone(list)
+// applyChanges returns a copy of list with changes, all of one kind, made in one pass:
+// the last change of an id wins.
+func applyChanges[T any](list []T, changes []*Change, idOf func(*T) ID, objectOf func(*Change) *T) []T {
+	last := make(map[ID]*Change, len(changes))
+	for _, c := range changes {
+		last[c.ID] = c
 	}
-	i := -1
-	for j := range list {
-		if idOf(&list[j]) == id {
-			i = j
-			break
+	// One write changes an object or a few: comparing ids to the few beats hashing each
+	// of the list's (a tenth of a route PUT's time with 10,000 routes stored).
+	lookup := func(id ID) (*Change, bool) {
+		if len(changes) > 8 {
+			c, ok := last[id]
+			return c, ok
+		}
+		for _, c := range changes {
+			if c.ID == id {
+				return last[id], true
+			}
+		}
+		return nil, false
+	}
+	out := make([]T, 0, len(list)+len(changes))
+	placed := map[ID]bool{}
+	for i := range list {
+		id := idOf(&list[i])
+		c, changed := lookup(id)
+		switch {
+		case !changed:
+			out = append(out, list[i])
+		case objectOf(c) != nil:
+			out = append(out, *objectOf(c))
+		}
+		if changed {
+			placed[id] = true // a put in place, or a delete
 		}
 	}
-	switch {
-	case v == nil && i >= 0:
-		return slices.Delete(list, i, i+1)
-	case v == nil:
-		return list
-	case i >= 0:
-		list[i] = *v
-		return list
+	for _, c := range changes {
+		if last[c.ID] == c && !placed[c.ID] && objectOf(c) != nil {
+			out = append(out, *objectOf(c))
+		}
 	}
-	return append(list, *v)
+	return out
 }

@@ -169,18 +169,7 @@ func (snap *Snapshot) ResolveClientCerts() {
 				byID[snap.SSLs[i].ID] = &snap.SSLs[i]
 			}
 		}
-		cert, key := "", ""
-		if s := byID[u.TLS.ClientCertID]; CheckClientSSL(u.TLS.ClientCertID, s) == nil {
-			cert, key = s.Cert, s.Key
-		}
-		if u.TLS.ClientCert == cert && u.TLS.ClientKey == key {
-			return // as resolved before: snapshots sharing this upstream see no write
-		}
-		// A copy: the TLS block may be shared with the store's decoded object and with
-		// the snapshot this one was made from.
-		t := *u.TLS
-		t.ClientCert, t.ClientKey = cert, key
-		u.TLS = &t
+		resolveClientCert(u, byID[u.TLS.ClientCertID])
 	}
 	for i := range snap.Upstreams {
 		resolve(&snap.Upstreams[i])
@@ -191,4 +180,36 @@ func (snap *Snapshot) ResolveClientCerts() {
 	for i := range snap.Routes {
 		resolve(snap.Routes[i].Upstream)
 	}
+}
+
+// ResolveClientCert is ResolveClientCerts for one upstream, u, with snap's ssls: what a
+// write of one route needs, without a pass over every route.
+func (snap *Snapshot) ResolveClientCert(u *Upstream) {
+	if u == nil || u.TLS == nil || u.TLS.ClientCertID == "" {
+		return
+	}
+	for i := range snap.SSLs {
+		if snap.SSLs[i].ID == u.TLS.ClientCertID {
+			resolveClientCert(u, &snap.SSLs[i])
+			return
+		}
+	}
+	resolveClientCert(u, nil)
+}
+
+// resolveClientCert copies s's pair into u's tls, or clears it when s is no ssl of type
+// client.
+func resolveClientCert(u *Upstream, s *SSL) {
+	cert, key := "", ""
+	if CheckClientSSL(u.TLS.ClientCertID, s) == nil {
+		cert, key = s.Cert, s.Key
+	}
+	if u.TLS.ClientCert == cert && u.TLS.ClientKey == key {
+		return // as resolved before: snapshots sharing this upstream see no write
+	}
+	// A copy: the TLS block may be shared with the store's decoded object and with the
+	// snapshot this one was made from.
+	t := *u.TLS
+	t.ClientCert, t.ClientKey = cert, key
+	u.TLS = &t
 }

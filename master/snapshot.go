@@ -17,7 +17,7 @@ type SnapshotChecker interface {
 	Check(snap *conf.Snapshot, cfg *conf.Config) ([]conf.LeftOut, error)
 	Reset(snap *conf.Snapshot)
 	CheckDelta(d *conf.Delta, cfg *conf.Config) ([]conf.LeftOut, error)
-	Commit(d *conf.Delta)
+	Commit(d *conf.Delta, cfg *conf.Config)
 }
 
 // setSnapshot makes snap, whole, what every worker is to serve: the start's, with the
@@ -140,7 +140,7 @@ func (m *Master) Publish(ctx context.Context, d *conf.Delta) error {
 	d.From = m.version
 	m.mu.Unlock()
 	if m.checker != nil {
-		m.checker.Commit(d)
+		m.checker.Commit(d, m.currentConfig())
 	}
 	forWorkers, err := json.Marshal(m.deltaForWorkers(d))
 	if err != nil {

@@ -23,8 +23,12 @@ type Checker struct {
 	certs    *certStore
 	segments map[string]*shm.Segment
 	log      *errlog.Logger
-	// current is what the workers serve, for CheckDelta.
+	// current is what the workers serve, and table what they made of it (nil until a
+	// whole compile), for CheckDelta; pending is CheckDelta's last work, for Commit.
 	current *conf.Snapshot
+	table   *table
+	leftOut []conf.LeftOut
+	pending pending
 }
 
 // NewChecker makes a Checker whose plugins see segments, the master's shared memory
@@ -45,6 +49,11 @@ func NewChecker(segments map[string]*shm.Segment, log *errlog.Logger) *Checker {
 func (c *Checker) Check(snap *conf.Snapshot, cfg *conf.Config) ([]conf.LeftOut, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	_, leftOut, err := c.compileLocked(snap, cfg)
+	return leftOut, err
+}
+
+func (c *Checker) compileLocked(snap *conf.Snapshot, cfg *conf.Config) (*table, []conf.LeftOut, error) {
 	fallbackSNI := ""
 	if cfg != nil {
 		fallbackSNI = cfg.SSL.FallbackSNI
@@ -54,38 +63,76 @@ func (c *Checker) Check(snap *conf.Snapshot, cfg *conf.Config) ([]conf.LeftOut, 
 	}
 	certs, pairs, leftOut := c.certs.compile(snap.SSLs)
 	shared := &plugins.Shared{Segments: c.segments, Config: cfg, Logf: c.log.Errorf}
-	_, more, err := compile(snap, c.pools, shared)
+	t, more, err := compile(snap, c.pools, shared)
 	if err != nil {
-		return nil, fmt.Errorf("building config version %d: %w", snap.Version, err)
+		return nil, nil, fmt.Errorf("building config version %d: %w", snap.Version, err)
 	}
 	c.certs.commit(certs, pairs)
-	return append(leftOut, more...), nil
+	return t, append(leftOut, more...), nil
 }
 
 // Reset makes snap, as the workers serve it, the snapshot CheckDelta builds deltas on.
 func (c *Checker) Reset(snap *conf.Snapshot) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.current = snap
+	c.current, c.table, c.leftOut, c.pending = snap, nil, snap.LeftOut, pending{}
 }
 
-// CheckDelta builds the snapshot Reset or Commit left with d applied, as Check does, and
-// changes nothing.
+// pending is what CheckDelta built for a delta, for Commit to keep.
+type pending struct {
+	delta *conf.Delta
+	next  *conf.Snapshot // nil: a delta of routes alone, for recompile
+	table *table
+}
+
+// CheckDelta builds what the workers serve with d applied, as they will, and changes
+// nothing a later CheckDelta sees. A delta of routes alone builds only those routes
+// (recompile); another, the whole snapshot.
 func (c *Checker) CheckDelta(d *conf.Delta, cfg *conf.Config) ([]conf.LeftOut, error) {
 	c.mu.Lock()
-	current := c.current
-	c.mu.Unlock()
-	if current == nil {
+	defer c.mu.Unlock()
+	if c.current == nil {
 		return nil, fmt.Errorf("BUG: worker: CheckDelta before Reset")
 	}
-	return c.Check(current.Apply(d), cfg)
+	if c.table != nil && c.table.built.shared.Config == cfg && incremental(c.table, d) {
+		_, leftOut := buildChanged(c.table, d, c.current)
+		c.pending = pending{delta: d}
+		return leftOut, nil
+	}
+	next := snapshotOf(c.table, c.current, c.leftOut).Apply(d)
+	// A copy: compile changes the lists it is given (consumers left out).
+	snap := *next
+	t, leftOut, err := c.compileLocked(&snap, cfg)
+	if err != nil {
+		return nil, err
+	}
+	c.pending = pending{delta: d, next: next, table: t}
+	return leftOut, nil
 }
 
-// Commit applies d, accepted and stored, to the snapshot CheckDelta builds on.
-func (c *Checker) Commit(d *conf.Delta) {
+// Commit applies d, accepted and stored, to what CheckDelta builds on, and keeps the
+// table a worker makes of it for the next CheckDelta to build on.
+func (c *Checker) Commit(d *conf.Delta, cfg *conf.Config) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.current != nil {
-		c.current = c.current.Apply(d)
+	if c.current == nil {
+		return
+	}
+	p := c.pending
+	c.pending = pending{}
+	c.leftOut = d.LeftOut
+	switch {
+	case p.delta == d && p.table != nil:
+		c.current, c.table = p.next, p.table
+	case c.table != nil && c.table.built.shared.Config == cfg && incremental(c.table, d):
+		t, leftOut, err := recompile(c.table, d, c.current)
+		if err != nil || len(leftOut) > 0 {
+			c.current, c.table = snapshotOf(c.table, c.current, d.LeftOut).Apply(d), nil
+			return
+		}
+		c.table = t
+	default:
+		// The next CheckDelta compiles the whole snapshot.
+		c.current, c.table = snapshotOf(c.table, c.current, d.LeftOut).Apply(d), nil
 	}
 }

@@ -162,7 +162,7 @@ func (w *Worker) route(ctx *fasthttp.RequestCtx, x *exchange) {
 		t.notFound(ctx, x)
 		return
 	}
-	r := &t.routes[value]
+	r := t.routes[value]
 	x.routeID = r.info.ID
 	x.up.Pristine = r.pristine
 	if r.chain == nil && r.global == nil {

@@ -19,7 +19,12 @@ import (
 type table struct {
 	version uint64
 	router  *router.Router
-	routes  []route
+	routes  []*route // by router value; nil where a route was removed
+	// index and built let the next write's table be made from this one (recompile): the
+	// routes' places, and the objects they were built with. Only the latest table's
+	// index is current; recompile takes it over.
+	index *routeIndex
+	built *builder
 	// global runs the global rules for a request no route matched, with unmatched as
 	// its route; nil without global rules.
 	global    []*plugins.Chain
@@ -44,6 +49,9 @@ type route struct {
 	// pristine is set when no plugin of the route or the global rules can change the
 	// request (proxy.Info.Pristine).
 	pristine bool
+	// checksSnapshot is set when a plugin of the route checks the whole snapshot
+	// (limit-count's group): a write to the route compiles everything (incremental.go).
+	checksSnapshot bool
 }
 
 // compile builds a table from a snapshot. No object stops it: an object that fails to
@@ -68,11 +76,14 @@ func compile(snap *conf.Snapshot, pools *proxy.Pools, shared *plugins.Shared) (t
 	var entries []router.Entry
 	var live []*proxy.Upstream
 	opts := routerOptions(shared.Config)
+	b.t.index = &routeIndex{slots: make(map[conf.ID]*routeSlot, len(snap.Routes)), nextOrder: len(snap.Routes)}
 	for i := range snap.Routes {
 		if b.t.closed != nil {
 			break // every request is answered 503 before routing
 		}
 		r := &snap.Routes[i]
+		slot := &routeSlot{route: r, order: i}
+		b.t.index.slots[r.ID] = slot
 		if !r.Enabled() {
 			continue
 		}
@@ -90,8 +101,10 @@ func compile(snap *conf.Snapshot, pools *proxy.Pools, shared *plugins.Shared) (t
 			continue
 		}
 		entry.Value = len(b.t.routes)
+		built.checksSnapshot = checksSnapshot(r.Plugins)
+		slot.value, slot.entry, slot.placed = entry.Value, entry, true
 		entries = append(entries, entry)
-		b.t.routes = append(b.t.routes, built)
+		b.t.routes = append(b.t.routes, &built)
 		if built.upstream != nil {
 			live = append(live, built.upstream)
 		}
@@ -101,6 +114,12 @@ func compile(snap *conf.Snapshot, pools *proxy.Pools, shared *plugins.Shared) (t
 		return nil, nil, err // CheckEntry passed every entry: a router bug
 	}
 	b.t.router = rtr
+	b.t.built = b
+	// Every stored upstream stays live, used or not: a later write of routes alone
+	// (recompile) takes them as compiled here, pools included.
+	for _, u := range b.compiled {
+		live = append(live, u)
+	}
 	pools.Retain(live)
 	return b.t, b.leftOut, nil
 }

@@ -73,8 +73,11 @@ type Worker struct {
 	accessLog *accesslog.Logger // nil when access_log.enabled is false
 
 	compileMu sync.Mutex // one snapshot compiled at a time
-	// snap is the snapshot the table was compiled from, for the next delta (compileMu).
-	snap *conf.Snapshot
+	// snap is the snapshot the table was compiled from, whose routes may be older than
+	// the table's (snapshotOf), and leftOut what the latest version leaves out: for the
+	// next delta (compileMu).
+	snap    *conf.Snapshot
+	leftOut []conf.LeftOut
 }
 
 // Run serves until the master says stop or goes away.
@@ -324,7 +327,21 @@ func (w *Worker) loadDelta(payload []byte) (uint64, error) {
 	case old.version != d.From || w.snap == nil:
 		return 0, fmt.Errorf("config version %d: a delta from version %d, and this worker serves version %d", d.To, d.From, old.version)
 	}
-	return w.serve(w.snap.Apply(&d))
+	if !incremental(old, &d) {
+		return w.serve(snapshotOf(old, w.snap, w.leftOut).Apply(&d))
+	}
+	// Routes alone: w.snap stays the base the table's other objects were built from,
+	// and the table's index holds the routes.
+	t, leftOut, err := recompile(old, &d, w.snap)
+	if err != nil {
+		return 0, err
+	}
+	if len(leftOut) > 0 {
+		return 0, &unservableError{version: d.To, leftOut: leftOut}
+	}
+	w.table.Store(t)
+	w.leftOut = d.LeftOut
+	return d.To, nil
 }
 
 // serve compiles snap and swaps it in. Callers hold compileMu.
@@ -339,7 +356,7 @@ func (w *Worker) serve(snap *conf.Snapshot) (uint64, error) {
 	}
 	w.table.Store(t)
 	w.certs.commit(certs, pairs)
-	w.snap = snap
+	w.snap, w.leftOut = snap, snap.LeftOut
 	return snap.Version, nil
 }
 
