@@ -2,6 +2,8 @@ package runtimepatch
 
 import (
 	"testing"
+
+	"gw/internal/race"
 )
 
 func TestClassify(t *testing.T) {
@@ -25,7 +27,7 @@ func TestClassify(t *testing.T) {
 // serves in readiness order by itself no longer needs the overlay, and this test says so.
 // (integration's TestVersionReportsTheRuntimeChanges checks the built gwctl.)
 func TestStockGoRunsABatchReversed(t *testing.T) {
-	if raceEnabled {
+	if race.Enabled {
 		t.Skip("the race detector shuffles the run queue")
 	}
 	got, err := SettledOrder()
