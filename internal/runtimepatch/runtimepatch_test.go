@@ -1,7 +1,11 @@
 package runtimepatch
 
 import (
+	"runtime"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"gw/internal/race"
 )
@@ -50,5 +54,26 @@ func TestStockGoRestartsTheMonitorAfterASystemCall(t *testing.T) {
 	// often enough to show its pace. Kept is what this test is for.
 	if got == PaceKept {
 		t.Fatalf("the monitor %v (%d wake-ups in %v); if this Go keeps its pace itself, tools/runtime-overlay.sh no longer needs to change proc.go", got, woke, PaceWindow)
+	}
+}
+
+// MeasurePace holds the processor for most of its 110 ms, and `gwctl --version` runs it:
+// holding it must not spend the CPU, as the busy loop it replaced did.
+func TestHoldingTheProcessorSpendsNoCPU(t *testing.T) {
+	runtime.LockOSThread() // so that the thread's usage is the goroutine's
+	defer runtime.UnlockOSThread()
+	var before, after unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_THREAD, &before); err != nil {
+		t.Skipf("getrusage: %v", err)
+	}
+	start := time.Now()
+	holdProcessor(50 * time.Millisecond)
+	held := time.Since(start)
+	if err := unix.Getrusage(unix.RUSAGE_THREAD, &after); err != nil {
+		t.Fatal(err)
+	}
+	cpu := time.Duration(after.Utime.Nano() - before.Utime.Nano() + after.Stime.Nano() - before.Stime.Nano())
+	if held < 50*time.Millisecond || cpu > held/4 {
+		t.Fatalf("holding the processor for %v took %v of CPU; want at least 50ms held and under a quarter of it spent", held, cpu)
 	}
 }
