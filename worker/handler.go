@@ -23,8 +23,9 @@ var (
 	contentTypeJSON      = []byte("application/json")
 )
 
-// exchange is what the access log needs to know about one request beyond the RequestCtx.
-type exchange struct {
+// requestState is one request's state beyond the RequestCtx, from the handler's start to
+// the access log line: the route, the forward's Info, the plugins' Ctx and the start time.
+type requestState struct {
 	routeID string
 	up      proxy.Info
 	// plugins is the client connection's own plugin Ctx, nil when it has none (the
@@ -39,7 +40,7 @@ type exchange struct {
 // start returns the request's start time (unix nanos), reading the clock on first use:
 // the monotonic clock alone (monotime.Unix), so that the latency measured from it never
 // runs backwards and costs one clock read at each end.
-func (x *exchange) start() int64 {
+func (x *requestState) start() int64 {
 	if x.startNanos == 0 {
 		x.startStamp = monotime.Now()
 		x.startNanos = monotime.Unix(x.startStamp)
@@ -50,7 +51,7 @@ func (x *exchange) start() int64 {
 // handle is the request path: one atomic load, one router lookup, one forward.
 func (w *Worker) handle(ctx *fasthttp.RequestCtx) {
 	w.requests.Add(1)
-	x := exchange{up: proxy.Info{UpstreamNanos: -1}}
+	x := requestState{up: proxy.Info{UpstreamNanos: -1}}
 	if w.accessLog != nil {
 		x.start()
 	}
@@ -87,7 +88,7 @@ func (w *Worker) handle(ctx *fasthttp.RequestCtx) {
 	}
 }
 
-func (w *Worker) route(ctx *fasthttp.RequestCtx, x *exchange) {
+func (w *Worker) route(ctx *fasthttp.RequestCtx, x *requestState) {
 	path := ctx.Path()
 	if bytes.HasPrefix(path, adminPrefix) && isLoopback(tcpPeer(ctx)) {
 		// APISIX 2.x served the Admin API on the data port; scripts written for it still
@@ -138,7 +139,7 @@ func (w *Worker) route(ctx *fasthttp.RequestCtx, x *exchange) {
 }
 
 // pluginCtx begins the request's plugin Ctx: the connection's, or a pooled one.
-func (x *exchange) pluginCtx(ctx *fasthttp.RequestCtx, route *plugins.RouteInfo) *plugins.Ctx {
+func (x *requestState) pluginCtx(ctx *fasthttp.RequestCtx, route *plugins.RouteInfo) *plugins.Ctx {
 	if x.plugins != nil {
 		x.plugins.Begin(ctx, route, x.start())
 		return x.plugins
@@ -147,7 +148,7 @@ func (x *exchange) pluginCtx(ctx *fasthttp.RequestCtx, route *plugins.RouteInfo)
 }
 
 // releasePluginCtx ends c, which pluginCtx returned.
-func (x *exchange) releasePluginCtx(c *plugins.Ctx) {
+func (x *requestState) releasePluginCtx(c *plugins.Ctx) {
 	if c == x.plugins {
 		c.End()
 		return
@@ -157,7 +158,7 @@ func (x *exchange) releasePluginCtx(c *plugins.Ctx) {
 
 // notFound answers a request no route matched. The global rules still run, as in APISIX:
 // one may answer first (401 from key-auth), and their log phase sees the 404.
-func (t *table) notFound(ctx *fasthttp.RequestCtx, x *exchange) {
+func (t *routeTable) notFound(ctx *fasthttp.RequestCtx, x *requestState) {
 	if t.global == nil {
 		writeJSON(ctx, fasthttp.StatusNotFound, routeNotFoundBody)
 		return
