@@ -572,7 +572,8 @@ func (l *loader) apiKey(path string, v *yaml.Node) (string, bool) {
 	return s, true
 }
 
-// allow decodes admin.allow into canonical CIDRs; a bare IP means that address alone.
+// allow decodes admin.allow into canonical CIDRs, as real_ip_from is (parseCIDROrIP): a
+// bare IP means that address alone, and an IPv4-mapped CIDR is written as its IPv4 network.
 func (l *loader) allow(path string, v *yaml.Node) ([]string, bool) {
 	items, ok := l.list(path, v)
 	if !ok {
@@ -591,24 +592,13 @@ func (l *loader) allow(path string, v *yaml.Node) ([]string, bool) {
 			valid = false
 			continue
 		}
-		if strings.Contains(s, "/") {
-			prefix, err := netip.ParsePrefix(s)
-			if err != nil {
-				l.errorf(item.Line, p, "must be a CIDR like 10.0.0.0/8 or an IP address, got %q", s)
-				valid = false
-				continue
-			}
-			cidrs = append(cidrs, prefix.Masked().String())
-			continue
-		}
-		addr, err := netip.ParseAddr(s)
-		if err != nil || addr.Zone() != "" {
+		prefix, ok := parseCIDROrIP(s)
+		if !ok {
 			l.errorf(item.Line, p, "must be a CIDR like 10.0.0.0/8 or an IP address, got %q", s)
 			valid = false
 			continue
 		}
-		addr = addr.Unmap()
-		cidrs = append(cidrs, netip.PrefixFrom(addr, addr.BitLen()).String())
+		cidrs = append(cidrs, prefix.String())
 	}
 	return cidrs, valid
 }
