@@ -69,48 +69,17 @@ const (
 
 // edgeFields decodes the edge keys of the top-level mapping into e.
 func (l *loader) edgeFields(e *Edge) []yamlField {
-	duration := func(dst *time.Duration) func(p string, v *yaml.Node) {
-		return func(p string, v *yaml.Node) {
-			if d, ok := l.positiveDuration(p, v); ok {
-				*dst = d
-			}
-		}
-	}
 	return []yamlField{
-		{"client_header_buffer_size", func(p string, v *yaml.Node) {
-			if n, ok := l.size(p, v, minHeaderBuffer, maxHeaderBuffer); ok {
-				e.ClientHeaderBufferSize = int(n)
-			}
-		}},
-		{"client_max_body_size", func(p string, v *yaml.Node) {
-			if n, ok := l.size(p, v, 0, maxBodySize); ok {
-				e.ClientMaxBodySize = n
-			}
-		}},
-		{"client_header_timeout", duration(&e.ClientHeaderTimeout)},
-		{"client_body_timeout", duration(&e.ClientBodyTimeout)},
-		{"keepalive_timeout", duration(&e.KeepaliveTimeout)},
-		{"send_timeout", duration(&e.SendTimeout)},
-		{"worker_connections", func(p string, v *yaml.Node) {
-			if n, ok := l.intRange(p, v, minConnections, maxConnections); ok {
-				e.WorkerConnections = int(n)
-			}
-		}},
-		{"real_ip_from", func(p string, v *yaml.Node) {
-			if cidrs, ok := l.realIPFrom(p, v); ok {
-				e.RealIPFrom = cidrs
-			}
-		}},
-		{"real_ip_header", func(p string, v *yaml.Node) {
-			if s, ok := l.realIPHeader(p, v); ok {
-				e.RealIPHeader = s
-			}
-		}},
-		{"real_ip_recursive", func(p string, v *yaml.Node) {
-			if b, ok := l.boolean(p, v); ok {
-				e.RealIPRecursive = b
-			}
-		}},
+		{"client_header_buffer_size", yamlIntInto(&e.ClientHeaderBufferSize, l.sizeIn(minHeaderBuffer, maxHeaderBuffer))},
+		{"client_max_body_size", yamlInto(&e.ClientMaxBodySize, l.sizeIn(0, maxBodySize))},
+		{"client_header_timeout", yamlInto(&e.ClientHeaderTimeout, l.positiveDuration)},
+		{"client_body_timeout", yamlInto(&e.ClientBodyTimeout, l.positiveDuration)},
+		{"keepalive_timeout", yamlInto(&e.KeepaliveTimeout, l.positiveDuration)},
+		{"send_timeout", yamlInto(&e.SendTimeout, l.positiveDuration)},
+		{"worker_connections", yamlIntInto(&e.WorkerConnections, l.intIn(minConnections, maxConnections))},
+		{"real_ip_from", yamlInto(&e.RealIPFrom, l.realIPFrom)},
+		{"real_ip_header", yamlInto(&e.RealIPHeader, l.realIPHeader)},
+		{"real_ip_recursive", yamlInto(&e.RealIPRecursive, l.boolean)},
 	}
 }
 

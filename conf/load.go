@@ -243,6 +243,41 @@ type yamlField struct {
 	decode func(path string, v *yaml.Node)
 }
 
+// yamlInto is a yamlField's decode for a key whose value check accepts or reports: what
+// it accepts is stored in *dst, and what it refuses leaves the default (as decode.go's
+// into does for the Admin API's JSON).
+func yamlInto[T any](dst *T, check func(path string, v *yaml.Node) (T, bool)) func(string, *yaml.Node) {
+	return func(p string, v *yaml.Node) {
+		if x, ok := check(p, v); ok {
+			*dst = x
+		}
+	}
+}
+
+// yamlIntInto is yamlInto for an int field whose check (a size, a range) returns an int64
+// that fits it.
+func yamlIntInto(dst *int, check func(path string, v *yaml.Node) (int64, bool)) func(string, *yaml.Node) {
+	return func(p string, v *yaml.Node) {
+		if n, ok := check(p, v); ok {
+			*dst = int(n)
+		}
+	}
+}
+
+// oneOfThese, sizeIn and intIn are oneOf, size and intRange with their bounds bound, as
+// checks for yamlInto.
+func (l *loader) oneOfThese(allowed ...string) func(string, *yaml.Node) (string, bool) {
+	return func(p string, v *yaml.Node) (string, bool) { return l.oneOf(p, v, allowed...) }
+}
+
+func (l *loader) sizeIn(min, max int64) func(string, *yaml.Node) (int64, bool) {
+	return func(p string, v *yaml.Node) (int64, bool) { return l.size(p, v, min, max) }
+}
+
+func (l *loader) intIn(min, max int64) func(string, *yaml.Node) (int64, bool) {
+	return func(p string, v *yaml.Node) (int64, bool) { return l.intRange(p, v, min, max) }
+}
+
 // mapping walks a mapping node: unknown and repeated keys are errors, known keys are
 // decoded in file order. A null value (a key with everything under it commented out)
 // leaves the defaults alone.
@@ -279,58 +314,22 @@ func (l *loader) mapping(n *yaml.Node, path string, fields []yamlField) {
 
 func (l *loader) config(root *yaml.Node, c *Config) {
 	l.mapping(root, "", append([]yamlField{
-		{"worker_processes", func(p string, v *yaml.Node) {
-			if n, ok := l.workerProcesses(p, v); ok {
-				c.WorkerProcesses = n
-			}
-		}},
-		{"node_listen", func(p string, v *yaml.Node) {
-			if addrs, ok := l.nodeListen(p, v); ok {
-				c.NodeListen = addrs
-			}
-		}},
+		{"worker_processes", yamlInto(&c.WorkerProcesses, l.workerProcesses)},
+		{"node_listen", yamlInto(&c.NodeListen, l.nodeListen)},
 		{"admin", func(p string, v *yaml.Node) { l.admin(p, v, &c.Admin) }},
-		{"data_dir", func(p string, v *yaml.Node) {
-			if s, ok := l.nonEmptyString(p, v); ok {
-				c.DataDir = s
-			}
-		}},
-		{"worker_shutdown_timeout", func(p string, v *yaml.Node) {
-			if d, ok := l.positiveDuration(p, v); ok {
-				c.WorkerShutdownTimeout = d
-			}
-		}},
-		{"error_log_level", func(p string, v *yaml.Node) {
-			if s, ok := l.oneOf(p, v, "debug", "info", "warn", "error"); ok {
-				c.ErrorLogLevel = s
-			}
-		}},
-		{"worker_rlimit_nofile", func(p string, v *yaml.Node) {
-			if n, ok := l.intRange(p, v, 1024, 1<<20); ok {
-				c.WorkerRlimitNofile = int(n)
-			}
-		}},
-		{"user", func(p string, v *yaml.Node) {
-			if s, ok := l.user(p, v); ok {
-				c.User = s
-			}
-		}},
+		{"data_dir", yamlInto(&c.DataDir, l.nonEmptyString)},
+		{"worker_shutdown_timeout", yamlInto(&c.WorkerShutdownTimeout, l.positiveDuration)},
+		{"error_log_level", yamlInto(&c.ErrorLogLevel, l.oneOfThese("debug", "info", "warn", "error"))},
+		{"worker_rlimit_nofile", yamlIntInto(&c.WorkerRlimitNofile, l.intIn(1024, 1<<20))},
+		{"user", yamlInto(&c.User, l.user)},
 		{"access_log", func(p string, v *yaml.Node) { l.accessLog(p, v, &c.AccessLog) }},
 		{"shm", func(p string, v *yaml.Node) { l.shm(p, v, &c.Shm) }},
 		{"prometheus", func(p string, v *yaml.Node) { l.prometheus(p, v, &c.Prometheus) }},
 		{"ssl", func(p string, v *yaml.Node) { l.sslSection(p, v, &c.SSL, &c.UpstreamTrust) }},
 		{"status", func(p string, v *yaml.Node) {
 			l.mapping(v, p, []yamlField{
-				{"enabled", func(p string, v *yaml.Node) {
-					if b, ok := l.boolean(p, v); ok {
-						c.Status.Enabled = b
-					}
-				}},
-				{"listen", func(p string, v *yaml.Node) {
-					if addr, ok := l.listenAddr(p, v); ok {
-						c.Status.Listen = addr
-					}
-				}},
+				{"enabled", yamlInto(&c.Status.Enabled, l.boolean)},
+				{"listen", yamlInto(&c.Status.Listen, l.listenAddr)},
 			})
 		}},
 		{"router", func(p string, v *yaml.Node) {
@@ -345,71 +344,27 @@ func (l *loader) config(root *yaml.Node, c *Config) {
 
 func (l *loader) accessLog(path string, n *yaml.Node, a *AccessLog) {
 	l.mapping(n, path, []yamlField{
-		{"enabled", func(p string, v *yaml.Node) {
-			if b, ok := l.boolean(p, v); ok {
-				a.Enabled = b
-			}
-		}},
-		{"path", func(p string, v *yaml.Node) {
-			if s, ok := l.nonEmptyString(p, v); ok {
-				a.Path = s
-			}
-		}},
-		{"format", func(p string, v *yaml.Node) {
-			if s, ok := l.oneOf(p, v, "combined", "json"); ok {
-				a.Format = s
-			}
-		}},
-		{"buffer", func(p string, v *yaml.Node) {
-			if n, ok := l.size(p, v, 0, 16<<20); ok {
-				a.Buffer = int(n)
-			}
-		}},
-		{"flush_interval", func(p string, v *yaml.Node) {
-			if d, ok := l.positiveDuration(p, v); ok {
-				a.FlushInterval = d
-			}
-		}},
+		{"enabled", yamlInto(&a.Enabled, l.boolean)},
+		{"path", yamlInto(&a.Path, l.nonEmptyString)},
+		{"format", yamlInto(&a.Format, l.oneOfThese("combined", "json"))},
+		{"buffer", yamlIntInto(&a.Buffer, l.sizeIn(0, 16<<20))},
+		{"flush_interval", yamlInto(&a.FlushInterval, l.positiveDuration)},
 	})
 }
 
 func (l *loader) shm(path string, n *yaml.Node, s *Shm) {
 	l.mapping(n, path, []yamlField{
-		{"limit_count", func(p string, v *yaml.Node) {
-			if n, ok := l.size(p, v, 64<<10, 16<<30); ok {
-				s.LimitCount = n
-			}
-		}},
-		{"limit_count_on_full", func(p string, v *yaml.Node) {
-			if str, ok := l.oneOf(p, v, "evict", "reject"); ok {
-				s.LimitCountOnFull = str
-			}
-		}},
-		{"metrics", func(p string, v *yaml.Node) {
-			if n, ok := l.size(p, v, 64<<10, 16<<30); ok {
-				s.Metrics = n
-			}
-		}},
-		{"health_check", func(p string, v *yaml.Node) {
-			if n, ok := l.size(p, v, 64<<10, 16<<30); ok {
-				s.HealthCheck = n
-			}
-		}},
+		{"limit_count", yamlInto(&s.LimitCount, l.sizeIn(64<<10, 16<<30))},
+		{"limit_count_on_full", yamlInto(&s.LimitCountOnFull, l.oneOfThese("evict", "reject"))},
+		{"metrics", yamlInto(&s.Metrics, l.sizeIn(64<<10, 16<<30))},
+		{"health_check", yamlInto(&s.HealthCheck, l.sizeIn(64<<10, 16<<30))},
 	})
 }
 
 func (l *loader) prometheus(path string, n *yaml.Node, pr *Prometheus) {
 	l.mapping(n, path, []yamlField{
-		{"enabled", func(p string, v *yaml.Node) {
-			if b, ok := l.boolean(p, v); ok {
-				pr.Enabled = b
-			}
-		}},
-		{"export_addr", func(p string, v *yaml.Node) {
-			if addr, ok := l.listenAddr(p, v); ok {
-				pr.ExportAddr = addr
-			}
-		}},
+		{"enabled", yamlInto(&pr.Enabled, l.boolean)},
+		{"export_addr", yamlInto(&pr.ExportAddr, l.listenAddr)},
 		{"export_uri", func(p string, v *yaml.Node) {
 			if s, ok := l.nonEmptyString(p, v); ok {
 				if !strings.HasPrefix(s, "/") {
@@ -419,11 +374,7 @@ func (l *loader) prometheus(path string, n *yaml.Node, pr *Prometheus) {
 				pr.ExportURI = s
 			}
 		}},
-		{"max_series", func(p string, v *yaml.Node) {
-			if n, ok := l.intRange(p, v, 1, 10_000_000); ok {
-				pr.MaxSeries = int(n)
-			}
-		}},
+		{"max_series", yamlIntInto(&pr.MaxSeries, l.intIn(1, 10_000_000))},
 	})
 }
 
@@ -475,21 +426,9 @@ func (l *loader) size(path string, v *yaml.Node, min, max int64) (int64, bool) {
 
 func (l *loader) admin(path string, n *yaml.Node, a *Admin) {
 	l.mapping(n, path, []yamlField{
-		{"listen", func(p string, v *yaml.Node) {
-			if addr, ok := l.listenAddr(p, v); ok {
-				a.Listen = addr
-			}
-		}},
-		{"keys", func(p string, v *yaml.Node) {
-			if keys, ok := l.adminKeys(p, v); ok {
-				a.Keys = keys
-			}
-		}},
-		{"allow", func(p string, v *yaml.Node) {
-			if cidrs, ok := l.allow(p, v); ok {
-				a.Allow = cidrs
-			}
-		}},
+		{"listen", yamlInto(&a.Listen, l.listenAddr)},
+		{"keys", yamlInto(&a.Keys, l.adminKeys)},
+		{"allow", yamlInto(&a.Allow, l.allow)},
 	})
 }
 
@@ -661,7 +600,8 @@ func (l *loader) apiKey(path string, v *yaml.Node) (string, bool) {
 	return s, true
 }
 
-// allow decodes admin.allow into canonical CIDRs; a bare IP means that address alone.
+// allow decodes admin.allow into canonical CIDRs, as real_ip_from is (parseCIDROrIP): a
+// bare IP means that address alone, and an IPv4-mapped CIDR is written as its IPv4 network.
 func (l *loader) allow(path string, v *yaml.Node) ([]string, bool) {
 	items, ok := l.list(path, v)
 	if !ok {
@@ -680,24 +620,13 @@ func (l *loader) allow(path string, v *yaml.Node) ([]string, bool) {
 			valid = false
 			continue
 		}
-		if strings.Contains(s, "/") {
-			prefix, err := netip.ParsePrefix(s)
-			if err != nil {
-				l.errorf(item.Line, p, "must be a CIDR like 10.0.0.0/8 or an IP address, got %q", s)
-				valid = false
-				continue
-			}
-			cidrs = append(cidrs, prefix.Masked().String())
-			continue
-		}
-		addr, err := netip.ParseAddr(s)
-		if err != nil || addr.Zone() != "" {
+		prefix, ok := parseCIDROrIP(s)
+		if !ok {
 			l.errorf(item.Line, p, "must be a CIDR like 10.0.0.0/8 or an IP address, got %q", s)
 			valid = false
 			continue
 		}
-		addr = addr.Unmap()
-		cidrs = append(cidrs, netip.PrefixFrom(addr, addr.BitLen()).String())
+		cidrs = append(cidrs, prefix.String())
 	}
 	return cidrs, valid
 }

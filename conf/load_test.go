@@ -229,6 +229,9 @@ func TestParseAccepts(t *testing.T) {
 			c.Admin.Allow = []string{"10.0.0.0/8", "192.168.1.7/32", "::1/128", "fd00::/8"}
 		}},
 		{"allow host bits masked", "admin:\n  allow: [127.0.0.1/8]\n", func(c *Config) { c.Admin.Allow = []string{"127.0.0.0/8"} }},
+		{"allow v4-mapped unmapped", "admin:\n  allow: ['::ffff:10.0.0.0/104', '::ffff:10.0.0.1']\n", func(c *Config) {
+			c.Admin.Allow = []string{"10.0.0.0/8", "10.0.0.1/32"}
+		}},
 		{"allow everyone", "admin:\n  allow: [0.0.0.0/0, '::/0']\n", func(c *Config) { c.Admin.Allow = []string{"0.0.0.0/0", "::/0"} }},
 		{"data dir absolute", "data_dir: /var/lib/gw", func(c *Config) { c.DataDir = "/var/lib/gw" }},
 		{"timeout duration", "worker_shutdown_timeout: 1m30s", func(c *Config) { c.WorkerShutdownTimeout = 90 * time.Second }},
@@ -524,7 +527,7 @@ func TestAdminKeys(t *testing.T) {
 }
 
 func TestAllowNets(t *testing.T) {
-	c, err := Parse([]byte("admin:\n  allow: [10.0.0.0/8, 192.168.1.7, '::1']\n"), "f.yaml")
+	c, err := Parse([]byte("admin:\n  allow: [10.0.0.0/8, 192.168.1.7, '::1', '::ffff:172.16.0.0/108']\n"), "f.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -539,6 +542,8 @@ func TestAllowNets(t *testing.T) {
 		{"192.168.1.8", false},
 		{"::1", true},
 		{"127.0.0.1", false},
+		{"172.16.9.9", true}, // in the v4-mapped network
+		{"172.32.0.1", false},
 	}
 	for _, tt := range tests {
 		got := false

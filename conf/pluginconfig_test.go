@@ -8,10 +8,7 @@ import (
 )
 
 func TestDecodePluginConfigAccepts(t *testing.T) {
-	cases := map[string]struct {
-		body string
-		want PluginConfig
-	}{
+	cases := map[string]accepted[PluginConfig]{
 		"id and plugins":  {`{"id":"1","plugins":{}}`, PluginConfig{ID: "1", Plugins: map[string]json.RawMessage{}}},
 		"integer id":      {`{"id":7,"plugins":{}}`, PluginConfig{ID: "7", Plugins: map[string]json.RawMessage{}}},
 		"plugins compact": {`{"id":"a","plugins":{"p":{ "x" : 1 }}}`, PluginConfig{ID: "a", Plugins: map[string]json.RawMessage{"p": json.RawMessage(`{"x":1}`)}}},
@@ -21,24 +18,7 @@ func TestDecodePluginConfigAccepts(t *testing.T) {
 				Plugins: map[string]json.RawMessage{"key-auth": json.RawMessage(`{}`)}, CreateTime: 1, UpdateTime: 2},
 		},
 	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			got, err := DecodePluginConfig([]byte(tc.body))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !reflect.DeepEqual(*got, tc.want) {
-				t.Fatalf("got %+v, want %+v", *got, tc.want)
-			}
-			again, err := json.Marshal(got)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if back, err := DecodePluginConfig(again); err != nil || !reflect.DeepEqual(back, got) {
-				t.Fatalf("round trip of %s: %+v, %v", again, back, err)
-			}
-		})
-	}
+	testAccepts(t, DecodePluginConfig, cases)
 }
 
 func TestDecodePluginConfigRejects(t *testing.T) {
@@ -55,43 +35,16 @@ func TestDecodePluginConfigRejects(t *testing.T) {
 		"unknown field":      {`{"id":"1","plugins":{},"uri":"/"}`, `property "uri" validation failed: unknown field`},
 		"create_time string": {`{"id":"1","plugins":{},"create_time":"1"}`, `property "create_time" validation failed`},
 	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			_, err := DecodePluginConfig([]byte(tc.body))
-			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("err = %v, want it to contain %q", err, tc.want)
-			}
-		})
-	}
+	testRejects(t, DecodePluginConfig, cases)
 }
 
 func TestDecodeGlobalRuleAccepts(t *testing.T) {
-	cases := map[string]struct {
-		body string
-		want GlobalRule
-	}{
+	cases := map[string]accepted[GlobalRule]{
 		"id and plugins": {`{"id":"1","plugins":{}}`, GlobalRule{ID: "1", Plugins: map[string]json.RawMessage{}}},
 		"integer id":     {`{"id":3,"plugins":{"prometheus":{}}}`, GlobalRule{ID: "3", Plugins: map[string]json.RawMessage{"prometheus": json.RawMessage(`{}`)}}},
 		"times":          {`{"id":"g","plugins":{},"create_time":1,"update_time":2}`, GlobalRule{ID: "g", Plugins: map[string]json.RawMessage{}, CreateTime: 1, UpdateTime: 2}},
 	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			got, err := DecodeGlobalRule([]byte(tc.body))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !reflect.DeepEqual(*got, tc.want) {
-				t.Fatalf("got %+v, want %+v", *got, tc.want)
-			}
-			again, err := json.Marshal(got)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if back, err := DecodeGlobalRule(again); err != nil || !reflect.DeepEqual(back, got) {
-				t.Fatalf("round trip of %s: %+v, %v", again, back, err)
-			}
-		})
-	}
+	testAccepts(t, DecodeGlobalRule, cases)
 }
 
 func TestDecodeGlobalRuleRejects(t *testing.T) {
@@ -105,9 +58,45 @@ func TestDecodeGlobalRuleRejects(t *testing.T) {
 		"name is not a field": {`{"id":"1","plugins":{},"name":"n"}`, `property "name" validation failed: unknown field`},
 		"update_time float":   {`{"id":"1","plugins":{},"update_time":1.5}`, `property "update_time" validation failed`},
 	}
+	testRejects(t, DecodeGlobalRule, cases)
+}
+
+// accepted is a body a decoder accepts and the object it must decode to.
+type accepted[T any] struct {
+	body string
+	want T
+}
+
+// testAccepts checks that each body decodes to its object, and that the object marshals
+// back to JSON that decodes to the same.
+func testAccepts[T any](t *testing.T, decode func([]byte) (*T, error), cases map[string]accepted[T]) {
+	t.Helper()
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			_, err := DecodeGlobalRule([]byte(tc.body))
+			got, err := decode([]byte(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(*got, tc.want) {
+				t.Fatalf("got %+v, want %+v", *got, tc.want)
+			}
+			again, err := json.Marshal(got)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if back, err := decode(again); err != nil || !reflect.DeepEqual(back, got) {
+				t.Fatalf("round trip of %s: %+v, %v", again, back, err)
+			}
+		})
+	}
+}
+
+// testRejects checks that each body is refused with an error containing its text.
+func testRejects[T any](t *testing.T, decode func([]byte) (*T, error), cases map[string]struct{ body, want string }) {
+	t.Helper()
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := decode([]byte(tc.body))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want it to contain %q", err, tc.want)
 			}

@@ -44,17 +44,9 @@ func (c *Config) IsTLSListen(address string) bool {
 // ssl_trusted_certificate, which is about upstreams but lives here as in APISIX, into trust.
 func (l *loader) sslSection(path string, n *yaml.Node, t *TLSListener, trust *UpstreamTrust) {
 	l.mapping(n, path, []yamlField{
-		{"enabled", func(p string, v *yaml.Node) {
-			if b, ok := l.boolean(p, v); ok {
-				t.Enabled = b
-			}
-		}},
-		{"listen", func(p string, v *yaml.Node) {
-			// nodeListen's rules: at least one address, none twice.
-			if addrs, ok := l.nodeListen(p, v); ok {
-				t.Listen = addrs
-			}
-		}},
+		{"enabled", yamlInto(&t.Enabled, l.boolean)},
+		// nodeListen's rules: at least one address, none twice.
+		{"listen", yamlInto(&t.Listen, l.nodeListen)},
 		{"fallback_sni", func(p string, v *yaml.Node) {
 			s, ok := l.scalarString(p, v)
 			if !ok {

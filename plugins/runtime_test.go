@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/valyala/fasthttp"
+
+	"gw/internal/race"
 )
 
 // recorder is a test plugin that notes the order its phases run in.
@@ -67,7 +69,7 @@ func TestChainRunsByPriorityAndStopsWhenAnswered(t *testing.T) {
 }
 
 func TestCtxReuseAllocatesNothing(t *testing.T) {
-	if raceEnabled {
+	if race.Enabled {
 		t.Skip("the race detector makes sync.Pool drop items")
 	}
 	var req fasthttp.RequestCtx

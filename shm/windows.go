@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 	"unsafe"
+
+	"gw/internal/bytesconv"
 )
 
 // A window table counts requests per key in fixed windows, for limit-count. It lives in a
@@ -520,7 +522,7 @@ func (k *KeyHash) Write(b []byte) {
 
 // WriteString adds s.
 func (k *KeyHash) WriteString(s string) {
-	k.Write(unsafe.Slice(unsafe.StringData(s), len(s))) // read only, so no copy is needed
+	k.Write(bytesconv.Bytes(s)) // read only, so no copy is needed
 }
 
 // WriteByte adds c. It never fails; the error is for io.ByteWriter.

@@ -1,58 +1,60 @@
 #!/usr/bin/env bash
 # Usage: tools/runtime-overlay.sh DIR
 #
-# Prints the `go build` flag (-overlay=DIR/overlay.json) that builds gwctl with two lines of
-# Go's runtime changed, each measured against nginx (README, Performance). The changed files
-# are the installed Go's own, rewritten into DIR; nothing of Go's is kept in this tree.
-# `gwctl --version` measures whether a binary has each change.
+# Prints the `go build` flag (-overlay=DIR/overlay.json) that builds gwctl with Go's runtime
+# changed by the patches in tools/goruntime/, each measured against nginx and written up as
+# the Go issue it answers beside it (README, Performance):
 #
-# 1. runtime/netpoll_epoll.go: the poller hands out ready goroutines in the order their
-#    descriptors became ready, as nginx's event loop serves them. Stock Go walks epoll's
-#    events in that order but pushes each goroutine onto a list that the scheduler runs
-#    from its head, so within one poll the connection that became ready first is served
-#    last: gw's p99 was 1.25x nginx's at 16 connections for that alone.
-# 2. runtime/proc.go: the runtime's monitor thread (sysmon) keeps its pace when a system
-#    call wakes it from its deep sleep. Stock Go restarts it at a 20 us period then, betting
-#    that a goroutine is about to block in a system call and its processor must be taken
-#    back. A worker makes its hot-path calls raw and never blocks in one, so the bet never
-#    pays; but every upstream connection re-dialled (keepalive_pool.requests) and every
-#    client connection accepted goes through net's system calls, and each restart then
-#    costs a few dozen monitor wake-ups on the worker's CPU: keeping the pace saved 1.8%
-#    of its CPU per request at 16 connections, 4.0% with limit-count and prometheus.
+#   netpoll-order.patch  the poller runs one poll's goroutines in the order their
+#                        descriptors became ready, as nginx's event loop serves them
+#   sysmon-pace.patch    the monitor thread keeps its pace when a system call wakes it
 #
-# When the installed Go's file does not have the lines a change expects (another Go
-# release), that change is left out with a warning: the build goes on, only slower.
+# Each patch changes one file under GOROOT. It is applied to a copy of the installed Go's
+# file, written into DIR; nothing of Go's is kept in this tree. `gwctl --version` measures
+# whether a binary has each change.
+#
+# A patch that does not apply exactly (another Go release moved or changed its lines; the
+# patch is tried with no fuzz, so a line that is not the one measured is never changed) is
+# left out with a warning: the build goes on, only slower. README.md (Performance) says how
+# to check, re-derive or drop a patch on a new Go release.
 set -euo pipefail
 dir=${1:?usage: tools/runtime-overlay.sh DIR}
 go=${GO:-go}
+patches="$(cd "$(dirname "$0")" && pwd)/goruntime"
 
 [ "$($go env GOOS)" = linux ] || exit 0
-runtime="$($go env GOROOT)/src/runtime"
+goroot=$($go env GOROOT)
+goversion=$($go env GOVERSION)
+if ! command -v patch >/dev/null; then
+	echo "runtime-overlay.sh: no patch(1) on PATH; building with Go's own runtime" >&2
+	exit 0
+fi
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
 replace=()
 
-# patch FILE WANT SED: writes DIR/FILE.patched from the runtime's FILE through the sed
-# script SED when WANT (a fixed string) is on exactly one line of it.
-patch() {
-	local file=$1 want=$2 script=$3
-	local src="$runtime/$file"
-	if [ ! -f "$src" ] || [ "$(grep -cF -- "$want" "$src")" != 1 ]; then
-		echo "runtime-overlay.sh: $src is not the one this change knows ($($go env GOVERSION)); building without it" >&2
-		return
+for p in "$patches"/*.patch; do
+	name=$(basename "$p" .patch)
+	file=$(sed -n 's|^+++ b/||p' "$p")
+	if [ -z "$file" ] || [ "$(printf '%s\n' "$file" | wc -l)" != 1 ]; then
+		echo "runtime-overlay.sh: $p must change exactly one file" >&2
+		exit 1
 	fi
+	src="$goroot/$file"
 	# Not named *.go: DIR may be inside the module (bin/), where `go vet ./...` would take a
 	# .go file for a package of its own.
-	local patched="$dir/$file.patched"
-	sed "$script" "$src" >"$patched.new"
-	mv "$patched.new" "$patched"
-	replace+=("\"$src\":\"$patched\"")
-}
-
-patch netpoll_epoll.go 'for i := int32(0); i < n; i++ {' \
-	's/for i := int32(0); i < n; i++ {/for i := n - 1; i >= 0; i-- {/'
-patch proc.go 'if syscallWake {' \
-	's/if syscallWake {/if false \&\& syscallWake { \/\/ gw: keep the pace (tools\/runtime-overlay.sh)/'
+	patched="$dir/$(basename "$file").patched"
+	if [ -f "$src" ] && patch --silent --forward --fuzz=0 --reject-file=- -o "$patched.new" "$src" "$p" >/dev/null 2>&1; then
+		mv "$patched.new" "$patched"
+		replace+=("\"$src\":\"$patched\"")
+	elif [ -f "$src" ] && patch --silent --dry-run --reverse --fuzz=0 "$src" "$p" >/dev/null 2>&1; then
+		rm -f "$patched.new"
+		echo "runtime-overlay.sh: $goversion already has $name (tools/goruntime/$name.patch): drop the patch" >&2
+	else
+		rm -f "$patched.new"
+		echo "runtime-overlay.sh: tools/goruntime/$name.patch does not apply to $goversion's $file; building without it (README.md, Performance, says what to do)" >&2
+	fi
+done
 
 [ ${#replace[@]} -gt 0 ] || exit 0
 (IFS=,; printf '{"Replace":{%s}}\n' "${replace[*]}") >"$dir/overlay.json"

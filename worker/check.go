@@ -26,7 +26,7 @@ type Checker struct {
 	// current is what the workers serve, and table what they made of it (nil until a
 	// whole compile), for CheckDelta; pending is CheckDelta's last work, for Commit.
 	current *conf.Snapshot
-	table   *table
+	table   *routeTable
 	leftOut []conf.LeftOut
 	pending pending
 }
@@ -53,7 +53,7 @@ func (c *Checker) Check(snap *conf.Snapshot, cfg *conf.Config) ([]conf.LeftOut, 
 	return leftOut, err
 }
 
-func (c *Checker) compileLocked(snap *conf.Snapshot, cfg *conf.Config) (*table, []conf.LeftOut, error) {
+func (c *Checker) compileLocked(snap *conf.Snapshot, cfg *conf.Config) (*routeTable, []conf.LeftOut, error) {
 	fallbackSNI := ""
 	if cfg != nil {
 		fallbackSNI = cfg.SSL.FallbackSNI
@@ -82,7 +82,7 @@ func (c *Checker) Reset(snap *conf.Snapshot) {
 type pending struct {
 	delta *conf.Delta
 	next  *conf.Snapshot // nil: a delta of routes alone, for recompile
-	table *table
+	table *routeTable
 }
 
 // CheckDelta builds what the workers serve with d applied, as they will, and changes

@@ -9,11 +9,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/valyala/fasthttp"
 
 	"gw/conf"
+	"gw/internal/bytesconv"
 	"gw/internal/monotime"
 	"gw/internal/rawio"
 	"gw/plugins"
@@ -556,7 +556,7 @@ func (e *edge) setRealIP(ctx *fasthttp.RequestCtx, ec *edgeConn) {
 			if len(item) == 0 {
 				continue
 			}
-			ip, err := netip.ParseAddr(unsafe.String(unsafe.SliceData(item), len(item)))
+			ip, err := netip.ParseAddr(bytesconv.String(item)) // neither ip nor err is kept
 			if err != nil || ip.Zone() != "" {
 				return // not an address: trust nothing further left in the list
 			}

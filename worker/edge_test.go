@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"gw/internal/race"
 )
 
 // parsed reads raw the way the server does, so RawHeaders holds the wire bytes.
@@ -233,7 +235,7 @@ func TestEdgeListenerLimit(t *testing.T) {
 // admit on a request as read from the wire, with a trusted peer naming the client:
 // it allocates nothing.
 func TestAdmitAllocs(t *testing.T) {
-	if raceEnabled {
+	if race.Enabled {
 		t.Skip("the race detector makes sync.Pool drop items")
 	}
 	ctx, ec, e := admitFixture(t)

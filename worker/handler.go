@@ -23,8 +23,9 @@ var (
 	contentTypeJSON      = []byte("application/json")
 )
 
-// exchange is what the access log needs to know about one request beyond the RequestCtx.
-type exchange struct {
+// requestState is one request's state beyond the RequestCtx, from the handler's start to
+// the access log line: the route, the forward's Info, the plugins' Ctx and the start time.
+type requestState struct {
 	routeID string
 	up      proxy.Info
 	// plugins is the client connection's own plugin Ctx, nil when it has none (the
@@ -46,7 +47,7 @@ type exchange struct {
 // start returns the request's start time (unix nanos), reading the clock on first use:
 // the monotonic clock alone (monotime.Unix), so that the latency measured from it never
 // runs backwards and costs one clock read at each end.
-func (x *exchange) start() int64 {
+func (x *requestState) start() int64 {
 	if x.startNanos == 0 {
 		x.startStamp = monotime.Now()
 		x.startNanos = monotime.Unix(x.startStamp)
@@ -57,7 +58,7 @@ func (x *exchange) start() int64 {
 // handle is the request path: one atomic load, one router lookup, one forward.
 func (w *Worker) handle(ctx *fasthttp.RequestCtx) {
 	w.requests.Add(1)
-	x := exchange{up: proxy.Info{UpstreamNanos: -1}}
+	x := requestState{up: proxy.Info{UpstreamNanos: -1}}
 	if w.accessLog != nil {
 		x.start()
 	}
@@ -94,9 +95,9 @@ func (w *Worker) handle(ctx *fasthttp.RequestCtx) {
 }
 
 // finish ends a request whose response is out, or will be once the server writes it
-// whole: it runs the log phase route left (exchange.logPhase), then writes the access log
+// whole: it runs the log phase route left (requestState.logPhase), then writes the access log
 // line. sent is what went out of a streamed body, -1 for a body the response holds.
-func (w *Worker) finish(ctx *fasthttp.RequestCtx, x *exchange, ec *edgeConn, sent int64) {
+func (w *Worker) finish(ctx *fasthttp.RequestCtx, x *requestState, ec *edgeConn, sent int64) {
 	if x.logPhase != nil {
 		x.logPhase.BodySent = sent
 		x.runLogPhase()
@@ -125,7 +126,7 @@ type streamEnd struct {
 	w   *Worker
 	ctx *fasthttp.RequestCtx
 	ec  *edgeConn
-	x   exchange
+	x   requestState
 }
 
 // streamEndFor is the streamEnd for a request on ec: the connection's own, free again by
@@ -143,7 +144,7 @@ func (s *streamEnd) StreamEnded(sent int64) {
 	*s = streamEnd{}
 }
 
-func (w *Worker) route(ctx *fasthttp.RequestCtx, x *exchange) {
+func (w *Worker) route(ctx *fasthttp.RequestCtx, x *requestState) {
 	path := ctx.Path()
 	if bytes.HasPrefix(path, adminPrefix) && isLoopback(tcpPeer(ctx)) {
 		// APISIX 2.x served the Admin API on the data port; scripts written for it still
@@ -193,7 +194,7 @@ func (w *Worker) route(ctx *fasthttp.RequestCtx, x *exchange) {
 }
 
 // runLogPhase runs the log phase route left (logPhase), now, and ends its Ctx.
-func (x *exchange) runLogPhase() {
+func (x *requestState) runLogPhase() {
 	c := x.logPhase
 	logAll(x.global, c)
 	if x.chain != nil {
@@ -204,7 +205,7 @@ func (x *exchange) runLogPhase() {
 }
 
 // pluginCtx begins the request's plugin Ctx: the connection's, or a pooled one.
-func (x *exchange) pluginCtx(ctx *fasthttp.RequestCtx, route *plugins.RouteInfo) *plugins.Ctx {
+func (x *requestState) pluginCtx(ctx *fasthttp.RequestCtx, route *plugins.RouteInfo) *plugins.Ctx {
 	if x.plugins != nil {
 		x.plugins.Begin(ctx, route, x.start())
 		return x.plugins
@@ -213,7 +214,7 @@ func (x *exchange) pluginCtx(ctx *fasthttp.RequestCtx, route *plugins.RouteInfo)
 }
 
 // releasePluginCtx ends c, which pluginCtx returned.
-func (x *exchange) releasePluginCtx(c *plugins.Ctx) {
+func (x *requestState) releasePluginCtx(c *plugins.Ctx) {
 	if c == x.plugins {
 		c.End()
 		return
@@ -223,7 +224,7 @@ func (x *exchange) releasePluginCtx(c *plugins.Ctx) {
 
 // notFound answers a request no route matched. The global rules still run, as in APISIX:
 // one may answer first (401 from key-auth), and their log phase sees the 404.
-func (t *table) notFound(ctx *fasthttp.RequestCtx, x *exchange) {
+func (t *routeTable) notFound(ctx *fasthttp.RequestCtx, x *requestState) {
 	if t.global == nil {
 		writeJSON(ctx, fasthttp.StatusNotFound, routeNotFoundBody)
 		return

@@ -15,6 +15,7 @@ import (
 
 	"gw/conf"
 	"gw/internal/errlog"
+	"gw/internal/race"
 	"gw/plugins"
 	_ "gw/plugins/all" // limit-count and prometheus, as the benchmark's second scenario
 	"gw/shm"
@@ -186,7 +187,7 @@ func BenchmarkHandle(b *testing.B) {
 // benchmark's plugins on, and that the plugins ran (the metric and the limit headers are
 // the evidence a regression would remove).
 func TestHandleAllocs(t *testing.T) {
-	if raceEnabled {
+	if race.Enabled {
 		t.Skip("the race detector makes sync.Pool drop items; make test runs this without -race too")
 	}
 	upstream := startStubUpstream(t)

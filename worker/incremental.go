@@ -52,7 +52,7 @@ func (idx *routeIndex) routeList() []conf.Route {
 
 // snapshotOf is the whole snapshot t serves: base's objects but routes, which t's index
 // holds (base's may be older: a write of routes alone does not copy the snapshot).
-func snapshotOf(t *table, base *conf.Snapshot, leftOut []conf.LeftOut) *conf.Snapshot {
+func snapshotOf(t *routeTable, base *conf.Snapshot, leftOut []conf.LeftOut) *conf.Snapshot {
 	snap := *base
 	if t != nil && t.index != nil {
 		snap.Routes = t.index.routeList()
@@ -63,7 +63,7 @@ func snapshotOf(t *table, base *conf.Snapshot, leftOut []conf.LeftOut) *conf.Sna
 }
 
 // incremental reports whether d can be built from prev alone (recompile).
-func incremental(prev *table, d *conf.Delta) bool {
+func incremental(prev *routeTable, d *conf.Delta) bool {
 	if prev == nil || prev.index == nil || prev.built == nil || prev.closed != nil {
 		return false
 	}
@@ -99,7 +99,7 @@ type builtRoute struct {
 // buildChanged builds the routes d puts, against prev's objects; base is the snapshot
 // prev was built with, whose objects other than routes d leaves as they are. It changes
 // nothing; failures are returned as the objects left out.
-func buildChanged(prev *table, d *conf.Delta, base *conf.Snapshot) ([]builtRoute, []conf.LeftOut) {
+func buildChanged(prev *routeTable, d *conf.Delta, base *conf.Snapshot) ([]builtRoute, []conf.LeftOut) {
 	b := *prev.built
 	b.snap, b.leftOut = base, nil
 	opts := routerOptions(b.shared.Config)
@@ -141,12 +141,12 @@ func isLeftOut(leftOut []conf.LeftOut, kind string, id conf.ID) bool {
 // recompile makes the table of the snapshot after d from prev, the latest table, when
 // incremental(prev, d); base is the snapshot prev was built with. It takes prev's index
 // over; on failure (what it leaves out) it changes nothing.
-func recompile(prev *table, d *conf.Delta, base *conf.Snapshot) (*table, []conf.LeftOut, error) {
+func recompile(prev *routeTable, d *conf.Delta, base *conf.Snapshot) (*routeTable, []conf.LeftOut, error) {
 	changed, leftOut := buildChanged(prev, d, base)
 	if len(leftOut) > 0 {
 		return nil, leftOut, nil
 	}
-	t := &table{
+	t := &routeTable{
 		version: d.To, router: prev.router, routes: slices.Clone(prev.routes),
 		index: prev.index, built: prev.built,
 		global: prev.global, unmatched: prev.unmatched,

@@ -11,7 +11,7 @@ import (
 )
 
 // matchedRoute is the id of the route t routes a request to, "" for none.
-func matchedRoute(t *table, method, host, path string) string {
+func matchedRoute(t *routeTable, method, host, path string) string {
 	v, ok := t.router.Match([]byte(method), []byte(host), []byte(path))
 	if !ok {
 		return ""

@@ -14,9 +14,10 @@ import (
 	"gw/worker/router"
 )
 
-// table is one compiled config snapshot. It is immutable once built: a request loads the
-// current table once and uses it to the end, so a swap never disturbs requests in flight.
-type table struct {
+// routeTable is one config snapshot compiled for serving: the router, each route's upstream
+// and plugin chains, and the global rules. It is immutable once built: a request loads the
+// current one once and uses it to the end, so a swap never disturbs requests in flight.
+type routeTable struct {
 	version uint64
 	router  *router.Router
 	routes  []*route // by router value; nil where a route was removed
@@ -54,7 +55,7 @@ type route struct {
 	checksSnapshot bool
 }
 
-// compile builds a table from a snapshot. No object stops it: an object that fails to
+// compile builds a route table from a snapshot. No object stops it: an object that fails to
 // build (an error, or a panic in the code that builds it) is left out of the table and
 // named in leftOut, and whatever references it sees it as missing. The master runs the
 // same code (Check) before it acknowledges a write, and sends workers the snapshot with
@@ -63,13 +64,13 @@ type route struct {
 //
 // Upstreams referenced by id are compiled once and shared by every route that uses them,
 // so they share one balancer rotation.
-func compile(snap *conf.Snapshot, pools *proxy.Pools, shared *plugins.Shared) (t *table, leftOut []conf.LeftOut, err error) {
+func compile(snap *conf.Snapshot, pools *proxy.Pools, shared *plugins.Shared) (t *routeTable, leftOut []conf.LeftOut, err error) {
 	health, err := healthTable(shared)
 	if err != nil {
 		return nil, nil, err
 	}
 	b := &builder{snap: snap, pools: pools, shared: shared, health: health}
-	b.t = &table{version: snap.Version}
+	b.t = &routeTable{version: snap.Version}
 	snap.ResolveClientCerts() // upstream tls.client_cert_id: the ssl's pair, copied in
 	b.indexObjects()
 	b.buildGlobalRules()
@@ -131,7 +132,7 @@ type builder struct {
 	pools  *proxy.Pools
 	shared *plugins.Shared
 	health *shm.HealthTable
-	t      *table
+	t      *routeTable
 
 	upstreams     map[conf.ID]*conf.Upstream
 	services      map[conf.ID]*conf.Service

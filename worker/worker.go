@@ -56,7 +56,7 @@ type Worker struct {
 	cfg       conf.Config
 	pools     *proxy.Pools
 	shared    *plugins.Shared
-	table     atomic.Pointer[table]
+	table     atomic.Pointer[routeTable]
 	certs     *certStore // the TLS listeners' certificates, swapped with table
 	admin     *fasthttp.HostClient
 	servers   []*fasthttp.Server

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -22,22 +23,10 @@ func TestParseWorkers(t *testing.T) {
 		{"2000", nil, false},
 	} {
 		got, err := parseWorkers(tc.in)
-		if (err == nil) != tc.ok || (tc.ok && !equalInts(got, tc.want)) {
+		if (err == nil) != tc.ok || (tc.ok && !slices.Equal(got, tc.want)) {
 			t.Errorf("parseWorkers(%q) = %v, %v; want %v ok=%v", tc.in, got, err, tc.want, tc.ok)
 		}
 	}
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func TestParseSize(t *testing.T) {

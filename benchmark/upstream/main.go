@@ -4,9 +4,10 @@
 // saturate before the gateway's, the benchmark measures them instead of the gateway. So it
 // does as little as nginx's `return 200` does: one goroutine runs an epoll loop over
 // non-blocking sockets, and a request costs a read and a write. Those calls never block,
-// so they are made raw, outside the runtime's system call bookkeeping: through it, the
-// runtime's monitor thread takes the processor away from a loopback write it sees as
-// slow, and the next call has to win it back (gw's worker does the same, internal/rawio).
+// so they are made raw, outside the runtime's system call bookkeeping, with gw's worker's
+// own internal/rawio: through the bookkeeping, the runtime's monitor thread takes the
+// processor away from a loopback write it sees as slow, and the next call has to win it
+// back.
 package main
 
 import (
@@ -19,6 +20,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"gw/internal/rawio"
 )
 
 func main() {
@@ -187,12 +190,12 @@ func (s *server) close(c *conn) {
 
 // read takes what the socket has, answers every whole request in it, and writes.
 func (s *server) read(c *conn, buf []byte) {
-	n, err := rawRead(c.fd, buf)
-	if err == unix.EAGAIN || err == unix.EINTR {
+	n, errno := rawio.Read(uintptr(c.fd), buf)
+	if errno == unix.EAGAIN {
 		return
 	}
-	if n <= 0 {
-		s.close(c) // EOF or a reset
+	if errno != 0 || n == 0 {
+		s.close(c) // a reset or EOF
 		return
 	}
 	data := buf[:n]
@@ -263,8 +266,8 @@ func (s *server) answerLast(c *conn, r []byte) {
 // comes next: input, room to write, or nothing (closed).
 func (s *server) flush(c *conn) {
 	for c.out != nil {
-		n, err := rawWrite(c.fd, c.out[c.written:])
-		if err == unix.EAGAIN {
+		n, errno := rawio.Write(uintptr(c.fd), c.out[c.written:])
+		if errno == unix.EAGAIN {
 			if !c.writing {
 				c.writing = true
 				if s.watch(c.fd, unix.EPOLLOUT, unix.EPOLL_CTL_MOD) != nil {
@@ -273,10 +276,7 @@ func (s *server) flush(c *conn) {
 			}
 			return
 		}
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
+		if errno != 0 {
 			s.close(c)
 			return
 		}
@@ -346,22 +346,6 @@ func pollNow(epoll int, events []unix.EpollEvent) (int, error) {
 	n, _, errno := unix.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(epoll), uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), 0, 0, 0)
 	if errno != 0 {
 		return 0, errno
-	}
-	return int(n), nil
-}
-
-func rawRead(fd int, p []byte) (int, error) {
-	n, _, errno := unix.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
-	if errno != 0 {
-		return -1, errno
-	}
-	return int(n), nil
-}
-
-func rawWrite(fd int, p []byte) (int, error) {
-	n, _, errno := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
-	if errno != 0 {
-		return -1, errno
 	}
 	return int(n), nil
 }

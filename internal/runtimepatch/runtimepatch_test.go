@@ -1,7 +1,13 @@
 package runtimepatch
 
 import (
+	"runtime"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"gw/internal/race"
 )
 
 func TestClassify(t *testing.T) {
@@ -25,7 +31,7 @@ func TestClassify(t *testing.T) {
 // serves in readiness order by itself no longer needs the overlay, and this test says so.
 // (integration's TestVersionReportsTheRuntimeChanges checks the built gwctl.)
 func TestStockGoRunsABatchReversed(t *testing.T) {
-	if raceEnabled {
+	if race.Enabled {
 		t.Skip("the race detector shuffles the run queue")
 	}
 	got, err := SettledOrder()
@@ -33,7 +39,7 @@ func TestStockGoRunsABatchReversed(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got != Reversed {
-		t.Fatalf("a batch of ready goroutines ran in %v; if this Go keeps readiness order itself, tools/runtime-overlay.sh no longer needs to change the poller", got)
+		t.Fatalf("a batch of ready goroutines ran in %v; if this Go keeps readiness order itself, drop tools/goruntime/netpoll-order.patch (README, Performance)", got)
 	}
 }
 
@@ -47,6 +53,27 @@ func TestStockGoRestartsTheMonitorAfterASystemCall(t *testing.T) {
 	// Unclear is let through: on a busy machine the monitor's thread may not get the CPU
 	// often enough to show its pace. Kept is what this test is for.
 	if got == PaceKept {
-		t.Fatalf("the monitor %v (%d wake-ups in %v); if this Go keeps its pace itself, tools/runtime-overlay.sh no longer needs to change proc.go", got, woke, PaceWindow)
+		t.Fatalf("the monitor %v (%d wake-ups in %v); if this Go keeps its pace itself, drop tools/goruntime/sysmon-pace.patch (README, Performance)", got, woke, PaceWindow)
+	}
+}
+
+// MeasurePace holds the processor for most of its 110 ms, and `gwctl --version` runs it:
+// holding it must not spend the CPU, as the busy loop it replaced did.
+func TestHoldingTheProcessorSpendsNoCPU(t *testing.T) {
+	runtime.LockOSThread() // so that the thread's usage is the goroutine's
+	defer runtime.UnlockOSThread()
+	var before, after unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_THREAD, &before); err != nil {
+		t.Skipf("getrusage: %v", err)
+	}
+	start := time.Now()
+	holdProcessor(50 * time.Millisecond)
+	held := time.Since(start)
+	if err := unix.Getrusage(unix.RUSAGE_THREAD, &after); err != nil {
+		t.Fatal(err)
+	}
+	cpu := time.Duration(after.Utime.Nano() - before.Utime.Nano() + after.Stime.Nano() - before.Stime.Nano())
+	if held < 50*time.Millisecond || cpu > held/4 {
+		t.Fatalf("holding the processor for %v took %v of CPU; want at least 50ms held and under a quarter of it spent", held, cpu)
 	}
 }

@@ -127,13 +127,13 @@ func (h *Handler) Internal() http.Handler {
 // calls from loopback peers, and do not pass the address on.
 const forwardedPeer = "loopback, via the data port"
 
-// outcome is what serve learned that the audit line needs.
-type outcome struct {
+// auditFacts is what serve learned that the audit line needs.
+type auditFacts struct {
 	keyName  string
 	resource string // the object's path, the created one for a POST
 }
 
-func (h *Handler) serve(w http.ResponseWriter, r *http.Request, peer string, checkPeer bool) (out outcome) {
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request, peer string, checkPeer bool) (out auditFacts) {
 	header := w.Header()
 	header.Set("Content-Type", "application/json")
 	header.Set("Server", h.server)

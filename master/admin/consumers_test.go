@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -38,10 +37,7 @@ func TestConsumerPut(t *testing.T) {
 }
 
 func TestConsumerPutRejects(t *testing.T) {
-	cases := []struct {
-		name, target, body string
-		want               string // a part of error_msg
-	}{
+	cases := []rejectedPut{
 		{"path and body disagree", "/apisix/admin/consumers/jill", jack, "wrong username"},
 		{"no username anywhere", "/apisix/admin/consumers", `{"desc":"x"}`, `property "username" validation failed: is required`},
 		{"no username in body", "/apisix/admin/consumers/jack", `{"desc":"x"}`, `property "username" validation failed: is required`},
@@ -62,20 +58,7 @@ func TestConsumerPutRejects(t *testing.T) {
 		{"create_time given", "/apisix/admin/consumers", `{"username":"a","create_time":1}`, "the property is forbidden: create_time"},
 		{"array body", "/apisix/admin/consumers", `[]`, "the body must be a JSON object"},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t)
-			w := f.call("PUT", tc.target, tc.body)
-			var body errorBody
-			_ = json.Unmarshal(w.Body.Bytes(), &body)
-			if w.Code != 400 || !strings.Contains(body.ErrorMsg, tc.want) {
-				t.Fatalf("PUT %s %s: %d %s; want 400 with %q", tc.target, tc.body, w.Code, w.Body, tc.want)
-			}
-			if f.store.Revision() != 0 || f.pub.count() != 0 {
-				t.Error("a rejected write changed the store or published")
-			}
-		})
-	}
+	testRejectedPuts(t, cases)
 }
 
 func TestConsumerMethodsNotSupported(t *testing.T) {

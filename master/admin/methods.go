@@ -253,23 +253,8 @@ func (h *Handler) put(req request) (int, any) {
 		return badRequest("wrong " + req.res.singular + " id")
 	}
 
-	h.writeMu.Lock()
-	defer h.writeMu.Unlock()
-	now := json.Number(strconv.FormatInt(h.now().Unix(), 10))
 	obj["id"] = id
-	obj["create_time"] = now
-	if prev, ok := h.opts.Store.Get(req.res.kind, id); ok {
-		if created := storedField(prev, "create_time"); created != nil {
-			obj["create_time"] = created
-		}
-	}
-	obj["update_time"] = now
-	return h.write(req, id, obj, func(created bool) int {
-		if created {
-			return http.StatusCreated
-		}
-		return http.StatusOK
-	})
+	return h.createOrReplace(req, id, obj)
 }
 
 // putByField is PUT for a kind whose id is a body field (a consumer's username): the id
@@ -291,9 +276,17 @@ func (h *Handler) putByField(req request, obj map[string]any) (int, any) {
 		id = bodyID
 	}
 
+	return h.createOrReplace(req, id, obj)
+}
+
+// createOrReplace is the end of both PUTs: obj becomes id's object, keeping the replaced
+// object's create_time, and the answer is 201 for a new object and 200 for a replaced one.
+// It takes writeMu before it reads the stored object, so the create_time kept is that of
+// the object the write replaces.
+func (h *Handler) createOrReplace(req request, id string, obj map[string]any) (int, any) {
 	h.writeMu.Lock()
 	defer h.writeMu.Unlock()
-	now := json.Number(strconv.FormatInt(h.now().Unix(), 10))
+	now := h.timestamp()
 	obj["create_time"] = now
 	if prev, ok := h.opts.Store.Get(req.res.kind, id); ok {
 		if created := storedField(prev, "create_time"); created != nil {
@@ -307,6 +300,11 @@ func (h *Handler) putByField(req request, obj map[string]any) (int, any) {
 		}
 		return http.StatusOK
 	})
+}
+
+// timestamp is now as the objects' create_time and update_time hold it: Unix seconds.
+func (h *Handler) timestamp() json.Number {
+	return json.Number(strconv.FormatInt(h.now().Unix(), 10))
 }
 
 func (h *Handler) post(req request) (int, any) {
@@ -323,7 +321,7 @@ func (h *Handler) post(req request) (int, any) {
 
 	h.writeMu.Lock()
 	defer h.writeMu.Unlock()
-	now := json.Number(strconv.FormatInt(h.now().Unix(), 10))
+	now := h.timestamp()
 	obj["create_time"] = now
 	obj["update_time"] = now
 	// Validate before NewID: a rejected POST must not consume a revision.
@@ -361,7 +359,7 @@ func (h *Handler) patch(req request) (int, any) {
 		panic(fmt.Sprintf("BUG: admin: stored %s/%s is not JSON: %v", prev.Kind, prev.ID, err))
 	}
 	obj := stored.(map[string]any)
-	now := json.Number(strconv.FormatInt(h.now().Unix(), 10))
+	now := h.timestamp()
 	if req.subPath != "" {
 		if err := replaceAt(obj, req.subPath, req.body); err != nil {
 			return badRequest(err.Error())

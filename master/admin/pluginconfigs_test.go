@@ -36,10 +36,7 @@ func TestPluginConfigAndGlobalRulePut(t *testing.T) {
 }
 
 func TestPluginConfigAndGlobalRuleRejects(t *testing.T) {
-	cases := []struct {
-		name, target, body string
-		want               string // a part of error_msg
-	}{
+	cases := []rejectedPut{
 		{"plugin config without plugins", "/apisix/admin/plugin_configs/1", `{"desc":"d"}`, `property "plugins" validation failed: is required`},
 		{"global rule without plugins", "/apisix/admin/global_rules/1", `{}`, `property "plugins" validation failed: is required`},
 		{"plugin config without id", "/apisix/admin/plugin_configs", `{"plugins":{}}`, "missing plugin config id"},
@@ -53,20 +50,7 @@ func TestPluginConfigAndGlobalRuleRejects(t *testing.T) {
 		{"route names a missing plugin config", "/apisix/admin/routes/1", `{"uri":"/a","plugin_config_id":"9"}`,
 			"failed to fetch plugin config info by plugin config id [9], response code: 404"},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t)
-			w := f.call("PUT", tc.target, tc.body)
-			var body errorBody
-			_ = json.Unmarshal(w.Body.Bytes(), &body)
-			if w.Code != 400 || !strings.Contains(body.ErrorMsg, tc.want) {
-				t.Fatalf("PUT %s %s: %d %s; want 400 with %q", tc.target, tc.body, w.Code, w.Body, tc.want)
-			}
-			if f.store.Revision() != 0 || f.pub.count() != 0 {
-				t.Error("a rejected write changed the store or published")
-			}
-		})
-	}
+	testRejectedPuts(t, cases)
 }
 
 func TestPluginConfigAndGlobalRulePostNotSupported(t *testing.T) {
@@ -97,4 +81,30 @@ func TestPluginConfigReferences(t *testing.T) {
 		`{"error_msg":"can not delete this plugin config, route [2] is still using it now"}`)
 	expect(t, f.call("DELETE", "/apisix/admin/plugin_configs/pc?force=true", ""), 200,
 		`{"deleted":"1","key":"/apisix/plugin_configs/pc"}`)
+}
+
+// rejectedPut is a PUT the Admin API must refuse with a 400.
+type rejectedPut struct {
+	name, target, body string
+	want               string // a part of error_msg
+}
+
+// testRejectedPuts sends each PUT to a fresh fixture and checks the 400, its message, and
+// that nothing was stored or published.
+func testRejectedPuts(t *testing.T, cases []rejectedPut) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			w := f.call("PUT", tc.target, tc.body)
+			var body errorBody
+			_ = json.Unmarshal(w.Body.Bytes(), &body)
+			if w.Code != 400 || !strings.Contains(body.ErrorMsg, tc.want) {
+				t.Fatalf("PUT %s %s: %d %s; want 400 with %q", tc.target, tc.body, w.Code, w.Body, tc.want)
+			}
+			if f.store.Revision() != 0 || f.pub.count() != 0 {
+				t.Error("a rejected write changed the store or published")
+			}
+		})
+	}
 }

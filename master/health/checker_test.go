@@ -100,6 +100,17 @@ type switchable struct {
 	delay  atomic.Int64
 }
 
+// serveStatus starts a node answering status (until the test changes it), closed when the
+// test ends, and returns it with its address.
+func serveStatus(t *testing.T, status int) (*switchable, string) {
+	t.Helper()
+	s := new(switchable)
+	s.status.Store(int32(status))
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	return s, srv.Listener.Addr().String()
+}
+
 func (s *switchable) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.hits.Add(1)
 	s.last.Store(r.Clone(r.Context()))
@@ -110,13 +121,8 @@ func (s *switchable) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func TestHTTPProbesMarkDownAndUp(t *testing.T) {
-	var good, bad switchable
-	good.status.Store(200)
-	bad.status.Store(500)
-	goodSrv, badSrv := httptest.NewServer(&good), httptest.NewServer(&bad)
-	defer goodSrv.Close()
-	defer badSrv.Close()
-	ga, ba := goodSrv.Listener.Addr().String(), badSrv.Listener.Addr().String()
+	_, ga := serveStatus(t, 200)
+	bad, ba := serveStatus(t, 500)
 
 	table, log := newTable(t), &testLog{}
 	c := New(table, log)
@@ -148,11 +154,7 @@ func TestHTTPProbesMarkDownAndUp(t *testing.T) {
 }
 
 func TestHTTPProbeSendsTheConfiguredRequest(t *testing.T) {
-	var s switchable
-	s.status.Store(200)
-	srv := httptest.NewServer(&s)
-	defer srv.Close()
-	addr := srv.Listener.Addr().String()
+	s, addr := serveStatus(t, 200)
 	table := newTable(t)
 	c := New(table, &testLog{})
 	defer c.Stop()
@@ -167,11 +169,7 @@ func TestHTTPProbeSendsTheConfiguredRequest(t *testing.T) {
 }
 
 func TestStatusInNeitherListCountsNothing(t *testing.T) {
-	var s switchable
-	s.status.Store(418)
-	srv := httptest.NewServer(&s)
-	defer srv.Close()
-	addr := srv.Listener.Addr().String()
+	s, addr := serveStatus(t, 418)
 	table := newTable(t)
 	c := New(table, &testLog{})
 	defer c.Stop()
@@ -227,12 +225,8 @@ func acceptAll(ln net.Listener) {
 }
 
 func TestSlowAnswersCountAsTimeouts(t *testing.T) {
-	var slow switchable
-	slow.status.Store(200)
+	slow, addr := serveStatus(t, 200)
 	slow.delay.Store(int64(300 * time.Millisecond))
-	srv := httptest.NewServer(&slow)
-	defer srv.Close()
-	addr := srv.Listener.Addr().String()
 	table, log := newTable(t), &testLog{}
 	c := New(table, log)
 	defer c.Stop()
@@ -244,11 +238,7 @@ func TestSlowAnswersCountAsTimeouts(t *testing.T) {
 }
 
 func TestUpdateFollowsTheConfig(t *testing.T) {
-	var s switchable
-	s.status.Store(500)
-	srv := httptest.NewServer(&s)
-	defer srv.Close()
-	addr := srv.Listener.Addr().String()
+	s, addr := serveStatus(t, 500)
 	table := newTable(t)
 	c := New(table, &testLog{})
 	snap := snapshotWith(t, `{"active":{"unhealthy":{"http_failures":1}}}`, addr, "127.0.0.1:1")
@@ -291,11 +281,7 @@ func TestUpdateFollowsTheConfig(t *testing.T) {
 }
 
 func TestPassiveChangesAreLogged(t *testing.T) {
-	var s switchable
-	s.status.Store(200)
-	srv := httptest.NewServer(&s)
-	defer srv.Close()
-	addr := srv.Listener.Addr().String()
+	_, addr := serveStatus(t, 200)
 	table, log := newTable(t), &testLog{}
 	c := New(table, log)
 	defer c.Stop()

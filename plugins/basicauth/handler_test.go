@@ -9,6 +9,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"gw/conf"
+	"gw/internal/race"
 	"gw/plugins"
 )
 
@@ -109,7 +110,7 @@ func TestHideCredentials(t *testing.T) {
 }
 
 func TestAccessDoesNotAllocate(t *testing.T) {
-	if raceEnabled {
+	if race.Enabled {
 		t.Skip("the race detector allocates")
 	}
 	b := instance(t, `{}`)

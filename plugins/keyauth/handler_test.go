@@ -8,6 +8,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"gw/conf"
+	"gw/internal/race"
 	"gw/plugins"
 )
 
@@ -158,7 +159,7 @@ func TestIndexPerSnapshot(t *testing.T) {
 }
 
 func TestAccessDoesNotAllocate(t *testing.T) {
-	if raceEnabled {
+	if race.Enabled {
 		t.Skip("the race detector allocates")
 	}
 	k := instance(t, `{}`, snapshot())

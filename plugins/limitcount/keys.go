@@ -4,8 +4,8 @@ import (
 	"encoding/binary"
 	"net"
 	"strings"
-	"unsafe"
 
+	"gw/internal/bytesconv"
 	"gw/plugins"
 	"gw/shm"
 )
@@ -162,7 +162,7 @@ func portBytes(addr net.Addr, scratch *[16]byte) ([]byte, bool) {
 	return scratch[:2], true
 }
 
-func stringBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
+func stringBytes(s string) []byte { return bytesconv.Bytes(s) }
 
 // keyPart is a piece of a var_combination key: literal text or a variable.
 type keyPart struct {

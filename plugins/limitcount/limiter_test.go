@@ -12,6 +12,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"gw/conf"
+	"gw/internal/race"
 	"gw/plugins"
 	"gw/shm"
 )
@@ -402,7 +403,7 @@ func TestFullSegment(t *testing.T) {
 }
 
 func TestAccessAllocatesNothing(t *testing.T) {
-	if raceEnabled {
+	if race.Enabled {
 		t.Skip("the race detector makes sync.Pool drop items")
 	}
 	f := newFixture(t, 64<<10, "evict")

@@ -9,6 +9,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"gw/internal/race"
 	"gw/plugins"
 )
 
@@ -155,7 +156,7 @@ func TestJoinsCurrentArguments(t *testing.T) {
 }
 
 func TestAccessAllocations(t *testing.T) {
-	if raceEnabled {
+	if race.Enabled {
 		t.Skip("the race detector allocates")
 	}
 	cases := []struct {

@@ -10,6 +10,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"gw/conf"
+	"gw/internal/race"
 )
 
 // benchEntry is a typical proxied request with every field the formats read, including
@@ -34,7 +35,7 @@ func benchEntry(tb testing.TB) *Entry {
 }
 
 func TestLogDoesNotAllocate(t *testing.T) {
-	if raceEnabled {
+	if race.Enabled {
 		t.Skip("the race detector allocates")
 	}
 	for _, format := range []string{"combined", "json"} {

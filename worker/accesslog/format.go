@@ -7,9 +7,10 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
-	"unsafe"
 
 	"github.com/valyala/fasthttp"
+
+	"gw/internal/bytesconv"
 )
 
 // Entry is what the request handler knows about one finished request. Every field is
@@ -132,7 +133,7 @@ func appendJSON(b []byte, e *Entry, now int64, st *stamp) []byte {
 		b = append(b, "null"...)
 	} else {
 		b = append(b, '"')
-		b = appendJSONEscaped(b, stringBytes(e.RouteID))
+		b = appendJSONEscaped(b, bytesconv.Bytes(e.RouteID))
 		b = append(b, '"')
 	}
 	b = append(b, `,"referer":`...)
@@ -141,12 +142,6 @@ func appendJSON(b []byte, e *Entry, now int64, st *stamp) []byte {
 	b = appendJSONStringOrNull(b, h.UserAgent())
 	b = append(b, "}\n"...)
 	return b
-}
-
-// stringBytes views s as bytes without copying (a conversion would allocate for IDs
-// longer than 32 bytes); the bytes are only read.
-func stringBytes(s string) []byte {
-	return unsafe.Slice(unsafe.StringData(s), len(s))
 }
 
 // bodyBytesSent is nginx's $body_bytes_sent: 0 for HEAD and for statuses that carry no

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -411,9 +413,8 @@ func TestEntryNowSparesTheClock(t *testing.T) {
 	}
 }
 
-// The log file is written with raw system calls; a failing write still reports the errno
-// and the path.
-func TestRawFileReportsWriteErrors(t *testing.T) {
+// A failing write of the log file reports the errno and the path.
+func TestFileReportsWriteErrors(t *testing.T) {
 	w, err := openFile("/dev/full")
 	if err != nil {
 		t.Skipf("no /dev/full: %v", err)
@@ -424,4 +425,48 @@ func TestRawFileReportsWriteErrors(t *testing.T) {
 	if n != 0 || !errors.As(err, &pe) || pe.Path != "/dev/full" || !errors.Is(err, syscall.ENOSPC) {
 		t.Fatalf("Write to /dev/full = %d, %v; want 0 and ENOSPC naming the path", n, err)
 	}
+}
+
+// A log whose writes stall (here a named pipe that nobody reads, as a slow log shipper's
+// would be) must not hold the worker's only processor: the worker's other goroutines
+// keep running while the Logger waits. A write that held it would let nothing else run
+// until the helper process starts draining the pipe, two seconds later, and leaves a mark.
+func TestAStalledWriteLeavesTheProcessor(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	dir := t.TempDir()
+	fifo, drained := filepath.Join(dir, "access.fifo"), filepath.Join(dir, "drained")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+	// Our own read end, so that opening the log does not wait for a reader; nothing
+	// reads it until the check is done.
+	reader, err := os.OpenFile(fifo, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	drainer := exec.Command("sh", "-c", `sleep 2; : >"$1"; exec cat "$0" >/dev/null`, fifo, drained)
+	if err := drainer.Start(); err != nil {
+		t.Skipf("no sh to drain the pipe: %v", err)
+	}
+	defer func() {
+		drainer.Process.Kill()
+		drainer.Wait()
+	}()
+	l := openFileLogger(t, conf.AccessLog{Format: "combined"}, fifo)
+	e := newTagger(t, "stall").entry(0, 1000)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 200 { // about 200 KiB, three times what the pipe holds
+			l.Log(e)
+		}
+	}()
+	time.Sleep(20 * time.Millisecond)
+	if _, err := os.Stat(drained); err == nil {
+		t.Fatal("this goroutine ran again only once the helper began to drain the pipe: the stalled write held the processor")
+	}
+	// Drain the pipe ourselves, so that the Logger finishes without waiting for the helper.
+	go io.Copy(io.Discard, reader)
+	<-done
 }

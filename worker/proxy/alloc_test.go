@@ -13,6 +13,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"gw/conf"
+	"gw/internal/race"
 )
 
 // preparedForward returns a function that runs one forward on a RequestCtx prepared as
@@ -97,7 +98,7 @@ func (s *source) Close() error {
 }
 
 func TestForwardDoesNotAllocate(t *testing.T) {
-	if raceEnabled {
+	if race.Enabled {
 		t.Skip("the race detector makes sync.Pool drop items, so pooled objects are allocated again")
 	}
 	for _, tt := range []struct {
@@ -118,7 +119,7 @@ func TestForwardDoesNotAllocate(t *testing.T) {
 }
 
 func TestForwardWithEachBalancerDoesNotAllocate(t *testing.T) {
-	if raceEnabled {
+	if race.Enabled {
 		t.Skip("the race detector makes sync.Pool drop items, so pooled objects are allocated again")
 	}
 	for _, tt := range []struct{ typ, hashOn, key string }{

@@ -9,6 +9,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"gw/conf"
+	"gw/internal/race"
 )
 
 func TestForwardInfoReportsNodeAndTime(t *testing.T) {
@@ -69,7 +70,7 @@ func freeClosedPort(t *testing.T) int {
 }
 
 func TestForwardInfoDoesNotAllocate(t *testing.T) {
-	if raceEnabled {
+	if race.Enabled {
 		t.Skip("the race detector makes sync.Pool drop items, so pooled objects are allocated again")
 	}
 	s := startStub(t, func(ctx *fasthttp.RequestCtx) { ctx.WriteString("hello") }) //nolint:errcheck

@@ -17,6 +17,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"gw/conf"
+	"gw/internal/race"
 	"gw/internal/testcert"
 )
 
@@ -385,7 +386,7 @@ func preparedHTTPSForward(tb testing.TB) func() {
 }
 
 func TestForwardHTTPSDoesNotAllocate(t *testing.T) {
-	if raceEnabled {
+	if race.Enabled {
 		t.Skip("the race detector makes sync.Pool drop items, so pooled objects are allocated again")
 	}
 	run := preparedHTTPSForward(t)

@@ -3,6 +3,7 @@ package router
 import (
 	"math/rand/v2"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -30,22 +31,10 @@ func TestSplitPattern(t *testing.T) {
 	}
 	for _, tt := range tests {
 		prefix, tokens := splitPattern(tt.path, tt.parameters)
-		if prefix != tt.prefix || !equalTokens(tokens, tt.tokens) {
+		if prefix != tt.prefix || !slices.Equal(tokens, tt.tokens) {
 			t.Errorf("splitPattern(%q, %v) = %q, %v; want %q, %v", tt.path, tt.parameters, prefix, tokens, tt.prefix, tt.tokens)
 		}
 	}
-}
-
-func equalTokens(a, b []token) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func TestParameters(t *testing.T) {

@@ -1,5 +1,0 @@
-//go:build !race
-
-package runtimepatch
-
-const raceEnabled = false

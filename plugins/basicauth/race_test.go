@@ -1,5 +1,0 @@
-//go:build race
-
-package basicauth
-
-const raceEnabled = true

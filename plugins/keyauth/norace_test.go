@@ -1,5 +1,0 @@
-//go:build !race
-
-package keyauth
-
-const raceEnabled = false

@@ -1,5 +1,0 @@
-//go:build race
-
-package limitcount
-
-const raceEnabled = true

@@ -1,5 +1,0 @@
-//go:build !race
-
-package plugins
-
-const raceEnabled = false

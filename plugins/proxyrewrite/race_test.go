@@ -1,5 +1,0 @@
-//go:build race
-
-package proxyrewrite
-
-const raceEnabled = true

@@ -1,5 +1,0 @@
-//go:build race
-
-package accesslog
-
-const raceEnabled = true
