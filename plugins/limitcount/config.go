@@ -10,7 +10,6 @@ import (
 
 	"gw/plugins"
 	"gw/plugins/pluginconf"
-	"gw/shm"
 )
 
 // Name is the key under a route's "plugins" object.
@@ -35,15 +34,15 @@ const (
 	// maxTimeWindow is the longest window the shared table keeps, in whole seconds
 	// (10737418, 124 days): a longer one was cut to it without a word. APISIX has no
 	// maximum.
-	maxTimeWindow = int64(shm.MaxWindowTicks * shm.Tick / time.Second)
-	// maxSaturatingWindow is the longest time_window a count above shm.MaxUsed may have
+	maxTimeWindow = int64(MaxWindowTicks * Tick / time.Second)
+	// maxSaturatingWindow is the longest time_window a count above MaxUsed may have
 	// (4294 s). The shared counter stops at MaxUsed, so a larger count never rejects;
 	// that is what it says only while no key can send MaxUsed requests within one window,
 	// and within this one that takes a million requests a second for one key, beyond
 	// what one gateway serves. It keeps the limits users mean as "no limit": APISIX's
 	// benchmark (count 2000000000000, time_window 60) and Kong's hour=999999999999 (seed
 	// 004, time_window 3600).
-	maxSaturatingWindow = shm.MaxUsed / 1_000_000
+	maxSaturatingWindow = MaxUsed / 1_000_000
 )
 
 // Config is one limit-count configuration with APISIX's defaults applied. It is immutable
@@ -151,9 +150,9 @@ func Parse(raw json.RawMessage) (*Config, error) {
 	if !hasTimeWindow {
 		return nil, errors.New("time_window: is required (the window length in seconds)")
 	}
-	if c.Count > shm.MaxUsed && c.TimeWindow > maxSaturatingWindow {
+	if c.Count > MaxUsed && c.TimeWindow > maxSaturatingWindow {
 		return nil, fmt.Errorf("count: above %d (where the shared counter stops, so the limit never rejects) needs a time_window "+
-			"of at most %d seconds, got count %d with time_window %d; lower one of them", int64(shm.MaxUsed), maxSaturatingWindow,
+			"of at most %d seconds, got count %d with time_window %d; lower one of them", int64(MaxUsed), maxSaturatingWindow,
 			c.Count, c.TimeWindow)
 	}
 	return c, nil

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"gw/plugins"
-	"gw/shm"
 )
 
 // defaults is APISIX's limit-count defaults around the two required fields.
@@ -178,7 +177,7 @@ func TestLongestWindowIsKeptWhole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := time.Duration(shm.WindowTicks(c.Window())) * shm.Tick; got != c.Window() {
+	if got := time.Duration(WindowTicks(c.Window())) * Tick; got != c.Window() {
 		t.Errorf("a window of %v is kept as %v", c.Window(), got)
 	}
 	if _, err := Parse(json.RawMessage(`{"count": 1, "time_window": 10737419}`)); err == nil {

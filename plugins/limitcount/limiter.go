@@ -15,7 +15,7 @@ import (
 )
 
 // Layout is the limit-count segment's layout: the window table's.
-var Layout = shm.Layout{Name: Name, Version: shm.WindowTableVersion}
+var Layout = shm.Layout{Name: Name, Version: WindowTableVersion}
 
 // defaultSegmentBytes is shm.limit_count's default, for a Config that leaves it unset.
 const defaultSegmentBytes = 10 << 20
@@ -23,7 +23,7 @@ const defaultSegmentBytes = 10 << 20
 var segmentSpec = &plugins.SegmentSpec{
 	Layout: Layout,
 	Size:   segmentDataSize,
-	Init:   shm.InitWindowTable,
+	Init:   InitWindowTable,
 }
 
 // segmentDataSize makes the whole segment, header included, the configured size.
@@ -40,11 +40,11 @@ func segmentDataSize(cfg *conf.Config) int {
 // in a larger table), and the live windows evicted to make room since the master started.
 // It is safe to call at any time from any process that maps the segment.
 func Stats(seg *shm.Segment) (capacity, used, evictions uint64) {
-	return stats(seg, shm.Ticks(time.Now().UnixNano()))
+	return stats(seg, Ticks(time.Now().UnixNano()))
 }
 
 func stats(seg *shm.Segment, now uint32) (capacity, used, evictions uint64) {
-	t, err := shm.OpenWindowTable(seg)
+	t, err := OpenWindowTable(seg)
 	if err != nil {
 		return 0, 0, 0
 	}
@@ -59,7 +59,7 @@ const statsSampleSlots = 4096
 // Evictions is how many live windows were evicted to make room since the segment was
 // made; it reads one word.
 func Evictions(seg *shm.Segment) uint64 {
-	t, err := shm.OpenWindowTable(seg)
+	t, err := OpenWindowTable(seg)
 	if err != nil {
 		return 0
 	}
@@ -69,7 +69,7 @@ func Evictions(seg *shm.Segment) uint64 {
 // Refusals is how many requests were refused because the segment was full and
 // shm.limit_count_on_full is "reject", since the master started.
 func Refusals(seg *shm.Segment) uint64 {
-	t, err := shm.OpenWindowTable(seg)
+	t, err := OpenWindowTable(seg)
 	if err != nil {
 		return 0
 	}
@@ -83,18 +83,18 @@ var (
 	contentTypeJSON  = []byte("application/json")
 	zero             = []byte("0")
 	mismatchedBody   = []byte(`{"error_msg":"failed to limit count: group conf mismatched"}` + "\n")
-	ticksPerSecond   = uint32(time.Second / shm.Tick)
+	ticksPerSecond   = uint32(time.Second / Tick)
 	errNoSharedTable = errors.New("no shared memory segment for limit-count (the master creates it at start)")
 )
 
 // limiter is one route's limit-count instance. It is immutable and shared by every request
 // of the route; the counters live in the shared table.
 type limiter struct {
-	table  *shm.WindowTable
+	table  *WindowTable
 	keys   *keySource
 	count  uint64
 	window uint32 // ticks
-	policy shm.FullPolicy
+	policy FullPolicy
 
 	showHeaders      bool
 	limitValue       []byte // count, formatted once
@@ -115,7 +115,7 @@ func build(raw json.RawMessage, env *plugins.Env) (any, error) {
 	if env == nil || env.Shared == nil || env.Shared.Segments[Name] == nil {
 		return nil, errNoSharedTable
 	}
-	table, err := shm.OpenWindowTable(env.Shared.Segments[Name])
+	table, err := OpenWindowTable(env.Shared.Segments[Name])
 	if err != nil {
 		return nil, err
 	}
@@ -150,8 +150,8 @@ func build(raw json.RawMessage, env *plugins.Env) (any, error) {
 		table:            table,
 		keys:             newKeySource(base, cfg),
 		count:            uint64(cfg.Count),
-		window:           shm.WindowTicks(cfg.Window()),
-		policy:           shm.EvictOnFull,
+		window:           WindowTicks(cfg.Window()),
+		policy:           EvictOnFull,
 		showHeaders:      cfg.ShowLimitQuotaHeader,
 		limitValue:       strconv.AppendInt(nil, cfg.Count, 10),
 		rejectedCode:     cfg.RejectedCode,
@@ -159,7 +159,7 @@ func build(raw json.RawMessage, env *plugins.Env) (any, error) {
 		logf:             env.Shared.Logf,
 	}
 	if env.Shared.Config != nil && env.Shared.Config.Shm.LimitCountOnFull == "reject" {
-		l.policy = shm.RejectOnFull
+		l.policy = RejectOnFull
 	}
 	if cfg.RejectedMsg != "" {
 		body, err := json.Marshal(struct {
@@ -190,22 +190,22 @@ func (l *limiter) Access(c *plugins.Ctx) bool {
 	if nanos == 0 {
 		nanos = time.Now().UnixNano()
 	}
-	now := shm.Ticks(nanos)
+	now := Ticks(nanos)
 	r := l.table.Hit(l.keys.fingerprint(c), l.count, l.window, now, l.policy)
-	if r.Evicted || r.Outcome == shm.Full {
+	if r.Evicted || r.Outcome == Full {
 		l.report(now)
 	}
 	switch r.Outcome {
-	case shm.Allowed:
+	case Allowed:
 		l.headers(c, l.count-min(r.Used, l.count), r.Left)
 		return false
-	case shm.Limited:
+	case Limited:
 		l.headers(c, 0, r.Left)
 		return l.reject(c)
 	}
 	// Full: no slot for the key. Evicting lets it through anyway (fail open, like the
 	// eviction itself); rejecting refuses it unless the route prefers degradation.
-	if l.policy == shm.EvictOnFull || l.allowDegradation {
+	if l.policy == EvictOnFull || l.allowDegradation {
 		return false
 	}
 	l.headers(c, 0, ticksPerSecond)

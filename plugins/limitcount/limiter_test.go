@@ -366,7 +366,7 @@ func TestFullSegment(t *testing.T) {
 	} {
 		f := newFixture(t, 64<<10, tc.onFull)
 		a := f.build("1", tc.config)
-		capacity, _, _ := stats(f.seg, shm.Ticks(int64(epoch)))
+		capacity, _, _ := stats(f.seg, Ticks(int64(epoch)))
 		rejected := 0
 		for i := 0; i < int(capacity)+2000; i++ {
 			client := fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255)
@@ -374,7 +374,7 @@ func TestFullSegment(t *testing.T) {
 				rejected++
 			}
 		}
-		_, used, evictions := stats(f.seg, shm.Ticks(int64(epoch)))
+		_, used, evictions := stats(f.seg, Ticks(int64(epoch)))
 		if used > capacity || used < capacity*8/10 {
 			t.Errorf("%s: %d of %d slots used", tc.onFull, used, capacity)
 		}
