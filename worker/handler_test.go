@@ -16,8 +16,8 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"gw/internal/textparse"
 	"gw/plugins/prometheus"
-	"gw/plugins/prometheus/textparse"
 	"gw/worker/accesslog"
 )
 

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"gw/internal/textparse"
 	"gw/plugins"
-	"gw/plugins/prometheus/textparse"
 )
 
 func TestExpositionParsesWithEveryFamily(t *testing.T) {

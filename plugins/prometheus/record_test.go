@@ -10,8 +10,8 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"gw/internal/textparse"
 	"gw/plugins"
-	"gw/plugins/prometheus/textparse"
 	"gw/shm"
 )
 
