@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"gw/conf"
 	"gw/plugins"
 	"gw/plugins/pluginconf"
 )
@@ -18,17 +19,32 @@ const Name = "limit-count"
 // Priority places limit-count in the chain as APISIX does (higher runs first).
 const Priority = 1002
 
-func init() {
-	plugins.Register(plugins.Plugin{
-		Name:          Name,
-		Priority:      Priority,
-		Validate:      pluginconf.ValidateWith(Parse),
-		Build:         build,
-		Segment:       segmentSpec,
-		CheckSnapshot: CheckGroups,
-		KeepsRequest:  true,
-	})
+func init() { plugins.Register(plugin{}) }
+
+// plugin is limit-count as the host sees it: its counters live in a shared-memory
+// segment of its own, its routes' instances share the snapshot's groups (handler.go), and
+// it only counts, leaving the request as it came.
+type plugin struct{}
+
+var (
+	_ plugins.Plugin          = plugin{}
+	_ plugins.SnapshotChecker = plugin{}
+	_ plugins.RequestKeeper   = plugin{}
+)
+
+func (plugin) Name() string  { return Name }
+func (plugin) Priority() int { return Priority }
+
+func (plugin) Validate(raw json.RawMessage) error {
+	_, err := Parse(raw)
+	return err
 }
+
+// CheckSnapshot refuses a write that would leave a group's routes disagreeing.
+func (plugin) CheckSnapshot(snap *conf.Snapshot) error { return CheckGroups(snap) }
+
+// KeepsRequest: limit-count only counts.
+func (plugin) KeepsRequest() bool { return true }
 
 const (
 	// maxTimeWindow is the longest window the shared table keeps, in whole seconds

@@ -190,8 +190,8 @@ func TestRegistered(t *testing.T) {
 	if !ok {
 		t.Fatal("limit-count is not registered")
 	}
-	if p.Priority != 1002 {
-		t.Errorf("priority = %d, want 1002 as in APISIX", p.Priority)
+	if p.Priority() != 1002 {
+		t.Errorf("priority = %d, want 1002 as in APISIX", p.Priority())
 	}
 	if err := p.Validate(json.RawMessage(`{"count": 1, "time_window": 1}`)); err != nil {
 		t.Errorf("Validate(valid) = %v", err)
