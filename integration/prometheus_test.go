@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"gw/plugins/prometheus/textparse"
+	"gw/internal/textparse"
 )
 
 // metricsInstance is an instance whose export server listens on its own free port.

@@ -23,7 +23,6 @@ import (
 	"gw/master/health"
 	"gw/master/store"
 	"gw/plugins"
-	"gw/plugins/prometheus"
 	"gw/shm"
 )
 
@@ -69,8 +68,9 @@ type Master struct {
 	control  net.Listener
 	metrics  *http.Server
 	status   *http.Server // the status API, nil when disabled
-	// workerAreas retires a worker's metrics area as the worker is reaped (metrics.go).
-	workerAreas *workerAreas
+	// pluginParts are the plugins' parts in the master, told of each worker's exit
+	// (metrics.go).
+	pluginParts *pluginParts
 
 	// workerUser is who the workers run as (config.yaml's user); nil: as the master.
 	workerUser *workerUser
@@ -272,14 +272,14 @@ func (m *Master) setUpProcess(cfg *conf.Config) error {
 	return m.setUpWorkerUser(cfg)
 }
 
-// openSharedMemory makes the plugins' segments (or maps the old master's), the metrics
-// areas the workers claim in them, and the health checks that write into them.
+// openSharedMemory makes the plugins' segments (or maps the old master's), starts the
+// plugins' parts in the master over them, and the health checks that write into them.
 func (m *Master) openSharedMemory(cfg *conf.Config) error {
 	if err := m.createSegments(cfg); err != nil {
 		return err
 	}
 	var err error
-	if m.workerAreas, err = openWorkerAreas(m.segments[prometheus.Name]); err != nil {
+	if m.pluginParts, err = startPluginParts(m.segments, cfg, m.opts.Version, m.log.Errorf); err != nil {
 		return err
 	}
 	healthTable, err := shm.OpenHealthTable(m.segments[plugins.HealthSegment])
@@ -485,7 +485,7 @@ func (m *Master) teardown() {
 	for _, s := range m.sockets {
 		s.close()
 	}
-	m.workerAreas.close() // before the unmap: a draining worker may still exit
+	m.pluginParts.close() // before the unmap: a draining worker may still exit
 	for _, seg := range m.segments {
 		_ = seg.Close()
 	}

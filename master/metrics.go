@@ -4,19 +4,18 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"sync"
-	"syscall"
 	"time"
 
-	"gw/plugins/limitcount"
-	"gw/plugins/prometheus"
+	"gw/conf"
+	"gw/plugins"
 	"gw/shm"
 )
 
 // serveMetrics starts the Prometheus export server on prometheus.export_addr: GET on
 // prometheus.export_uri returns the exposition, anything else 404, as APISIX's export
-// server. Values are read straight from the metrics segment on each scrape, so they are
+// server. The page is the plugins' (plugins.MetricsWriter, the prometheus plugin's part
+// in the master), which read it straight from shared memory on each scrape, so it is
 // never stale and no worker does any work for a scrape. The prometheus settings are fixed
 // for the master's life (a reload that changes them fails), so this runs once.
 func (m *Master) serveMetrics() error {
@@ -24,45 +23,15 @@ func (m *Master) serveMetrics() error {
 	if !cfg.Enabled {
 		return nil
 	}
-	seg := m.segments[prometheus.Name]
-	if seg == nil {
-		return fmt.Errorf("prometheus: no metrics segment was created")
+	writers := m.pluginParts.metricsWriters()
+	if len(writers) == 0 {
+		return errors.New("prometheus.enabled: no plugin in this binary writes metrics")
 	}
-	table, err := prometheus.OpenTable(seg)
-	if err != nil {
-		return err
-	}
-	hostname, _ := os.Hostname()
-	opts := prometheus.ExporterOptions{
-		Hostname: hostname,
-		Version:  m.opts.Version,
-		Alive:    processAlive,
-	}
-	for _, name := range m.segmentNames() {
-		info := prometheus.SegmentInfo{Name: name, CapacityBytes: m.segments[name].Size()}
-		switch name {
-		case prometheus.Name:
-			info.FreeBytes = table.FreeBytes
-		case limitcount.Name:
-			seg := m.segments[name]
-			info.FreeBytes = func() int {
-				capacity, used, _ := limitcount.Stats(seg)
-				if capacity == 0 {
-					return 0
-				}
-				return int(uint64(seg.Size()) * (capacity - used) / capacity)
-			}
-			opts.Evictions = func() (uint64, bool) { return limitcount.Evictions(seg), true }
-		}
-		opts.Segments = append(opts.Segments, info)
-	}
-	exporter := prometheus.NewExporter(table, opts)
-
 	ln, err := m.listenTCP(handOverMetrics, cfg.ExportAddr)
 	if err != nil {
 		return fmt.Errorf("prometheus.export_addr %s: %w", cfg.ExportAddr, err)
 	}
-	srv := &http.Server{Handler: &metricsHandler{m: m, uri: cfg.ExportURI, exporter: exporter},
+	srv := &http.Server{Handler: &metricsHandler{m: m, uri: cfg.ExportURI, writers: writers},
 		ReadHeaderTimeout: 10 * time.Second}
 	m.metrics = srv
 	go func() {
@@ -74,9 +43,9 @@ func (m *Master) serveMetrics() error {
 }
 
 type metricsHandler struct {
-	m        *Master
-	uri      string
-	exporter *prometheus.Exporter
+	m       *Master
+	uri     string
+	writers []plugins.MetricsWriter
 }
 
 func (h *metricsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -85,14 +54,17 @@ func (h *metricsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	// The exporter renders into its own reused buffer and writes it in one call.
-	h.exporter.WritePrometheus(w, h.m.metricsFacts())
+	facts := h.m.metricsFacts()
+	for _, mw := range h.writers {
+		// Each renders into its own reused buffer and writes it in one call.
+		mw.WriteMetrics(w, facts)
+	}
 }
 
 // metricsFacts is the master's part of a scrape.
-func (m *Master) metricsFacts() prometheus.Facts {
+func (m *Master) metricsFacts() plugins.HostFacts {
 	f := m.Facts()
-	out := prometheus.Facts{
+	out := plugins.HostFacts{
 		Workers:          map[string]int{},
 		WorkerRestarts:   f.WorkerRestarts,
 		Reloads:          f.Reloads,
@@ -109,60 +81,64 @@ func (m *Master) metricsFacts() prometheus.Facts {
 	}
 	if m.health != nil {
 		for _, st := range m.health.Statuses() {
-			out.UpstreamStatus = append(out.UpstreamStatus, prometheus.UpstreamStatus{Name: st.Name, IP: st.Host, Port: st.Port, Healthy: st.Healthy})
+			out.UpstreamStatus = append(out.UpstreamStatus, plugins.UpstreamStatus{Name: st.Name, IP: st.Host, Port: st.Port, Healthy: st.Healthy})
 		}
 	}
 	return out
 }
 
-// processAlive reports whether pid exists (a zombie not yet reaped still does).
-func processAlive(pid int) bool {
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
+// pluginParts are the plugins' parts in the master (plugins.MasterPart): told of each
+// worker's exit between the exit and the reap, and closed before the segments are
+// unmapped. Its methods are safe for concurrent use, and on a nil pluginParts (a master
+// that failed before starting them) do nothing.
+type pluginParts struct {
+	parts []plugins.MasterInstance
+	// closeOnce makes close idempotent; each part guards its own state.
+	closeOnce sync.Once
 }
 
-// workerAreas retires the metrics areas of the master's workers as it reaps them. Each
-// worker claims one of the segment's prometheus.WorkerAreas; retiring it when the worker
-// is reaped, rather than at the next scrape, keeps areas for the workers to come however
-// rarely anything scrapes (issue 17: 256 areas went in 128 reloads of two workers).
-type workerAreas struct {
-	mu    sync.Mutex        // held while table is used, so teardown never unmaps it under a retirement
-	table *prometheus.Table // nil without a metrics segment, and once it is unmapped
-}
-
-func openWorkerAreas(seg *shm.Segment) (*workerAreas, error) {
-	if seg == nil {
-		return &workerAreas{}, nil
-	}
-	table, err := prometheus.OpenTable(seg)
+func startPluginParts(segments map[string]*shm.Segment, cfg *conf.Config, version string, logf func(string, ...any)) (*pluginParts, error) {
+	parts, err := plugins.StartMaster(&plugins.MasterEnv{Segments: segments, Config: cfg, Version: version, Logf: logf})
 	if err != nil {
-		return nil, fmt.Errorf("shared memory for %s: %w", prometheus.Name, err)
+		return nil, err
 	}
-	return &workerAreas{table: table}, nil
+	return &pluginParts{parts: parts}, nil
 }
 
-// retireExited retires the area of pid, a child that has exited and is not yet reaped:
-// while its zombie holds the pid no other process can have it, so every area in its
-// name is its own, and no new owner can be mistaken for it. Areas of other processes that
-// are gone are retired too, such as an old master's workers, which outlive it after an
-// upgrade and which this master never reaps. Safe for concurrent use.
-func (a *workerAreas) retireExited(pid int) {
-	if a == nil {
+// workerExited tells every part that pid, a child that has exited and is not yet reaped,
+// is gone: while its zombie holds the pid no other process can have it, so whatever a
+// part keeps in its name (prometheus's connection area) is its own.
+func (p *pluginParts) workerExited(pid int) {
+	if p == nil {
 		return
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.table != nil {
-		a.table.RetireWorkerAreas(func(p int) bool { return p == pid || !processAlive(p) })
+	for _, part := range p.parts {
+		part.WorkerExited(pid)
 	}
 }
 
-// close stops all retirement; the segment may be unmapped once it returns.
-func (a *workerAreas) close() {
-	if a == nil {
+// metricsWriters are the parts that render the metrics page.
+func (p *pluginParts) metricsWriters() []plugins.MetricsWriter {
+	if p == nil {
+		return nil
+	}
+	var writers []plugins.MetricsWriter
+	for _, part := range p.parts {
+		if mw, ok := part.(plugins.MetricsWriter); ok {
+			writers = append(writers, mw)
+		}
+	}
+	return writers
+}
+
+// close ends the parts' use of the segments, which may be unmapped once it returns.
+func (p *pluginParts) close() {
+	if p == nil {
 		return
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.table = nil
+	p.closeOnce.Do(func() {
+		for _, part := range p.parts {
+			part.Close()
+		}
+	})
 }

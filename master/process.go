@@ -73,13 +73,13 @@ type process interface {
 type execProcess struct {
 	cmd   *exec.Cmd
 	conn  *ipc.Conn
-	areas *workerAreas
+	parts *pluginParts // told of the exit before the reap
 }
 
 func (p *execProcess) wait() (int, error) {
-	// The area is retired before the reap, while the zombie still holds the pid.
+	// The plugins hear of the exit before the reap, while the zombie holds the pid.
 	if waitExited(p.cmd.Process.Pid) == nil {
-		p.areas.retireExited(p.cmd.Process.Pid)
+		p.parts.workerExited(p.cmd.Process.Pid)
 	}
 	err := p.cmd.Wait()
 	p.conn.Close()
@@ -150,7 +150,7 @@ func (m *Master) spawn(slot int, gen *generation) (*workerProc, error) {
 		conn.Close()
 		return nil, fmt.Errorf("starting worker slot %d: %w", slot, m.explainSpawnError(err))
 	}
-	w := newWorkerProc(slot, gen.id, cmd.Process.Pid, &execProcess{cmd: cmd, conn: conn, areas: m.workerAreas}, conn)
+	w := newWorkerProc(slot, gen.id, cmd.Process.Pid, &execProcess{cmd: cmd, conn: conn, parts: m.pluginParts}, conn)
 	go m.talk(w, ipc.Setup{Config: gen.cfgJSON, ListenerFDs: listeners, AdminSocket: m.paths.AdminSocket, ErrorLog: m.paths.ErrorLog, Prefix: m.paths.Prefix, SegmentFDs: segments})
 	return w, nil
 }

@@ -7,104 +7,36 @@ import (
 	"sync"
 
 	"gw/conf"
-	"gw/shm"
 )
-
-// Plugin is the registration record of one plugin. Each plugin package registers itself in
-// init(); a duplicate name panics so a bad build fails at start, never at request time.
-type Plugin struct {
-	// Name is the key under a route's "plugins" object, e.g. "limit-count".
-	Name string
-	// Priority orders the chain as in APISIX: higher runs first.
-	Priority int
-	// Validate checks one plugin configuration strictly (unknown fields, types, ranges)
-	// and returns an error that names the offending field. It must be pure and fast.
-	Validate func(raw json.RawMessage) error
-	// Build makes the plugin's instance for one route from a configuration Validate has
-	// accepted. Workers call it once per config snapshot per route, never per request.
-	// The instance implements AccessPhase, LogPhase or both. Nil means the plugin has no
-	// runtime yet: routes may carry its configuration, and nothing runs.
-	Build func(raw json.RawMessage, env *Env) (any, error)
-	// Segment, when set, asks the master for a shared-memory segment that lives as long
-	// as the master and is mapped by every worker (Env.Segments[Name]).
-	Segment *SegmentSpec
-	// CheckSnapshot, when set, checks a rule that spans objects (limit-count's group: all
-	// routes of a group must agree). The Admin API runs it on the snapshot a write would
-	// produce, when the written object configures this plugin, and refuses the write.
-	CheckSnapshot func(snap *conf.Snapshot) error
-	// Auth marks a plugin that names the request's consumer (key-auth, basic-auth). A
-	// consumer's configuration of it is a credential, not a route configuration, and is
-	// never merged into a route's chain as the consumer's other plugins are.
-	Auth bool
-	// ConsumerSecrets names the string members of a consumer's configuration of this
-	// plugin that may be a secret reference ($env://NAME; see conf.ParseSecretRef). The
-	// master resolves them before a snapshot reaches workers (ResolveSecrets); the
-	// plugin's consumer validation refuses a reference gw cannot resolve, and its
-	// workers never match a member that still reads as a reference.
-	ConsumerSecrets []string
-	// KeepsRequest promises that the plugin never changes the request sent upstream: its
-	// method, target or headers (limit-count and prometheus only count). A route whose
-	// plugins all keep it has the client's header block sent as it came, filtered, rather
-	// than re-serialised (proxy.Info.Pristine). Leave it false when in doubt: false is
-	// always correct, only slower.
-	KeepsRequest bool
-
-	// segmentOnly marks a record RegisterSegment made: a segment that belongs to no
-	// plugin. Lookup and Names do not see it, so no route can configure it.
-	segmentOnly bool
-}
-
-// HealthSegment names the upstream health table's segment (shm/health.go): the master's
-// checker writes it, every worker reads it and counts live traffic into it.
-const HealthSegment = shm.HealthLayoutName
-
-func init() {
-	RegisterSegment(HealthSegment, &SegmentSpec{Layout: shm.HealthLayout, Size: healthSegmentSize, Init: shm.InitHealthTable})
-}
-
-// defaultHealthSegmentBytes is shm.health_check's default, for a Config that leaves it unset.
-const defaultHealthSegmentBytes = 1 << 20
-
-// healthSegmentSize makes the whole segment, header included, the configured size.
-func healthSegmentSize(cfg *conf.Config) int {
-	total := int64(defaultHealthSegmentBytes)
-	if cfg != nil && cfg.Shm.HealthCheck > 0 {
-		total = cfg.Shm.HealthCheck
-	}
-	return int(total-shm.HeaderSize) &^ 7
-}
-
-// RegisterSegment asks for a shared-memory segment that belongs to no plugin: the master
-// creates it, hands it to every worker and to a new master on upgrade, exactly as a
-// plugin's, and workers find it in Shared.Segments[name]. It panics on a name taken.
-func RegisterSegment(name string, spec *SegmentSpec) {
-	registryMu.Lock()
-	defer registryMu.Unlock()
-	if name == "" || spec == nil {
-		panic("BUG: plugins: RegisterSegment needs a name and a spec")
-	}
-	if _, dup := registry[name]; dup {
-		panic("BUG: plugins: duplicate registration of " + name)
-	}
-	registry[name] = Plugin{Name: name, Segment: spec, segmentOnly: true}
-}
 
 var (
 	registryMu sync.RWMutex
 	registry   = map[string]Plugin{}
 )
 
-// Register adds p to the registry. It panics on an empty or duplicate name.
+// Register adds p to the registry; each plugin package calls it in init(). It panics on
+// a nil plugin, an empty name, a name taken by another plugin or by a segment of the
+// host's (RegisterSegment), or a segment without its spec, so that a bad build fails at
+// start, never at request time.
 func Register(p Plugin) {
+	if p == nil || p.Name() == "" {
+		panic("BUG: plugins: Register needs a plugin with a name")
+	}
+	name := p.Name()
+	if so, ok := p.(SegmentOwner); ok {
+		if spec := so.Segment(); spec == nil || spec.Size == nil {
+			panic("BUG: plugins: " + name + " owns a segment without a spec and its Size")
+		}
+	}
 	registryMu.Lock()
 	defer registryMu.Unlock()
-	if p.Name == "" || p.Validate == nil {
-		panic("BUG: plugins: Register needs a name and a Validate func")
+	if _, dup := registry[name]; dup {
+		panic("BUG: plugins: duplicate registration of " + name)
 	}
-	if _, dup := registry[p.Name]; dup {
-		panic("BUG: plugins: duplicate registration of " + p.Name)
+	if _, taken := hostSegments[name]; taken {
+		panic("BUG: plugins: " + name + " is the name of a host segment")
 	}
-	registry[p.Name] = p
+	registry[name] = p
 }
 
 // Lookup returns the registered plugin named name.
@@ -112,9 +44,6 @@ func Lookup(name string) (Plugin, bool) {
 	registryMu.RLock()
 	defer registryMu.RUnlock()
 	p, ok := registry[name]
-	if p.segmentOnly {
-		return Plugin{}, false
-	}
 	return p, ok
 }
 
@@ -123,13 +52,34 @@ func Names() []string {
 	registryMu.RLock()
 	defer registryMu.RUnlock()
 	names := make([]string, 0, len(registry))
-	for n, p := range registry {
-		if !p.segmentOnly {
-			names = append(names, n)
-		}
+	for n := range registry {
+		names = append(names, n)
 	}
 	sort.Strings(names)
 	return names
+}
+
+// registered returns every plugin, in name order, for the host's walks over one
+// capability.
+func registered() []Plugin {
+	names := Names()
+	list := make([]Plugin, 0, len(names))
+	for _, n := range names {
+		p, _ := Lookup(n)
+		list = append(list, p)
+	}
+	return list
+}
+
+// IsAuth reports whether name is a registered authentication plugin (ConsumerAuth),
+// whose configuration on a consumer is a credential rather than a plugin to merge.
+func IsAuth(name string) bool {
+	p, ok := Lookup(name)
+	if !ok {
+		return false
+	}
+	_, auth := p.(ConsumerAuth)
+	return auth
 }
 
 // ValidateAll checks every entry of a "plugins" object. The error wording follows APISIX:
@@ -152,6 +102,19 @@ func ValidateAll(set map[string]json.RawMessage) error {
 	return nil
 }
 
+// ChecksSnapshot reports whether a plugin named in set has a rule that spans objects
+// (SnapshotChecker), so that a write configuring it needs CheckSnapshot.
+func ChecksSnapshot(set map[string]json.RawMessage) bool {
+	for name := range set {
+		if p, ok := Lookup(name); ok {
+			if _, checks := p.(SnapshotChecker); checks {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // CheckSnapshot runs the cross-object checks of the plugins named in set against snap.
 func CheckSnapshot(set map[string]json.RawMessage, snap *conf.Snapshot) error {
 	names := make([]string, 0, len(set))
@@ -160,8 +123,9 @@ func CheckSnapshot(set map[string]json.RawMessage, snap *conf.Snapshot) error {
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		if p, ok := Lookup(name); ok && p.CheckSnapshot != nil {
-			if err := p.CheckSnapshot(snap); err != nil {
+		p, _ := Lookup(name)
+		if checker, ok := p.(SnapshotChecker); ok {
+			if err := checker.CheckSnapshot(snap); err != nil {
 				return fmt.Errorf("failed to check the configuration of plugin %s err: %w", name, err)
 			}
 		}

@@ -10,7 +10,7 @@ import (
 )
 
 // ResolveSecrets returns snap as workers must get it: each secret reference in a
-// consumer's credentials (the members its plugins list in ConsumerSecrets) replaced by
+// consumer's credentials (the members its auth plugins list in SecretFields) replaced by
 // its value, which lookup gives (the master passes os.LookupEnv). A reference without a
 // value stays as written, which the plugins match to no request, and is described in
 // unresolved, for the master's log. snap is not modified: what changes is copied, so the
@@ -21,11 +21,12 @@ func ResolveSecrets(snap *conf.Snapshot, lookup func(string) (string, bool)) (re
 		c := &snap.Consumers[i]
 		var plugins map[string]json.RawMessage // c.Plugins, copied on the first change
 		for _, name := range slices.Sorted(maps.Keys(c.Plugins)) {
-			p, ok := Lookup(name)
-			if !ok || len(p.ConsumerSecrets) == 0 {
+			p, _ := Lookup(name)
+			auth, ok := p.(ConsumerAuth)
+			if !ok || len(auth.SecretFields()) == 0 {
 				continue
 			}
-			raw, missing := resolveMembers(c.Plugins[name], p.ConsumerSecrets, lookup)
+			raw, missing := resolveMembers(c.Plugins[name], auth.SecretFields(), lookup)
 			for _, m := range missing {
 				unresolved = append(unresolved, fmt.Sprintf("consumer %q: %s.%s", c.Username, name, m))
 			}

@@ -9,8 +9,7 @@ import (
 )
 
 func TestResolveSecrets(t *testing.T) {
-	Register(Plugin{Name: "test-secret-auth", Auth: true, ConsumerSecrets: []string{"key", "password"},
-		Validate: func(json.RawMessage) error { return nil }})
+	Register(&testAuth{testPlugin: testPlugin{name: "test-secret-auth"}, secrets: []string{"key", "password"}})
 	env := map[string]string{"KEY": "from-env", "CREDS": `{"pw":"p4ss"}`, "EMPTY": ""}
 	lookup := func(name string) (string, bool) { v, ok := env[name]; return v, ok }
 

@@ -5,5 +5,9 @@
 // version, sizes) checked on every open, so two binaries never read one layout as another.
 // Only fixed-size plain data lives inside: 8-byte-aligned words updated with sync/atomic,
 // never Go pointers, strings or slices. A process killed at any instruction leaves no lock
-// held: there are no locks, only single-word compare-and-swap.
+// held: there are no locks, only single-word compare-and-swap. This package keeps the
+// segments and the primitives tables are built from (KeyHash); a table with one user lives
+// in that user's package (limit-count's window table, prometheus's metrics table). The
+// upstream health table (health.go) stays here: its two users are the master's checker and
+// the worker's proxy, and this is the one package below both.
 package shm

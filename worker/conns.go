@@ -10,7 +10,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"gw/internal/monotime"
-	"gw/plugins/prometheus"
+	"gw/plugins"
 )
 
 // idleGrace is how long a draining worker leaves an idle keep-alive connection open before
@@ -25,9 +25,9 @@ type connMark struct {
 	// idleSince is when the connection went idle (monotime); 0 while a request is in
 	// progress. The drain reads it from another goroutine.
 	idleSince atomic.Int64
-	// gauge is the state apisix_nginx_http_current_connections last counted it in; only
-	// the connection's own goroutine touches it.
-	gauge prometheus.ConnGauge
+	// state is the connection's last state as the plugins' observers heard it; only the
+	// connection's own goroutine touches it.
+	state plugins.ConnState
 	// tracked is set while the connection is in the tracker's set, so that StateClosed
 	// after StateHijacked (or the reverse) removes it once.
 	tracked bool
@@ -80,9 +80,9 @@ func (t *connTracker) markOf(c net.Conn, ec *edgeConn, state fasthttp.ConnState,
 	return m
 }
 
-// hook is the fasthttp Server's ConnState callback, for the drain and, when metrics is set,
-// the connection gauges.
-func (t *connTracker) hook(c net.Conn, state fasthttp.ConnState, metrics *prometheus.ConnTracker) {
+// hook is the fasthttp Server's ConnState callback, for the drain and the plugins'
+// connection observers.
+func (t *connTracker) hook(c net.Conn, state fasthttp.ConnState, observers []plugins.ConnObserver) {
 	// The one clock reading of a change, which the connection's next wait also takes for
 	// now. Going idle, it is when the answer was ready if nothing waited since (answeredAt).
 	ec := edgeConnOf(c)
@@ -117,9 +117,27 @@ func (t *connTracker) hook(c net.Conn, state fasthttp.ConnState, metrics *promet
 		}
 		t.mu.Unlock()
 	}
-	if metrics != nil {
-		metrics.ConnState(&m.gauge, state)
+	if len(observers) > 0 && m.state != plugins.ConnClosed {
+		to := connStateOf(state)
+		for _, o := range observers {
+			o.ConnChanged(m.state, to)
+		}
+		m.state = to
 	}
+}
+
+// connStateOf maps fasthttp's connection states onto the plugins': a hijacked connection
+// (a websocket tunnel) is no longer served, so closed as far as they know.
+func connStateOf(s fasthttp.ConnState) plugins.ConnState {
+	switch s {
+	case fasthttp.StateNew:
+		return plugins.ConnNew
+	case fasthttp.StateActive:
+		return plugins.ConnActive
+	case fasthttp.StateIdle:
+		return plugins.ConnIdle
+	}
+	return plugins.ConnClosed
 }
 
 // closeIdle closes connections idle for at least grace and returns how many remain open,

@@ -2,7 +2,10 @@ package worker
 
 import (
 	"bytes"
+	"encoding/json"
+	"errors"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -160,7 +163,7 @@ func (w *Worker) route(ctx *fasthttp.RequestCtx, x *requestState) {
 	}
 	value, ok := t.router.MatchCtx(ctx.Method(), ctx.Host(), path, ctx)
 	if !ok {
-		t.notFound(ctx, x)
+		w.notFound(t, ctx, x)
 		return
 	}
 	r := t.routes[value]
@@ -176,7 +179,14 @@ func (w *Worker) route(ctx *fasthttp.RequestCtx, x *requestState) {
 	c := x.pluginCtx(ctx, &r.info)
 	// Global rules' access phase runs before the route's, and one that answers (key-auth
 	// as a global rule, say) ends the request; their log phase runs before the route's.
-	if !accessAll(r.global, c) && (r.chain == nil || !r.chain.Access(c)) {
+	err := accessAll(r.global, c)
+	if err == nil && !c.Answered() && r.chain != nil {
+		err = r.chain.Access(c)
+	}
+	switch {
+	case err != nil:
+		w.answerFault(ctx, r.info.ID, err)
+	case !c.Answered():
 		x.up.Consumer = c.Consumer // for a chash upstream with hash_on consumer
 		x.up.Host = c.UpstreamHost
 		r.proxy(ctx, &x.up)
@@ -222,15 +232,18 @@ func (x *requestState) releasePluginCtx(c *plugins.Ctx) {
 	plugins.ReleaseCtx(c)
 }
 
-// notFound answers a request no route matched. The global rules still run, as in APISIX:
-// one may answer first (401 from key-auth), and their log phase sees the 404.
-func (t *routeTable) notFound(ctx *fasthttp.RequestCtx, x *requestState) {
+// notFound answers a request no route of t matched. The global rules still run, as in
+// APISIX: one may answer first (401 from key-auth), and their log phase sees the 404.
+func (w *Worker) notFound(t *routeTable, ctx *fasthttp.RequestCtx, x *requestState) {
 	if t.global == nil {
 		writeJSON(ctx, fasthttp.StatusNotFound, routeNotFoundBody)
 		return
 	}
 	c := x.pluginCtx(ctx, &t.unmatched)
-	if !accessAll(t.global, c) {
+	switch err := accessAll(t.global, c); {
+	case err != nil:
+		w.answerFault(ctx, "", err)
+	case !c.Answered():
 		writeJSON(ctx, fasthttp.StatusNotFound, routeNotFoundBody)
 	}
 	c.ApplyResponseHeaders()
@@ -238,14 +251,54 @@ func (t *routeTable) notFound(ctx *fasthttp.RequestCtx, x *requestState) {
 	x.releasePluginCtx(c)
 }
 
-// accessAll runs the chains' access phases in order until one answers.
-func accessAll(chains []*plugins.Chain, c *plugins.Ctx) (answered bool) {
+// accessAll runs the chains' access phases in order until one answers (c.Answered) or
+// fails.
+func accessAll(chains []*plugins.Chain, c *plugins.Ctx) error {
 	for _, ch := range chains {
-		if ch.Access(c) {
-			return true
+		if err := ch.Access(c); err != nil || c.Answered() {
+			return err
 		}
 	}
-	return false
+	return nil
+}
+
+// answerFault is the one place a plugin's fault (an error from its access phase) becomes
+// a response: 500 with the fault's own words as error_msg, as APISIX's plugins answer
+// theirs, whatever the plugin had written. The error log gets the plugin and the route,
+// at most once a second (faultLog): a route whose plugin fails every request fails
+// loudly to its clients, not to the log's disk.
+func (w *Worker) answerFault(ctx *fasthttp.RequestCtx, routeID string, err error) {
+	msg := err.Error()
+	var fault *plugins.PluginError
+	if errors.As(err, &fault) {
+		msg = fault.Err.Error()
+	}
+	body, _ := json.Marshal(struct {
+		ErrorMsg string `json:"error_msg"`
+	}{msg})
+	ctx.Response.Reset()
+	writeJSON(ctx, fasthttp.StatusInternalServerError, append(body, '\n'))
+	if suppressed, ok := w.faults.due(monotime.Now()); ok {
+		w.log.Errorf("route %q: %v (500; %d more plugin faults in the last second)", routeID, err, suppressed)
+	}
+}
+
+// faultLog lets one line about plugin faults into the error log per second and counts
+// the others, for the next line. Safe for concurrent use.
+type faultLog struct {
+	next       atomic.Int64 // monotime before which no line is written
+	suppressed atomic.Uint64
+}
+
+// due reports whether a line may be written now and how many faults went unlogged since
+// the last one.
+func (f *faultLog) due(now int64) (suppressed uint64, ok bool) {
+	next := f.next.Load()
+	if now < next || !f.next.CompareAndSwap(next, now+int64(time.Second)) {
+		f.suppressed.Add(1)
+		return 0, false
+	}
+	return f.suppressed.Swap(0), true
 }
 
 func logAll(chains []*plugins.Chain, c *plugins.Ctx) {

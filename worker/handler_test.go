@@ -16,8 +16,8 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"gw/plugins/prometheus"
-	"gw/plugins/prometheus/textparse"
+	"gw/internal/textparse"
+	"gw/plugins"
 	"gw/worker/accesslog"
 )
 
@@ -108,12 +108,15 @@ func testCutBodyIsLoggedAsSent(t *testing.T, edged bool) {
 		t.Errorf("access log %q, want one line with %q", line, want)
 	}
 
-	tab, err := prometheus.OpenTable(w.shared.Segments[prometheus.Name])
+	// The page the master would serve, through the contract as the master reads it.
+	p, _ := plugins.Lookup("prometheus")
+	part, err := p.(plugins.MasterPart).StartMaster(&plugins.MasterEnv{Segments: w.shared.Segments})
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer part.Close()
 	var b bytes.Buffer
-	prometheus.NewExporter(tab, prometheus.ExporterOptions{}).WritePrometheus(&b, prometheus.Facts{})
+	part.(plugins.MetricsWriter).WriteMetrics(&b, plugins.HostFacts{})
 	fams, err := textparse.Parse(b.String())
 	if err != nil {
 		t.Fatal(err)

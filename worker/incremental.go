@@ -81,12 +81,7 @@ func incremental(prev *routeTable, d *conf.Delta) bool {
 
 // checksSnapshot reports whether a plugin of set checks a rule across the snapshot.
 func checksSnapshot(set map[string]json.RawMessage) bool {
-	for name := range set {
-		if p, ok := plugins.Lookup(name); ok && p.CheckSnapshot != nil {
-			return true
-		}
-	}
-	return false
+	return plugins.ChecksSnapshot(set)
 }
 
 // builtRoute is one changed route of a delta, built but not placed.

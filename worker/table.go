@@ -133,6 +133,9 @@ type builder struct {
 	shared *plugins.Shared
 	health *shm.HealthTable
 	t      *routeTable
+	// plugins builds the snapshot's chains, which share each plugin's snapshot state
+	// (plugins.SnapshotBuilder); indexObjects starts it once the consumers are known.
+	plugins *plugins.SnapshotBuild
 
 	upstreams     map[conf.ID]*conf.Upstream
 	services      map[conf.ID]*conf.Service
@@ -192,10 +195,13 @@ func (b *builder) indexObjects() {
 		}
 		b.upstreams[u.ID], b.compiled[u.ID] = u, c
 	}
-	probe := &plugins.RouteInfo{}
+	// The objects' own builds share a SnapshotBuild of their own: the consumers are not
+	// all known to be served yet, and what a plugin makes of the snapshot (key-auth's
+	// index of keys) must not count one that is left out.
+	probe := plugins.NewSnapshotBuild(snap, b.shared).Env(&plugins.RouteInfo{}, "")
 	builds := func(set map[string]json.RawMessage) error {
 		return b.guard(func() error {
-			_, err := plugins.BuildChain(set, &plugins.Env{Route: probe, Shared: b.shared, Snapshot: snap})
+			_, err := plugins.BuildChain(set, probe)
 			return err
 		})
 	}
@@ -239,6 +245,7 @@ func (b *builder) indexObjects() {
 	if len(kept) != len(snap.Consumers) {
 		snap.Consumers = kept
 	}
+	b.plugins = plugins.NewSnapshotBuild(snap, b.shared)
 }
 
 // buildGlobalRules builds the global rules for requests no route matched. A global rule
@@ -247,7 +254,7 @@ func (b *builder) indexObjects() {
 // (a key-auth or ip-restriction global rule).
 func (b *builder) buildGlobalRules() {
 	if err := b.guard(func() (err error) {
-		b.t.global, err = buildGlobalRules(b.snap, &b.t.unmatched, b.shared)
+		b.t.global, err = buildGlobalRules(b.snap, &b.t.unmatched, b.plugins)
 		return err
 	}); err != nil {
 		b.t.global = nil
@@ -323,7 +330,7 @@ func (b *builder) route(r *conf.Route) (route, router.Entry, error) {
 		// The route's own plugins still run (an auth plugin answers first), then 503.
 		rt.unavailable = unavailableBody("upstream " + gone + " not found")
 	}
-	if err := rt.buildChains(r, svc, pc, b.shared, b.snap); err != nil {
+	if err := rt.buildChains(r, svc, pc, b.plugins, b.snap); err != nil {
 		return route{}, router.Entry{}, err
 	}
 	return rt, entry, nil
@@ -374,7 +381,7 @@ func closedBody(why string) []byte {
 func consumerPlugins(c *conf.Consumer) map[string]json.RawMessage {
 	var set map[string]json.RawMessage
 	for name, raw := range c.Plugins {
-		if p, ok := plugins.Lookup(name); !ok || p.Auth {
+		if _, ok := plugins.Lookup(name); !ok || plugins.IsAuth(name) {
 			continue
 		}
 		if set == nil {
@@ -389,7 +396,7 @@ func consumerPlugins(c *conf.Consumer) map[string]json.RawMessage {
 // plugins are its service's, then its plugin_config's, then its own, a later
 // configuration of a plugin replacing an earlier one (APISIX: route > plugin_config >
 // service).
-func (rt *route) buildChains(r *conf.Route, svc *conf.Service, pc *conf.PluginConfig, shared *plugins.Shared, snap *conf.Snapshot) error {
+func (rt *route) buildChains(r *conf.Route, svc *conf.Service, pc *conf.PluginConfig, build *plugins.SnapshotBuild, snap *conf.Snapshot) error {
 	pluginSet := r.Plugins
 	if (svc != nil && len(svc.Plugins) > 0) || (pc != nil && len(pc.Plugins) > 0) {
 		pluginSet = map[string]json.RawMessage{}
@@ -401,7 +408,7 @@ func (rt *route) buildChains(r *conf.Route, svc *conf.Service, pc *conf.PluginCo
 		}
 		maps.Copy(pluginSet, r.Plugins)
 	}
-	env := &plugins.Env{Route: &rt.info, Shared: shared, Snapshot: snap}
+	env := build.Env(&rt.info, "")
 	chain, err := plugins.BuildChain(pluginSet, env)
 	if err != nil {
 		return err
@@ -414,7 +421,7 @@ func (rt *route) buildChains(r *conf.Route, svc *conf.Service, pc *conf.PluginCo
 	if !chain.Empty() {
 		rt.chain = chain
 	}
-	global, err := buildGlobalRules(snap, &rt.info, shared)
+	global, err := buildGlobalRules(snap, &rt.info, build)
 	rt.global = global
 	rt.pristine = rt.chain.KeepsRequest()
 	for _, g := range global {
@@ -438,7 +445,7 @@ func consumerChains(routeSet map[string]json.RawMessage, snap *conf.Snapshot, en
 		c := &snap.Consumers[i]
 		var merged map[string]json.RawMessage
 		for name, raw := range c.Plugins {
-			if p, ok := plugins.Lookup(name); !ok || p.Auth {
+			if _, ok := plugins.Lookup(name); !ok || plugins.IsAuth(name) {
 				continue
 			}
 			if merged == nil {
@@ -465,18 +472,14 @@ func consumerChains(routeSet map[string]json.RawMessage, snap *conf.Snapshot, en
 // namesConsumer reports whether a request on a route with this plugin set can have a
 // consumer: an auth plugin in the set or in a global rule.
 func namesConsumer(routeSet map[string]json.RawMessage, snap *conf.Snapshot) bool {
-	isAuth := func(name string) bool {
-		p, ok := plugins.Lookup(name)
-		return ok && p.Auth
-	}
 	for name := range routeSet {
-		if isAuth(name) {
+		if plugins.IsAuth(name) {
 			return true
 		}
 	}
 	for i := range snap.GlobalRules {
 		for name := range snap.GlobalRules[i].Plugins {
-			if isAuth(name) {
+			if plugins.IsAuth(name) {
 				return true
 			}
 		}
@@ -489,11 +492,11 @@ func namesConsumer(routeSet map[string]json.RawMessage, snap *conf.Snapshot) boo
 // run_global_rules does: a plugin configured in two rules runs twice, and a rule whose
 // access phase answers ends the request before the next rule. Rules that run nothing are
 // dropped, and nil means there is nothing to run.
-func buildGlobalRules(snap *conf.Snapshot, info *plugins.RouteInfo, shared *plugins.Shared) ([]*plugins.Chain, error) {
+func buildGlobalRules(snap *conf.Snapshot, info *plugins.RouteInfo, build *plugins.SnapshotBuild) ([]*plugins.Chain, error) {
 	var chains []*plugins.Chain
 	for i := range snap.GlobalRules {
 		g := &snap.GlobalRules[i]
-		chain, err := plugins.BuildChain(g.Plugins, &plugins.Env{Route: info, Shared: shared, Snapshot: snap, GlobalRuleID: string(g.ID)})
+		chain, err := plugins.BuildChain(g.Plugins, build.Env(info, string(g.ID)))
 		if err != nil {
 			return nil, &globalRuleError{id: g.ID, err: err}
 		}

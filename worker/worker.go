@@ -22,7 +22,6 @@ import (
 	"gw/internal/monotime"
 	"gw/ipc"
 	"gw/plugins"
-	"gw/plugins/prometheus"
 	"gw/shm"
 	"gw/worker/accesslog"
 	"gw/worker/proxy"
@@ -63,8 +62,11 @@ type Worker struct {
 	listeners []net.Listener
 	conns     *connTracker
 	edge      *edge // client limits and real IP, from the static config
-	// connMetrics records connection states into the metrics segment (nil without it).
-	connMetrics *prometheus.ConnTracker
+	// connObservers hear every client connection's state changes (plugins.ConnWatcher:
+	// prometheus's connection gauges).
+	connObservers []plugins.ConnObserver
+	// faults rate-limits the error log's lines about plugin faults (handler.go).
+	faults faultLog
 	// draining is set once the worker stops accepting: every response from then on
 	// carries Connection: close.
 	draining  atomic.Bool
@@ -172,14 +174,8 @@ func (w *Worker) receiveSetup() (ipc.Setup, error) {
 		}
 		w.shared.Segments[s.Plugin] = seg
 	}
-	if seg := w.shared.Segments[prometheus.Name]; seg != nil {
-		table, err := prometheus.OpenTable(seg)
-		if err == nil {
-			w.connMetrics, err = prometheus.NewConnTracker(table)
-		}
-		if err != nil {
-			w.log.Errorf("connection metrics off: %v", err)
-		}
+	if w.connObservers, err = plugins.ObserveConns(w.shared); err != nil {
+		w.log.Errorf("connections unobserved: %v", err)
 	}
 	return setup, nil
 }
@@ -236,10 +232,10 @@ func (w *Worker) newServer() *fasthttp.Server {
 	}
 }
 
-// connState feeds fasthttp's connection events to the drain logic and, when the
-// prometheus plugin's segment is mapped, to the connection gauges.
+// connState feeds fasthttp's connection events to the drain logic and to the plugins'
+// connection observers.
 func (w *Worker) connState(c net.Conn, state fasthttp.ConnState) {
-	w.conns.hook(c, state, w.connMetrics)
+	w.conns.hook(c, state, w.connObservers)
 }
 
 // listen handles the master's frames until shutdown or until the master is gone.

@@ -21,7 +21,7 @@ var unsafeUsers = map[string]string{
 	"internal/rawio/poll.go":          "the runtime's poll descriptor is read out of net's netFD, which no API exposes (checked against the descriptor at start)",
 	"internal/runtimepatch/pace.go":   "nanosleep(2) made raw, so that the measurement holds the processor as running code would, takes the timespec's address",
 	"shm/segment.go":                  "counters in a mapping shared with other processes are atomic words only through a pointer conversion",
-	"shm/windows.go":                  "limit-count's windows are atomic words of a shared mapping",
+	"plugins/limitcount/windows.go":   "limit-count's windows are atomic words of a shared mapping",
 	"shm/health.go":                   "node health is atomic words of a shared mapping",
 	"plugins/prometheus/table.go":     "series counters are atomic words of a shared mapping, and the entry layout is checked against unsafe.Sizeof",
 	"master/reaper.go":                "prctl(PR_GET_CHILD_SUBREAPER) writes into an int whose address is its argument, and x/sys/unix has no wrapper for it",

@@ -547,13 +547,7 @@ func checkAcrossObjects(s *store.Store, kind store.Kind, id string, value []byte
 	default:
 		return nil
 	}
-	needed := false
-	for name := range set {
-		if p, ok := plugins.Lookup(name); ok && p.CheckSnapshot != nil {
-			needed = true
-		}
-	}
-	if !needed {
+	if !plugins.ChecksSnapshot(set) {
 		return nil
 	}
 	snap := s.Snapshot()

@@ -10,8 +10,6 @@ import (
 	"gw/conf"
 	"gw/master/store"
 	"gw/plugins"
-	"gw/plugins/basicauth"
-	"gw/plugins/keyauth"
 )
 
 // resource is one Admin API collection. Adding a kind (ssls, ...) is one more entry in
@@ -143,35 +141,18 @@ var resources = map[string]*resource{
 	},
 }
 
-// consumerValidators check the auth plugins' configurations as a consumer holds them
-// (their credentials), which differ from the configurations a route holds.
-var consumerValidators = map[string]func(json.RawMessage) error{
-	keyauth.Name:   keyauth.ValidateConsumer,
-	basicauth.Name: basicauth.ValidateConsumer,
-}
-
-// credentialFields names, per auth plugin, the credential no two consumers may share
-// (APISIX's plugin_unique_key_attrs).
-var credentialFields = map[string]string{
-	keyauth.Name:   "key",
-	basicauth.Name: "username",
-}
-
 // validateConsumerPlugins checks a consumer's plugins in APISIX's words: the auth plugins'
-// credentials with their consumer schema, the others (merged into the chain of every route
-// that names the consumer) with their route schema.
+// credentials with their consumer schema (plugins.ConsumerAuth), the others (merged into
+// the chain of every route that names the consumer) with their route schema.
 func validateConsumerPlugins(set map[string]json.RawMessage) error {
 	for _, name := range slices.Sorted(maps.Keys(set)) {
-		validate, auth := consumerValidators[name]
-		if !auth {
-			p, known := plugins.Lookup(name)
-			if !known {
-				return fmt.Errorf("invalid plugins configuration: unknown plugin [%s]", name)
-			}
-			validate = p.Validate
+		p, known := plugins.Lookup(name)
+		if !known {
+			return fmt.Errorf("invalid plugins configuration: unknown plugin [%s]", name)
 		}
-		if validate == nil {
-			continue
+		validate := p.Validate
+		if auth, ok := p.(plugins.ConsumerAuth); ok {
+			validate = auth.ValidateConsumer
 		}
 		if err := validate(set[name]); err != nil {
 			return fmt.Errorf("invalid plugins configuration: failed to check the configuration of plugin %s err: %w", name, err)
@@ -180,15 +161,21 @@ func validateConsumerPlugins(set map[string]json.RawMessage) error {
 	return nil
 }
 
-// credentialTaken refuses a consumer whose key-auth key or basic-auth username another
-// consumer already has (see sameCredential): a request must name exactly one consumer.
+// credentialTaken refuses a consumer whose credential for an auth plugin (key-auth's key,
+// basic-auth's username: plugins.ConsumerAuth.CredentialField) another consumer already
+// has (see sameCredential): a request must name exactly one consumer.
 func credentialTaken(s *store.Store, value []byte) error {
 	c, err := conf.DecodeConsumer(value)
 	if err != nil {
 		return err
 	}
-	for _, plugin := range slices.Sorted(maps.Keys(credentialFields)) {
-		field := credentialFields[plugin]
+	for _, plugin := range slices.Sorted(maps.Keys(c.Plugins)) {
+		p, _ := plugins.Lookup(plugin)
+		auth, ok := p.(plugins.ConsumerAuth)
+		if !ok {
+			continue
+		}
+		field := auth.CredentialField()
 		mine := credentialOf(c.Plugins[plugin], field)
 		if mine == "" {
 			continue

@@ -4,9 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"iter"
-	"sync"
-
-	"github.com/valyala/fasthttp"
+	"net/http"
 
 	"gw/conf"
 	"gw/plugins"
@@ -19,30 +17,8 @@ var InvalidUserBody = []byte(`{"message":"Invalid user authorization"}` + "\n")
 
 var (
 	contentTypeJSON = []byte("application/json")
-	wwwAuthenticate = []byte(fasthttp.HeaderWWWAuthenticate)
+	wwwAuthenticate = []byte("WWW-Authenticate")
 )
-
-// Cache keeps what a plugin built from the snapshot last asked for. A worker builds
-// every route of one snapshot before the next, so one entry serves all of a snapshot's
-// routes; holding the snapshot keeps its address from being reused by another. The zero
-// Cache is ready; it is safe for concurrent use.
-type Cache[T any] struct {
-	mu    sync.Mutex
-	snap  *conf.Snapshot
-	value T
-}
-
-// For returns the value built for snap, calling build (under the cache's lock) unless
-// snap is the one last asked for. A nil snap is built afresh every time.
-func (c *Cache[T]) For(snap *conf.Snapshot, build func(*conf.Snapshot) T) T {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if snap != nil && c.snap == snap {
-		return c.value
-	}
-	c.snap, c.value = snap, build(snap)
-	return c.value
-}
 
 // Usernames is the set of snap's consumers, for anonymous_consumer. A nil snap has none.
 func Usernames(snap *conf.Snapshot) map[string]bool {
@@ -102,11 +78,8 @@ func (r *Rejection) Reject(c *plugins.Ctx, body []byte) bool {
 		}
 		body = InvalidUserBody
 	}
-	resp := &c.Request.Response
-	resp.SetStatusCode(fasthttp.StatusUnauthorized)
-	resp.Header.SetContentTypeBytes(contentTypeJSON)
-	resp.Header.SetBytesKV(wwwAuthenticate, r.challenge)
-	resp.SetBodyRaw(body)
+	c.AddResponseHeader(wwwAuthenticate, r.challenge)
+	c.Respond(http.StatusUnauthorized, contentTypeJSON, body)
 	return true
 }
 
@@ -130,7 +103,7 @@ func Realm(m pluginconf.Member) (string, error) {
 // CheckSecretRef refuses a credential written as a secret reference that gw cannot
 // resolve ($secret://, or $env:// without a variable name), naming the member; a plain
 // value or an $env:// reference passes. An auth plugin lists the members it checks so in
-// its ConsumerSecrets, for the master to resolve.
+// its SecretFields (plugins.ConsumerAuth), for the master to resolve.
 func CheckSecretRef(member, value string) error {
 	if _, isRef, err := conf.ParseSecretRef(value); isRef && err != nil {
 		return fmt.Errorf("%s: %w", member, err)

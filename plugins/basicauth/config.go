@@ -17,17 +17,36 @@ const Name = "basic-auth"
 // Priority places basic-auth in the chain as APISIX does (higher runs first).
 const Priority = 2520
 
-func init() {
-	plugins.Register(plugins.Plugin{
-		Auth:     true,
-		Name:     Name,
-		Priority: Priority,
-		Validate: pluginconf.ValidateWith(Parse),
-		Build:    build,
-		// A consumer's password may be "$env://NAME": the master resolves it.
-		ConsumerSecrets: []string{"password"},
-	})
+func init() { plugins.Register(plugin{}) }
+
+// plugin is basic-auth as the host sees it: an authentication plugin whose instances
+// share one index of the snapshot's usernames (handler.go).
+type plugin struct{}
+
+var (
+	_ plugins.Plugin       = plugin{}
+	_ plugins.ConsumerAuth = plugin{}
+)
+
+func (plugin) Name() string  { return Name }
+func (plugin) Priority() int { return Priority }
+
+func (plugin) Validate(raw json.RawMessage) error {
+	_, err := Parse(raw)
+	return err
 }
+
+// ValidateConsumer checks a consumer's basic-auth configuration, for the Admin API.
+func (plugin) ValidateConsumer(raw json.RawMessage) error {
+	_, err := ParseConsumer(raw)
+	return err
+}
+
+// CredentialField is the username: no two consumers may have one.
+func (plugin) CredentialField() string { return "username" }
+
+// SecretFields: a consumer's password may be "$env://NAME", which the master resolves.
+func (plugin) SecretFields() []string { return []string{"password"} }
 
 // Config is basic-auth's configuration on a route or service, with APISIX's defaults.
 type Config struct {
@@ -105,12 +124,6 @@ func ParseConsumer(raw json.RawMessage) (*ConsumerConfig, error) {
 		return nil, errors.New("password: is required")
 	}
 	return c, nil
-}
-
-// ValidateConsumer checks a consumer's basic-auth configuration, for the Admin API.
-func ValidateConsumer(raw json.RawMessage) error {
-	_, err := ParseConsumer(raw)
-	return err
 }
 
 // credential reads a username or password. APISIX removes white space from what a

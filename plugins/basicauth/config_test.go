@@ -67,7 +67,7 @@ func TestParseConsumer(t *testing.T) {
 	}
 	for name, tc := range rejects {
 		t.Run(name, func(t *testing.T) {
-			err := ValidateConsumer([]byte(tc.raw))
+			err := plugin{}.ValidateConsumer([]byte(tc.raw))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error = %v, want one containing %q", err, tc.want)
 			}

@@ -6,8 +6,7 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/json"
-
-	"github.com/valyala/fasthttp"
+	"errors"
 
 	"gw/conf"
 	"gw/plugins"
@@ -19,7 +18,7 @@ import (
 var (
 	missingBody   = []byte(`{"message":"Missing authorization in request"}` + "\n")
 	malformedBody = []byte(`{"message":"Invalid authorization in request"}` + "\n")
-	authorization = []byte(fasthttp.HeaderAuthorization)
+	authorization = []byte("Authorization")
 )
 
 // credentials is one consumer's basic-auth entry.
@@ -37,9 +36,12 @@ type index struct {
 	consumers  map[string]bool
 }
 
-var indexes authn.Cache[*index]
+// BuildSnapshot indexes the snapshot's usernames once, for every route's instance.
+func (plugin) BuildSnapshot(snap *conf.Snapshot, _ *plugins.Shared) (any, error) {
+	return newIndex(snap), nil
+}
 
-func indexFor(snap *conf.Snapshot) *index { return indexes.For(snap, newIndex) }
+var _ plugins.SnapshotBuilder = plugin{}
 
 func newIndex(snap *conf.Snapshot) *index {
 	idx := &index{byUsername: map[string]*credentials{}, consumers: authn.Usernames(snap)}
@@ -67,16 +69,22 @@ type basicAuth struct {
 	reject     authn.Rejection
 }
 
-func build(raw json.RawMessage, env *plugins.Env) (any, error) {
+var _ plugins.AccessPhase = (*basicAuth)(nil)
+
+// errNoIndex means Build ran without the snapshot's index: it is built through
+// plugins.BuildInstance, which makes the index first.
+var errNoIndex = errors.New("BUG: basic-auth: built without the snapshot's index of usernames")
+
+// Build makes a route's basic-auth over the snapshot's index (BuildSnapshot).
+func (plugin) Build(raw json.RawMessage, env *plugins.Env) (any, error) {
 	cfg, err := Parse(raw)
 	if err != nil {
 		return nil, err
 	}
-	var snap *conf.Snapshot
-	if env != nil {
-		snap = env.Snapshot
+	idx, ok := env.SnapshotState.(*index)
+	if !ok {
+		return nil, errNoIndex
 	}
-	idx := indexFor(snap)
 	return &basicAuth{
 		hide:       cfg.HideCredentials,
 		byUsername: idx.byUsername,
@@ -88,26 +96,30 @@ func build(raw json.RawMessage, env *plugins.Env) (any, error) {
 // malformed (nginx's default header buffer would refuse most of them anyway).
 const maxDecoded = 512
 
-func (b *basicAuth) Access(c *plugins.Ctx) bool {
-	header := c.Request.Request.Header.PeekBytes(authorization)
+// Access checks the Authorization header's credentials against the consumers'.
+func (b *basicAuth) Access(c *plugins.Ctx) error {
+	header := c.RequestHeader(authorization)
 	if len(header) == 0 {
-		return b.fail(c, missingBody)
+		b.fail(c, missingBody)
+		return nil
 	}
 	var buf [maxDecoded]byte
 	username, password, ok := parseBasic(header, buf[:])
 	if !ok {
-		return b.fail(c, malformedBody)
+		b.fail(c, malformedBody)
+		return nil
 	}
 	cred := b.byUsername[string(username)]
 	digest := sha256.Sum256(password)
 	if cred == nil || subtle.ConstantTimeCompare(digest[:], cred.digest[:]) != 1 {
-		return b.fail(c, authn.InvalidUserBody)
+		b.fail(c, authn.InvalidUserBody)
+		return nil
 	}
 	if b.hide {
-		c.Request.Request.Header.DelBytes(authorization)
+		c.DelRequestHeader(authorization)
 	}
 	c.Consumer = cred.consumer
-	return false
+	return nil
 }
 
 // parseBasic reads "Basic <base64(user:password)>" into buf. Like APISIX it takes the
@@ -163,12 +175,8 @@ func isSpace(ch byte) bool {
 }
 
 // fail answers 401 with body, or lets the request through as the anonymous consumer.
-func (b *basicAuth) fail(c *plugins.Ctx, body []byte) bool {
-	if b.reject.Reject(c, body) {
-		return true
+func (b *basicAuth) fail(c *plugins.Ctx, body []byte) {
+	if !b.reject.Reject(c, body) && b.hide {
+		c.DelRequestHeader(authorization)
 	}
-	if b.hide {
-		c.Request.Request.Header.DelBytes(authorization)
-	}
-	return false
 }

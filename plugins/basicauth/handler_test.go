@@ -25,7 +25,7 @@ func snapshot() *conf.Snapshot {
 
 func instance(t testing.TB, cfg string) plugins.AccessPhase {
 	t.Helper()
-	built, err := build(json.RawMessage(cfg), &plugins.Env{Snapshot: snapshot()})
+	built, err := plugins.BuildInstance(Name, json.RawMessage(cfg), &plugins.Env{Snapshot: snapshot()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,11 @@ func TestAccess(t *testing.T) {
 			}
 			c := plugins.AcquireCtx(ctx, &plugins.RouteInfo{}, 0)
 			defer plugins.ReleaseCtx(c)
-			answered := instance(t, tc.cfg).Access(c)
+			if err := instance(t, tc.cfg).Access(c); err != nil {
+				t.Fatal(err)
+			}
+			answered := c.Answered()
+			c.ApplyResponseHeaders()
 			if tc.wantConsumer == "" {
 				if !answered || ctx.Response.StatusCode() != 401 || string(ctx.Response.Body()) != tc.wantBody {
 					t.Fatalf("answered %v, %d %q; want 401 %q", answered, ctx.Response.StatusCode(), ctx.Response.Body(), tc.wantBody)
@@ -101,7 +105,7 @@ func TestHideCredentials(t *testing.T) {
 	ctx.Request.Header.Set("Authorization", basic("foo:bar"))
 	c := plugins.AcquireCtx(ctx, &plugins.RouteInfo{}, 0)
 	defer plugins.ReleaseCtx(c)
-	if instance(t, `{"hide_credentials":true}`).Access(c) || c.Consumer != "jack" {
+	if instance(t, `{"hide_credentials":true}`).Access(c) != nil || c.Answered() || c.Consumer != "jack" {
 		t.Fatal("rejected")
 	}
 	if got := ctx.Request.Header.Peek("Authorization"); got != nil {
@@ -118,7 +122,7 @@ func TestAccessDoesNotAllocate(t *testing.T) {
 	ctx.Request.Header.Set("Authorization", basic("foo:bar"))
 	c := plugins.AcquireCtx(ctx, &plugins.RouteInfo{}, 0)
 	allocs := testing.AllocsPerRun(200, func() {
-		if b.Access(c) {
+		if b.Access(c) != nil || c.Answered() {
 			t.Fatal("rejected")
 		}
 	})

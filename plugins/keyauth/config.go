@@ -16,17 +16,36 @@ const Name = "key-auth"
 // Priority places key-auth in the chain as APISIX does (higher runs first).
 const Priority = 2500
 
-func init() {
-	plugins.Register(plugins.Plugin{
-		Auth:     true,
-		Name:     Name,
-		Priority: Priority,
-		Validate: pluginconf.ValidateWith(Parse),
-		Build:    build,
-		// A consumer's key may be "$env://NAME": the master resolves it.
-		ConsumerSecrets: []string{"key"},
-	})
+func init() { plugins.Register(plugin{}) }
+
+// plugin is key-auth as the host sees it: an authentication plugin whose instances
+// share one index of the snapshot's keys (handler.go).
+type plugin struct{}
+
+var (
+	_ plugins.Plugin       = plugin{}
+	_ plugins.ConsumerAuth = plugin{}
+)
+
+func (plugin) Name() string  { return Name }
+func (plugin) Priority() int { return Priority }
+
+func (plugin) Validate(raw json.RawMessage) error {
+	_, err := Parse(raw)
+	return err
 }
+
+// ValidateConsumer checks a consumer's key-auth configuration, for the Admin API.
+func (plugin) ValidateConsumer(raw json.RawMessage) error {
+	_, err := ParseConsumer(raw)
+	return err
+}
+
+// CredentialField is the key: no two consumers may have one key.
+func (plugin) CredentialField() string { return "key" }
+
+// SecretFields: a consumer's key may be "$env://NAME", which the master resolves.
+func (plugin) SecretFields() []string { return []string{"key"} }
 
 // Config is key-auth's configuration on a route or service, with APISIX's defaults.
 type Config struct {
@@ -107,10 +126,4 @@ func ParseConsumer(raw json.RawMessage) (*ConsumerConfig, error) {
 		return nil, errors.New("key: is required (the API key this consumer presents)")
 	}
 	return c, nil
-}
-
-// ValidateConsumer checks a consumer's key-auth configuration, for the Admin API.
-func ValidateConsumer(raw json.RawMessage) error {
-	_, err := ParseConsumer(raw)
-	return err
 }

@@ -2,8 +2,7 @@ package keyauth
 
 import (
 	"encoding/json"
-
-	"github.com/valyala/fasthttp"
+	"errors"
 
 	"gw/conf"
 	"gw/plugins"
@@ -25,9 +24,12 @@ type index struct {
 	consumers map[string]bool
 }
 
-var indexes authn.Cache[*index]
+// BuildSnapshot indexes the snapshot's keys once, for every route's instance.
+func (plugin) BuildSnapshot(snap *conf.Snapshot, _ *plugins.Shared) (any, error) {
+	return newIndex(snap), nil
+}
 
-func indexFor(snap *conf.Snapshot) *index { return indexes.For(snap, newIndex) }
+var _ plugins.SnapshotBuilder = plugin{}
 
 func newIndex(snap *conf.Snapshot) *index {
 	idx := &index{byKey: map[string]string{}, consumers: authn.Usernames(snap)}
@@ -58,16 +60,18 @@ type keyAuth struct {
 	reject        authn.Rejection
 }
 
-func build(raw json.RawMessage, env *plugins.Env) (any, error) {
+var _ plugins.AccessPhase = (*keyAuth)(nil)
+
+// Build makes a route's key-auth over the snapshot's index (BuildSnapshot).
+func (plugin) Build(raw json.RawMessage, env *plugins.Env) (any, error) {
 	cfg, err := Parse(raw)
 	if err != nil {
 		return nil, err
 	}
-	var snap *conf.Snapshot
-	if env != nil {
-		snap = env.Snapshot
+	idx, ok := env.SnapshotState.(*index)
+	if !ok {
+		return nil, errNoIndex
 	}
-	idx := indexFor(snap)
 	return &keyAuth{
 		header: []byte(cfg.Header),
 		query:  []byte(cfg.Query),
@@ -77,52 +81,47 @@ func build(raw json.RawMessage, env *plugins.Env) (any, error) {
 	}, nil
 }
 
+// errNoIndex means Build ran without the snapshot's index: it is built through
+// plugins.BuildInstance, which makes the index first.
+var errNoIndex = errors.New("BUG: key-auth: built without the snapshot's index of keys")
+
 // Access looks the key up, header first, then the query argument. An empty value counts
 // as missing.
-func (k *keyAuth) Access(c *plugins.Ctx) bool {
-	req := &c.Request.Request
-	key := req.Header.PeekBytes(k.header)
+func (k *keyAuth) Access(c *plugins.Ctx) error {
+	key := c.RequestHeader(k.header)
 	fromHeader := len(key) > 0
-	var args *fasthttp.Args
 	if !fromHeader {
-		// A private parse: parsing the request's own QueryArgs would make fasthttp
-		// re-encode the query string it sends upstream.
-		args = fasthttp.AcquireArgs()
-		args.ParseBytes(req.URI().QueryString())
-		key = args.PeekBytes(k.query)
+		key = c.QueryArg(k.query)
 	}
 	username, ok := k.byKey[string(key)] // no allocation: the compiler looks the bytes up
-	if args != nil {
-		fasthttp.ReleaseArgs(args)
-	}
 	switch {
 	case len(key) == 0:
-		return k.fail(c, missingKeyBody)
+		k.fail(c, missingKeyBody)
+		return nil
 	case !ok:
-		return k.fail(c, invalidKeyBody)
+		k.fail(c, invalidKeyBody)
+		return nil
 	}
 	if k.hide {
 		if fromHeader {
-			req.Header.DelBytes(k.header)
+			c.DelRequestHeader(k.header)
 		} else {
-			req.URI().QueryArgs().DelBytes(k.query)
+			c.DelQueryArg(k.query)
 		}
 	}
 	c.Consumer = username
-	return false
+	return nil
 }
 
 // fail answers 401 with body, or lets the request through as the anonymous consumer.
-func (k *keyAuth) fail(c *plugins.Ctx, body []byte) bool {
+func (k *keyAuth) fail(c *plugins.Ctx, body []byte) {
 	if k.reject.Reject(c, body) {
-		return true
+		return
 	}
 	if k.hide {
-		req := &c.Request.Request
-		req.Header.DelBytes(k.header)
-		if len(req.URI().QueryString()) > 0 {
-			req.URI().QueryArgs().DelBytes(k.query)
+		c.DelRequestHeader(k.header)
+		if len(c.QueryString()) > 0 {
+			c.DelQueryArg(k.query)
 		}
 	}
-	return false
 }

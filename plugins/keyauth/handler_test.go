@@ -3,6 +3,7 @@ package keyauth
 import (
 	"encoding/json"
 	"net"
+	"reflect"
 	"testing"
 
 	"github.com/valyala/fasthttp"
@@ -28,7 +29,7 @@ func snapshot() *conf.Snapshot {
 
 func instance(t testing.TB, cfg string, snap *conf.Snapshot) plugins.AccessPhase {
 	t.Helper()
-	built, err := build(json.RawMessage(cfg), &plugins.Env{Snapshot: snap})
+	built, err := plugins.BuildInstance(Name, json.RawMessage(cfg), &plugins.Env{Snapshot: snap})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +100,11 @@ func TestAccess(t *testing.T) {
 			ctx := request(tc.uri, tc.headers...)
 			c := plugins.AcquireCtx(ctx, &plugins.RouteInfo{ID: "1"}, 0)
 			defer plugins.ReleaseCtx(c)
-			answered := instance(t, tc.cfg, snap).Access(c)
+			if err := instance(t, tc.cfg, snap).Access(c); err != nil {
+				t.Fatal(err)
+			}
+			answered := c.Answered()
+			c.ApplyResponseHeaders()
 			if tc.wantConsumer == "" {
 				if !answered || ctx.Response.StatusCode() != 401 || string(ctx.Response.Body()) != tc.wantBody {
 					t.Fatalf("answered %v, %d %q; want 401 %q", answered, ctx.Response.StatusCode(), ctx.Response.Body(), tc.wantBody)
@@ -133,7 +138,10 @@ func TestRealmInChallenge(t *testing.T) {
 	ctx := request("/a")
 	c := plugins.AcquireCtx(ctx, &plugins.RouteInfo{}, 0)
 	defer plugins.ReleaseCtx(c)
-	instance(t, `{"realm":"shop"}`, snapshot()).Access(c)
+	if err := instance(t, `{"realm":"shop"}`, snapshot()).Access(c); err != nil {
+		t.Fatal(err)
+	}
+	c.ApplyResponseHeaders()
 	if got := string(ctx.Response.Header.Peek("WWW-Authenticate")); got != `apikey realm="shop"` {
 		t.Errorf("WWW-Authenticate = %q", got)
 	}
@@ -141,20 +149,32 @@ func TestRealmInChallenge(t *testing.T) {
 
 // Every route of one snapshot shares the index; a new snapshot gets its own.
 func TestIndexPerSnapshot(t *testing.T) {
-	first := snapshot()
-	a, b := indexFor(first), indexFor(first)
-	if a != b {
+	byKey := func(env *plugins.Env) map[string]string {
+		t.Helper()
+		built, err := plugins.BuildInstance(Name, json.RawMessage(`{}`), env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return built.(*keyAuth).byKey
+	}
+	same := func(a, b map[string]string) bool { return reflect.ValueOf(a).Pointer() == reflect.ValueOf(b).Pointer() }
+	first := plugins.NewSnapshotBuild(snapshot(), &plugins.Shared{})
+	a, b := byKey(first.Env(&plugins.RouteInfo{ID: "1"}, "")), byKey(first.Env(&plugins.RouteInfo{ID: "2"}, ""))
+	if !same(a, b) {
 		t.Error("two routes of one snapshot built two indexes")
 	}
-	second := &conf.Snapshot{Consumers: []conf.Consumer{
+	second := plugins.NewSnapshotBuild(&conf.Snapshot{Consumers: []conf.Consumer{
 		{Username: "jack", Plugins: map[string]json.RawMessage{Name: json.RawMessage(`{"key":"new-key"}`)}},
-	}}
-	c := indexFor(second)
-	if c == a || c.byKey["new-key"] != "jack" || c.byKey["jack-key"] != "" {
-		t.Errorf("second snapshot's index = %+v", c.byKey)
+	}}, &plugins.Shared{})
+	c := byKey(second.Env(&plugins.RouteInfo{ID: "1"}, ""))
+	if same(c, a) || c["new-key"] != "jack" || c["jack-key"] != "" {
+		t.Errorf("second snapshot's index = %+v", c)
 	}
-	if len(indexFor(nil).byKey) != 0 {
+	if len(byKey(&plugins.Env{})) != 0 {
 		t.Error("no snapshot should give an empty index")
+	}
+	if _, err := (plugin{}).Build(json.RawMessage(`{}`), &plugins.Env{Snapshot: snapshot()}); err == nil {
+		t.Error("Build without the snapshot's index succeeded")
 	}
 }
 
@@ -171,7 +191,7 @@ func TestAccessDoesNotAllocate(t *testing.T) {
 		c := plugins.AcquireCtx(ctx, &plugins.RouteInfo{}, 0)
 		allocs := testing.AllocsPerRun(200, func() {
 			c.Consumer = ""
-			if k.Access(c) || c.Consumer == "" {
+			if k.Access(c) != nil || c.Answered() || c.Consumer == "" {
 				t.Fatal("rejected")
 			}
 		})

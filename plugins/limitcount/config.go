@@ -8,9 +8,9 @@ import (
 	"strings"
 	"time"
 
+	"gw/conf"
 	"gw/plugins"
 	"gw/plugins/pluginconf"
-	"gw/shm"
 )
 
 // Name is the key under a route's "plugins" object.
@@ -19,31 +19,46 @@ const Name = "limit-count"
 // Priority places limit-count in the chain as APISIX does (higher runs first).
 const Priority = 1002
 
-func init() {
-	plugins.Register(plugins.Plugin{
-		Name:          Name,
-		Priority:      Priority,
-		Validate:      pluginconf.ValidateWith(Parse),
-		Build:         build,
-		Segment:       segmentSpec,
-		CheckSnapshot: CheckGroups,
-		KeepsRequest:  true,
-	})
+func init() { plugins.Register(plugin{}) }
+
+// plugin is limit-count as the host sees it: its counters live in a shared-memory
+// segment of its own, its routes' instances share the snapshot's groups (handler.go), and
+// it only counts, leaving the request as it came.
+type plugin struct{}
+
+var (
+	_ plugins.Plugin          = plugin{}
+	_ plugins.SnapshotChecker = plugin{}
+	_ plugins.RequestKeeper   = plugin{}
+)
+
+func (plugin) Name() string  { return Name }
+func (plugin) Priority() int { return Priority }
+
+func (plugin) Validate(raw json.RawMessage) error {
+	_, err := Parse(raw)
+	return err
 }
+
+// CheckSnapshot refuses a write that would leave a group's routes disagreeing.
+func (plugin) CheckSnapshot(snap *conf.Snapshot) error { return CheckGroups(snap) }
+
+// KeepsRequest: limit-count only counts.
+func (plugin) KeepsRequest() bool { return true }
 
 const (
 	// maxTimeWindow is the longest window the shared table keeps, in whole seconds
 	// (10737418, 124 days): a longer one was cut to it without a word. APISIX has no
 	// maximum.
-	maxTimeWindow = int64(shm.MaxWindowTicks * shm.Tick / time.Second)
-	// maxSaturatingWindow is the longest time_window a count above shm.MaxUsed may have
+	maxTimeWindow = int64(MaxWindowTicks * Tick / time.Second)
+	// maxSaturatingWindow is the longest time_window a count above MaxUsed may have
 	// (4294 s). The shared counter stops at MaxUsed, so a larger count never rejects;
 	// that is what it says only while no key can send MaxUsed requests within one window,
 	// and within this one that takes a million requests a second for one key, beyond
 	// what one gateway serves. It keeps the limits users mean as "no limit": APISIX's
 	// benchmark (count 2000000000000, time_window 60) and Kong's hour=999999999999 (seed
 	// 004, time_window 3600).
-	maxSaturatingWindow = shm.MaxUsed / 1_000_000
+	maxSaturatingWindow = MaxUsed / 1_000_000
 )
 
 // Config is one limit-count configuration with APISIX's defaults applied. It is immutable
@@ -151,9 +166,9 @@ func Parse(raw json.RawMessage) (*Config, error) {
 	if !hasTimeWindow {
 		return nil, errors.New("time_window: is required (the window length in seconds)")
 	}
-	if c.Count > shm.MaxUsed && c.TimeWindow > maxSaturatingWindow {
+	if c.Count > MaxUsed && c.TimeWindow > maxSaturatingWindow {
 		return nil, fmt.Errorf("count: above %d (where the shared counter stops, so the limit never rejects) needs a time_window "+
-			"of at most %d seconds, got count %d with time_window %d; lower one of them", int64(shm.MaxUsed), maxSaturatingWindow,
+			"of at most %d seconds, got count %d with time_window %d; lower one of them", int64(MaxUsed), maxSaturatingWindow,
 			c.Count, c.TimeWindow)
 	}
 	return c, nil

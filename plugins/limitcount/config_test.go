@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"gw/plugins"
-	"gw/shm"
 )
 
 // defaults is APISIX's limit-count defaults around the two required fields.
@@ -178,7 +177,7 @@ func TestLongestWindowIsKeptWhole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := time.Duration(shm.WindowTicks(c.Window())) * shm.Tick; got != c.Window() {
+	if got := time.Duration(WindowTicks(c.Window())) * Tick; got != c.Window() {
 		t.Errorf("a window of %v is kept as %v", c.Window(), got)
 	}
 	if _, err := Parse(json.RawMessage(`{"count": 1, "time_window": 10737419}`)); err == nil {
@@ -191,8 +190,8 @@ func TestRegistered(t *testing.T) {
 	if !ok {
 		t.Fatal("limit-count is not registered")
 	}
-	if p.Priority != 1002 {
-		t.Errorf("priority = %d, want 1002 as in APISIX", p.Priority)
+	if p.Priority() != 1002 {
+		t.Errorf("priority = %d, want 1002 as in APISIX", p.Priority())
 	}
 	if err := p.Validate(json.RawMessage(`{"count": 1, "time_window": 1}`)); err != nil {
 		t.Errorf("Validate(valid) = %v", err)

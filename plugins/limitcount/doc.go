@@ -4,7 +4,7 @@
 // so the Admin API refuses bad configurations. Build turns a configuration into a route's
 // limiter once per snapshot: the key's variables are resolved to lookups, the counter key's
 // prefix (route and configuration, or group) is hashed, headers and bodies are formatted.
-// The counters live in one shared-memory window table (shm.WindowTable) that the master
+// The counters live in one shared-memory window table (WindowTable) that the master
 // creates at start and every worker maps, so a count is exact across workers and survives
 // worker crashes, reloads and binary upgrades; a request costs one hash and one
 // compare-and-swap and allocates nothing. Only the local policy is supported; the redis

@@ -5,7 +5,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 
 	"gw/conf"
 )
@@ -36,31 +35,17 @@ type groupEntry struct {
 	canonical string
 }
 
-// groupIndex is every group of one snapshot, built once per snapshot however many routes
-// ask: a worker builds a snapshot's routes one after another.
-var groupIndex struct {
-	sync.Mutex
-	snap   *conf.Snapshot
-	groups map[string][]groupEntry
-}
-
-func groupsOf(snap *conf.Snapshot) map[string][]groupEntry {
-	groupIndex.Lock()
-	defer groupIndex.Unlock()
-	if groupIndex.snap != snap {
-		groupIndex.snap, groupIndex.groups = snap, indexGroups(snap)
-	}
-	return groupIndex.groups
-}
-
 // indexGroups lists the enabled routes' limit-count configurations by group, taking a
 // route's own configuration over its service's as the worker does.
-func indexGroups(snap *conf.Snapshot) map[string][]groupEntry {
+func indexGroups(snap *conf.Snapshot) groups {
+	byGroup := groups{}
+	if snap == nil {
+		return byGroup
+	}
 	services := make(map[conf.ID]*conf.Service, len(snap.Services))
 	for i := range snap.Services {
 		services[snap.Services[i].ID] = &snap.Services[i]
 	}
-	groups := map[string][]groupEntry{}
 	for i := range snap.Routes {
 		r := &snap.Routes[i]
 		if !r.Enabled() {
@@ -77,15 +62,19 @@ func indexGroups(snap *conf.Snapshot) map[string][]groupEntry {
 		if err != nil || cfg.Disable || cfg.Group == "" {
 			continue
 		}
-		groups[cfg.Group] = append(groups[cfg.Group], groupEntry{route: string(r.ID), canonical: cfg.canonical()})
+		byGroup[cfg.Group] = append(byGroup[cfg.Group], groupEntry{route: string(r.ID), canonical: cfg.canonical()})
 	}
-	return groups
+	return byGroup
 }
 
-// groupMismatch reports a route of cfg's group configured differently, if any.
-func groupMismatch(snap *conf.Snapshot, cfg *Config) (otherRoute string, mismatched bool) {
+// groups are a snapshot's limit-count configurations by group: built once per snapshot
+// (BuildSnapshot), however many routes ask, and never changed after.
+type groups map[string][]groupEntry
+
+// mismatch reports a route of cfg's group configured differently, if any.
+func (g groups) mismatch(cfg *Config) (otherRoute string, mismatched bool) {
 	mine := cfg.canonical()
-	for _, e := range groupsOf(snap)[cfg.Group] {
+	for _, e := range g[cfg.Group] {
 		if e.canonical != mine {
 			return e.route, true
 		}
@@ -98,14 +87,14 @@ func groupMismatch(snap *conf.Snapshot, cfg *Config) (otherRoute string, mismatc
 // 400 before storing; the workers enforce the same rule when they build (the routes of a
 // mismatched group answer 500).
 func CheckGroups(snap *conf.Snapshot) error {
-	groups := indexGroups(snap)
-	names := make([]string, 0, len(groups))
-	for g := range groups {
+	byGroup := indexGroups(snap)
+	names := make([]string, 0, len(byGroup))
+	for g := range byGroup {
 		names = append(names, g)
 	}
 	sort.Strings(names)
 	for _, g := range names {
-		entries := groups[g]
+		entries := byGroup[g]
 		for _, e := range entries[1:] {
 			if e.canonical != entries[0].canonical {
 				return fmt.Errorf("group conf mismatched: group %q is configured differently on routes %s and %s", g, entries[0].route, e.route)

@@ -74,8 +74,8 @@ func TestRegistered(t *testing.T) {
 	if !ok {
 		t.Fatal("prometheus is not registered")
 	}
-	if p.Priority != 500 {
-		t.Errorf("priority = %d, want 500 as in APISIX", p.Priority)
+	if p.Priority() != 500 {
+		t.Errorf("priority = %d, want 500 as in APISIX", p.Priority())
 	}
 	if err := p.Validate(json.RawMessage(`{}`)); err != nil {
 		t.Errorf("Validate({}) = %v", err)

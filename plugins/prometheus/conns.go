@@ -4,7 +4,7 @@ import (
 	"errors"
 	"os"
 
-	"github.com/valyala/fasthttp"
+	"gw/plugins"
 )
 
 // Worker area words: one area per worker process, found by its owner's pid.
@@ -83,27 +83,35 @@ func claimable(w uint64) bool { return w == 0 || w&ownerRetiring == 0 && ownerPI
 // claimed tells whether w names a worker process that writes to the area.
 func claimed(w uint64) bool { return w&ownerRetiring == 0 && !claimable(w) }
 
-// ConnGauge is the state a connection was last counted in, which the caller keeps with the
-// connection (the zero value before StateNew) so that ConnState finds it without a lookup.
-type ConnGauge uint8
-
-const (
-	connReading ConnGauge = iota + 1
-	connWriting
-	connWaiting
-)
-
 // ErrNoWorkerArea means every worker area in the segment is claimed, by a live process or
 // by a dead one no master has retired yet.
 var ErrNoWorkerArea = errors.New("prometheus: no free worker area in the metrics segment")
 
 // ConnTracker counts one worker's connections by state and its requests, in the worker's
 // own area of the metrics segment, for apisix_nginx_http_current_connections and
-// apisix_http_requests_total. Its ConnState method backs a fasthttp.Server ConnState hook
-// and is safe for concurrent use.
+// apisix_http_requests_total. It is the plugin's plugins.ConnObserver, safe for concurrent
+// use.
 type ConnTracker struct {
 	t    *Table
 	area int // byte offset of the area
+}
+
+var (
+	_ plugins.ConnWatcher  = plugin{}
+	_ plugins.ConnObserver = (*ConnTracker)(nil)
+)
+
+// ObserveConns claims the worker's area of the metrics segment for its connections.
+func (plugin) ObserveConns(shared *plugins.Shared) (plugins.ConnObserver, error) {
+	seg := shared.Segments[Name]
+	if seg == nil {
+		return nil, nil // no metrics segment (tests): nothing to count into
+	}
+	t, err := tableFor(seg)
+	if err != nil {
+		return nil, err
+	}
+	return NewConnTracker(t)
 }
 
 // NewConnTracker claims a free worker area for this process. The master retires it once
@@ -133,41 +141,29 @@ func (ct *ConnTracker) add(word int, delta uint64) { ct.t.word(ct.area + word).A
 
 const minusOne = ^uint64(0)
 
-// ConnState records one connection's state change; g is that connection's gauge, which
-// only the connection's own goroutine touches (fasthttp reports a connection's states from
-// the goroutine serving it).
-func (ct *ConnTracker) ConnState(g *ConnGauge, s fasthttp.ConnState) {
-	prev := *g
-	switch s {
-	case fasthttp.StateNew:
-		*g = connReading
-	case fasthttp.StateActive:
-		*g = connWriting
-	case fasthttp.StateIdle:
-		*g = connWaiting
-	default: // closed or hijacked: the connection is no longer ours
-		*g = 0
-	}
-	switch prev {
-	case connReading:
+// ConnChanged moves one connection from one state's gauge to the other's, and counts
+// its acceptance and each request: a handful of atomic adds into the worker's own area.
+func (ct *ConnTracker) ConnChanged(from, to plugins.ConnState) {
+	switch from {
+	case plugins.ConnNew:
 		ct.add(areaReading, minusOne)
-	case connWriting:
+	case plugins.ConnActive:
 		ct.add(areaWriting, minusOne)
-	case connWaiting:
+	case plugins.ConnIdle:
 		ct.add(areaWaiting, minusOne)
 	}
-	switch s {
-	case fasthttp.StateNew:
+	switch to {
+	case plugins.ConnNew:
 		ct.add(areaAccepted, 1)
 		ct.add(areaActive, 1)
 		ct.add(areaReading, 1)
-	case fasthttp.StateActive:
+	case plugins.ConnActive:
 		ct.add(areaRequests, 1)
 		ct.add(areaWriting, 1)
-	case fasthttp.StateIdle:
+	case plugins.ConnIdle:
 		ct.add(areaWaiting, 1)
-	default:
-		if prev != 0 {
+	case plugins.ConnClosed:
+		if from != plugins.ConnUnseen {
 			ct.add(areaActive, minusOne)
 		}
 	}

@@ -8,8 +8,17 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/valyala/fasthttp"
+	"gw/plugins"
+	"gw/shm"
 )
+
+// testConn keeps a connection's last state, as the worker does for its observers.
+type testConn struct{ state plugins.ConnState }
+
+func (c *testConn) to(ct *ConnTracker, s plugins.ConnState) {
+	ct.ConnChanged(c.state, s)
+	c.state = s
+}
 
 func TestConnTrackerAndRetire(t *testing.T) {
 	tab, _ := newTable(t, 10)
@@ -17,17 +26,17 @@ func TestConnTrackerAndRetire(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Each connection's gauge, as the worker keeps it in the connection.
-	a, b, c := new(ConnGauge), new(ConnGauge), new(ConnGauge)
+	// Each connection's last state, as the worker keeps it in the connection.
+	a, b, c := new(testConn), new(testConn), new(testConn)
 	for _, step := range []struct {
-		conn  *ConnGauge
-		state fasthttp.ConnState
+		conn  *testConn
+		state plugins.ConnState
 	}{
-		{a, fasthttp.StateNew}, {a, fasthttp.StateActive}, {a, fasthttp.StateIdle}, {a, fasthttp.StateActive},
-		{b, fasthttp.StateNew}, {b, fasthttp.StateActive}, {b, fasthttp.StateClosed}, // Connection: close
-		{c, fasthttp.StateNew},
+		{a, plugins.ConnNew}, {a, plugins.ConnActive}, {a, plugins.ConnIdle}, {a, plugins.ConnActive},
+		{b, plugins.ConnNew}, {b, plugins.ConnActive}, {b, plugins.ConnClosed}, // Connection: close
+		{c, plugins.ConnNew},
 	} {
-		ct.ConnState(step.conn, step.state)
+		step.conn.to(ct, step.state)
 	}
 	want := ConnStats{Accepted: 3, Handled: 3, Requests: 3, Active: 2, Reading: 1, Writing: 1, Waiting: 0}
 	if got := tab.ConnStats(); got != want {
@@ -54,9 +63,9 @@ func TestConnTrackerAndRetire(t *testing.T) {
 	if ct2.area != ct.area {
 		t.Fatalf("the next worker claimed area %d, not the retired %d", ct2.area, ct.area)
 	}
-	a = new(ConnGauge) // a connection of the new worker
-	ct2.ConnState(a, fasthttp.StateNew)
-	ct2.ConnState(a, fasthttp.StateActive)
+	a = new(testConn) // a connection of the new worker
+	a.to(ct2, plugins.ConnNew)
+	a.to(ct2, plugins.ConnActive)
 	want = ConnStats{Accepted: 4, Handled: 4, Requests: 4, Active: 1, Writing: 1}
 	if got := tab.ConnStats(); got != want {
 		t.Fatalf("after a new worker: %+v, want %+v", got, want)
@@ -77,13 +86,13 @@ func TestConnTrackerRunsOutOfAreas(t *testing.T) {
 
 // serve counts one connection with n requests on it, then its close.
 func serve(ct *ConnTracker, n int) {
-	g := new(ConnGauge)
-	ct.ConnState(g, fasthttp.StateNew)
+	g := new(testConn)
+	g.to(ct, plugins.ConnNew)
 	for range n {
-		ct.ConnState(g, fasthttp.StateActive)
-		ct.ConnState(g, fasthttp.StateIdle)
+		g.to(ct, plugins.ConnActive)
+		g.to(ct, plugins.ConnIdle)
 	}
-	ct.ConnState(g, fasthttp.StateClosed)
+	g.to(ct, plugins.ConnClosed)
 }
 
 // Issue 17: areas retired as their workers die serve any number of worker lifetimes, one
@@ -99,7 +108,7 @@ func TestWorkerAreasOutlastManyWorkerLifetimes(t *testing.T) {
 		}
 		serve(&ConnTracker{t: tab, area: off}, 2)
 		open := &ConnTracker{t: tab, area: off}
-		open.ConnState(new(ConnGauge), fasthttp.StateNew) // still open when the worker dies
+		new(testConn).to(open, plugins.ConnNew) // still open when the worker dies
 		if n := tab.RetireWorkerAreas(func(p int) bool { return p == pid }); n != 1 {
 			t.Fatalf("worker %d: retired %d areas, want 1", i+1, n)
 		}
@@ -124,7 +133,7 @@ func TestRetireLeavesTheLivingAndFinishesForTheDead(t *testing.T) {
 		areas[pid] = off
 		ct := &ConnTracker{t: tab, area: off}
 		serve(ct, 1)
-		ct.ConnState(new(ConnGauge), fasthttp.StateNew)
+		new(testConn).to(ct, plugins.ConnNew)
 	}
 	// Two masters, each stopped between its CAS to retiring and its store of retired.
 	for _, master := range []int{liveMaster, deadMaster} {
@@ -178,7 +187,7 @@ func TestRetireDoesNotTakeAnAreaClaimedAgainByAReusedPID(t *testing.T) {
 				t.Fatalf("the successor claimed area %d (%v), want %d", again, err, off)
 			}
 			successor = &ConnTracker{t: tab, area: again}
-			successor.ConnState(new(ConnGauge), fasthttp.StateNew)
+			new(testConn).to(successor, plugins.ConnNew)
 		}
 		return true
 	}
@@ -236,7 +245,7 @@ func TestRetirementUnderConcurrentLifetimesAndScrapes(t *testing.T) {
 					started.Add(1)
 					serve(ct, 1)
 				}
-				ct.ConnState(new(ConnGauge), fasthttp.StateNew) // dies with it
+				new(testConn).to(ct, plugins.ConnNew) // dies with it
 				dead.Store(pid, true)
 			}
 		}()
@@ -277,5 +286,22 @@ func TestRetirementUnderConcurrentLifetimesAndScrapes(t *testing.T) {
 	want := ConnStats{Accepted: total + workers*lifetimes, Handled: total + workers*lifetimes, Requests: total}
 	if got := tab.ConnStats(); got != want {
 		t.Fatalf("after every lifetime: %+v, want %+v", got, want)
+	}
+}
+
+// A worker without the metrics segment watches nothing; with it, its observer counts into
+// an area of its own.
+func TestObserveConns(t *testing.T) {
+	if o, err := (plugin{}).ObserveConns(&plugins.Shared{}); o != nil || err != nil {
+		t.Fatalf("without a segment: %v, %v; want nothing to watch", o, err)
+	}
+	tab, seg := newTable(t, 10)
+	o, err := plugin{}.ObserveConns(&plugins.Shared{Segments: map[string]*shm.Segment{Name: seg}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.ConnChanged(plugins.ConnUnseen, plugins.ConnNew)
+	if got := tab.ConnStats(); got.Accepted != 1 || got.Reading != 1 {
+		t.Fatalf("ConnStats = %+v, want the connection counted", got)
 	}
 }

@@ -29,5 +29,6 @@
 // apisix_bandwidth are summed from shared memory and written by the exporter itself,
 // because VictoriaMetrics' histogram can only be fed observations, not given bucket sums
 // kept elsewhere, and its Write* helpers repeat metadata per series and format through fmt,
-// too slow for tens of thousands of series. Package textparse checks the result strictly.
+// too slow for tens of thousands of series. Package gw/internal/textparse checks the
+// result strictly in tests.
 package prometheus

@@ -3,37 +3,14 @@ package prometheus
 import (
 	"io"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
 	"github.com/VictoriaMetrics/metrics"
+
+	"gw/plugins"
 )
-
-// Facts are what only the master knows, read once per scrape.
-type Facts struct {
-	// Workers counts live worker processes by state ("starting", "ready", "draining").
-	Workers        map[string]int
-	WorkerRestarts uint64
-	Reloads        uint64
-	ReloadFailures uint64
-	ConfigVersion  uint64
-	// ConfigLeftOut counts the stored objects the served snapshot leaves out (they failed
-	// to decode or build at start); WorkersRefusingConfig the workers that refused the
-	// latest snapshot and serve an older one; ConfigRejections every snapshot refused.
-	ConfigLeftOut         int
-	WorkersRefusingConfig int
-	ConfigRejections      uint64
-	// UpstreamStatus is the health of every health-checked node, for
-	// apisix_upstream_status; empty when no upstream has checks.
-	UpstreamStatus []UpstreamStatus
-}
-
-// UpstreamStatus is one health-checked node: Name is the upstream's key
-// (/apisix/upstreams/1, or the route's or service's key for an inline upstream).
-type UpstreamStatus struct {
-	Name, IP, Port string
-	Healthy        bool
-}
 
 // WorkerStates are the states gw_worker_processes reports, always all of them.
 var WorkerStates = []string{"starting", "ready", "draining"}
@@ -44,6 +21,14 @@ type SegmentInfo struct {
 	CapacityBytes int
 	// FreeBytes, when set, reports the free space; without it only capacity is exported.
 	FreeBytes func() int
+	// Evictions, when set, counts the entries the segment's table evicted to make room,
+	// exported as gw_<name>_evictions_total (limit-count's: gw_limit_count_evictions_total).
+	Evictions func() uint64
+}
+
+// evictionsMetric is the counter a segment's evictions are exported as.
+func evictionsMetric(segment string) string {
+	return "gw_" + strings.ReplaceAll(segment, "-", "_") + "_evictions_total"
 }
 
 // ExporterOptions are the fixed parts of the exposition, known when the master starts.
@@ -51,8 +36,6 @@ type ExporterOptions struct {
 	Hostname string
 	Version  string
 	Segments []SegmentInfo
-	// Evictions, when set, reports limit-count's evictions (ok false: not available).
-	Evictions func() (n uint64, ok bool)
 	// Alive reports whether a pid is still running. A master retires its own workers'
 	// areas as it reaps them; each scrape also retires those of dead processes it never
 	// reaped (an old master's workers, which outlive it after an upgrade).
@@ -70,7 +53,7 @@ type Exporter struct {
 
 	mu    sync.Mutex
 	set   *metrics.Set
-	facts Facts
+	facts plugins.HostFacts
 	conns ConnStats
 
 	// scratch reused by every scrape
@@ -133,8 +116,10 @@ func NewExporter(table *Table, opts ExporterOptions) *Exporter {
 	s.NewCounter(`gw_reload_failures_total`)
 	s.NewCounter(`gw_config_rejections_total`)
 	s.NewCounter(`gw_metrics_overflow_total`)
-	if opts.Evictions != nil {
-		s.NewCounter(`gw_limit_count_evictions_total`)
+	for _, seg := range opts.Segments {
+		if seg.Evictions != nil {
+			s.NewCounter(evictionsMetric(seg.Name))
+		}
 	}
 	s.RegisterMetricsWriter(e.writeSeries)
 	return e
@@ -148,16 +133,16 @@ func (e *Exporter) sync() {
 	s.GetOrCreateCounter(`gw_reload_failures_total`).Set(e.facts.ReloadFailures)
 	s.GetOrCreateCounter(`gw_config_rejections_total`).Set(e.facts.ConfigRejections)
 	s.GetOrCreateCounter(`gw_metrics_overflow_total`).Set(e.table.Overflowed())
-	if e.opts.Evictions != nil {
-		if n, ok := e.opts.Evictions(); ok {
-			s.GetOrCreateCounter(`gw_limit_count_evictions_total`).Set(n)
+	for _, seg := range e.opts.Segments {
+		if seg.Evictions != nil {
+			s.GetOrCreateCounter(evictionsMetric(seg.Name)).Set(seg.Evictions())
 		}
 	}
 }
 
 // WritePrometheus writes the whole exposition to w. It reads shared memory directly, so
 // it reflects every request whose log phase has finished.
-func (e *Exporter) WritePrometheus(w io.Writer, facts Facts) {
+func (e *Exporter) WritePrometheus(w io.Writer, facts plugins.HostFacts) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.facts = facts

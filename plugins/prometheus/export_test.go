@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"gw/internal/textparse"
 	"gw/plugins"
-	"gw/plugins/prometheus/textparse"
 )
 
 func TestExpositionParsesWithEveryFamily(t *testing.T) {
@@ -18,11 +18,11 @@ func TestExpositionParsesWithEveryFamily(t *testing.T) {
 	log(r)
 	e := NewExporter(tab, ExporterOptions{
 		Hostname: "host-1", Version: "1.2.3",
-		Segments:  []SegmentInfo{{Name: Name, CapacityBytes: seg.Size(), FreeBytes: tab.FreeBytes}, {Name: "limit-count", CapacityBytes: 4096}},
-		Evictions: func() (uint64, bool) { return 9, true },
+		Segments: []SegmentInfo{{Name: Name, CapacityBytes: seg.Size(), FreeBytes: tab.FreeBytes},
+			{Name: "limit-count", CapacityBytes: 4096, Evictions: func() uint64 { return 9 }}},
 	})
 	var b bytes.Buffer
-	e.WritePrometheus(&b, Facts{Workers: map[string]int{"ready": 2, "draining": 1}, WorkerRestarts: 3, Reloads: 4, ReloadFailures: 1, ConfigVersion: 17})
+	e.WritePrometheus(&b, plugins.HostFacts{Workers: map[string]int{"ready": 2, "draining": 1}, WorkerRestarts: 3, Reloads: 4, ReloadFailures: 1, ConfigVersion: 17})
 	fams, err := textparse.Parse(b.String())
 	if err != nil {
 		t.Fatalf("%v\n%s", err, b.String())
@@ -114,7 +114,7 @@ func BenchmarkScrape5000Routes(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		var n countingWriter
-		e.WritePrometheus(&n, Facts{})
+		e.WritePrometheus(&n, plugins.HostFacts{})
 		size = int(n)
 	}
 	b.ReportMetric(float64(size)/(1<<20), "MB/scrape")
@@ -133,12 +133,12 @@ func TestUpstreamStatusGauge(t *testing.T) {
 	tab, _ := newTable(t, 10)
 	e := NewExporter(tab, ExporterOptions{Hostname: "h", Version: "v"})
 	var b bytes.Buffer
-	e.WritePrometheus(&b, Facts{})
+	e.WritePrometheus(&b, plugins.HostFacts{})
 	if bytes.Contains(b.Bytes(), []byte("apisix_upstream_status")) {
 		t.Errorf("apisix_upstream_status present without health checks:\n%s", b.String())
 	}
 	b.Reset()
-	e.WritePrometheus(&b, Facts{UpstreamStatus: []UpstreamStatus{
+	e.WritePrometheus(&b, plugins.HostFacts{UpstreamStatus: []plugins.UpstreamStatus{
 		{Name: "/apisix/upstreams/1", IP: "127.0.0.1", Port: "1980", Healthy: true},
 		{Name: "/apisix/upstreams/1", IP: "127.0.0.1", Port: "1981", Healthy: false},
 		{Name: `/apisix/routes/a"b`, IP: "::1", Port: "80", Healthy: true},

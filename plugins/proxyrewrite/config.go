@@ -20,13 +20,20 @@ const Name = "proxy-rewrite"
 // authentication and before limit-count.
 const Priority = 1008
 
-func init() {
-	plugins.Register(plugins.Plugin{
-		Name:     Name,
-		Priority: Priority,
-		Validate: pluginconf.ValidateWith(Parse),
-		Build:    build,
-	})
+func init() { plugins.Register(plugin{}) }
+
+// plugin is proxy-rewrite as the host sees it; its instance is the route's Config
+// (handler.go).
+type plugin struct{}
+
+var _ plugins.Plugin = plugin{}
+
+func (plugin) Name() string  { return Name }
+func (plugin) Priority() int { return Priority }
+
+func (plugin) Validate(raw json.RawMessage) error {
+	_, err := Parse(raw)
+	return err
 }
 
 // Config is one proxy-rewrite configuration, compiled. It is immutable once Parse returns

@@ -5,14 +5,15 @@ import (
 	"encoding/json"
 	"sync"
 
-	"github.com/valyala/fasthttp"
-
 	"gw/plugins"
 )
 
-func build(raw json.RawMessage, _ *plugins.Env) (any, error) {
+// Build compiles a route's configuration; the compiled Config is the instance.
+func (plugin) Build(raw json.RawMessage, _ *plugins.Env) (any, error) {
 	return Parse(raw)
 }
+
+var _ plugins.AccessPhase = (*Config)(nil)
 
 // state is one request's scratch space, pooled so that Access does not allocate.
 type state struct {
@@ -26,11 +27,9 @@ var statePool = sync.Pool{New: func() any { return new(state) }}
 
 // Access rewrites the request in APISIX's order: host, uri, headers, method. It never
 // answers the request itself.
-func (c *Config) Access(pc *plugins.Ctx) bool {
-	ctx := pc.Request
-	req := &ctx.Request
+func (c *Config) Access(pc *plugins.Ctx) error {
 	st := statePool.Get().(*state)
-	st.resolver = resolver{ctx: ctx, value: st.resolver.value}
+	st.resolver = resolver{ctx: pc.Request, value: st.resolver.value}
 
 	if c.Host != nil {
 		pc.UpstreamHost = c.Host
@@ -39,11 +38,11 @@ func (c *Config) Access(pc *plugins.Ctx) bool {
 	case c.URI != nil:
 		st.escapeSeparator = true
 		st.uri = c.URI.resolve(st.uri[:0], &st.resolver)
-		c.setURI(ctx, st, true)
+		c.setURI(pc, st, true)
 	case c.RegexURI != nil:
 		// nginx's $uri: decoded and normalised. A copy: setting the path reuses the
 		// storage Path returns, and header values may still need the captures.
-		st.subjectBuf = append(st.subjectBuf[:0], ctx.Path()...)
+		st.subjectBuf = append(st.subjectBuf[:0], pc.Path()...)
 		st.subject = st.subjectBuf
 		for i := range c.RegexURI {
 			rw := &c.RegexURI[i]
@@ -57,7 +56,7 @@ func (c *Config) Access(pc *plugins.Ctx) bool {
 			st.uri = append(st.uri, st.subject[match[1]:]...)
 			// A '?' in the decoded path was %3F: it stays in the path. Otherwise a '?' the
 			// replacement wrote starts a query.
-			c.setURI(ctx, st, bytes.IndexByte(st.subject, '?') < 0)
+			c.setURI(pc, st, bytes.IndexByte(st.subject, '?') < 0)
 			break
 		}
 	}
@@ -66,7 +65,7 @@ func (c *Config) Access(pc *plugins.Ctx) bool {
 		h := &c.Add[i]
 		for j := range h.values {
 			st.out = h.values[j].resolve(st.out[:0], &st.resolver)
-			req.Header.AddBytesKV(h.name, st.out)
+			pc.AddRequestHeader(h.name, st.out)
 		}
 	}
 	for i := range c.Set {
@@ -74,30 +73,29 @@ func (c *Config) Access(pc *plugins.Ctx) bool {
 		for j := range h.values {
 			st.out = h.values[j].resolve(st.out[:0], &st.resolver)
 			if j == 0 {
-				req.Header.SetBytesKV(h.name, st.out)
+				pc.SetRequestHeader(h.name, st.out)
 			} else {
-				req.Header.AddBytesKV(h.name, st.out)
+				pc.AddRequestHeader(h.name, st.out)
 			}
 		}
 	}
 	for _, name := range c.Remove {
-		req.Header.DelBytes(name)
+		pc.DelRequestHeader(name)
 	}
 	if c.Method != nil {
-		req.Header.SetMethodBytes(c.Method)
+		pc.SetMethod(c.Method)
 	}
 
 	st.resolver = resolver{value: st.resolver.value} // drop the request's references
 	statePool.Put(st)
-	return false
+	return nil
 }
 
 // setURI sends st.uri (decoded) as the request's path, percent-encoded as nginx's
 // ngx_escape_uri does. When splitQuery is set, a '?' in it starts a query that goes
 // before the client's own arguments, joined with '&'; otherwise the client's query
 // string is kept as it is.
-func (c *Config) setURI(ctx *fasthttp.RequestCtx, st *state, splitQuery bool) {
-	uri := ctx.Request.URI()
+func (c *Config) setURI(pc *plugins.Ctx, st *state, splitQuery bool) {
 	path, query, hasQuery := st.uri, []byte(nil), false
 	if splitQuery {
 		if q := bytes.IndexByte(st.uri, '?'); q >= 0 {
@@ -108,15 +106,15 @@ func (c *Config) setURI(ctx *fasthttp.RequestCtx, st *state, splitQuery bool) {
 	if hasQuery {
 		// The client's arguments as they are now: an earlier plugin (key-auth hiding its
 		// key) may have changed them.
-		st.args = uri.QueryArgs().AppendBytes(st.args[:0])
+		st.args = pc.AppendQueryArgs(st.args[:0])
 		st.query = appendControlEscaped(st.query[:0], query)
 		if len(st.args) > 0 {
 			st.query = append(st.query, '&')
 			st.query = append(st.query, st.args...)
 		}
-		uri.SetQueryStringBytes(st.query)
+		pc.SetQueryString(st.query)
 	}
-	uri.SetPathBytes(st.out)
+	pc.SetPath(st.out)
 }
 
 // unsafeInPath marks the bytes ngx_escape_uri(NGX_ESCAPE_URI) escapes: space, '#', '%',

@@ -48,8 +48,8 @@ func run(t testing.TB, cfg string, ctx *fasthttp.RequestCtx) {
 	}
 	pc := plugins.AcquireCtx(ctx, &plugins.RouteInfo{}, 0)
 	defer plugins.ReleaseCtx(pc)
-	if c.Access(pc) {
-		t.Fatal("proxy-rewrite answered the request")
+	if err := c.Access(pc); err != nil || pc.Answered() {
+		t.Fatalf("proxy-rewrite answered the request (%v)", err)
 	}
 	// The proxy sends UpstreamHost as the Host header (worker/proxy tests that part).
 	if pc.UpstreamHost != nil {

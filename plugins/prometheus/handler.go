@@ -7,8 +7,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/valyala/fasthttp"
-
 	"gw/plugins"
 	"gw/shm"
 )
@@ -47,7 +45,10 @@ type resolved struct {
 	c        *counters
 }
 
-func build(raw json.RawMessage, env *plugins.Env) (any, error) {
+var _ plugins.LogPhase = (*recorder)(nil)
+
+// Build makes a route's recorder, its labels resolved, over the metrics segment.
+func (plugin) Build(raw json.RawMessage, env *plugins.Env) (any, error) {
 	cfg, err := Parse(raw)
 	if err != nil {
 		return nil, err
@@ -103,8 +104,7 @@ func newRecorder(t *Table, cfg *Config, route *plugins.RouteInfo) *recorder {
 // request histogram's count is also its apisix_http_status count.
 func (r *recorder) Log(c *plugins.Ctx) {
 	total := c.AnsweredAt() - c.StartNanos
-	resp := &c.Request.Response
-	s := r.series(resp.StatusCode(), c.Node, c.Consumer)
+	s := r.series(c.Status(), c.Node, c.Consumer)
 	cs := s.c
 	cs.latency[latencyRequest].observe(total)
 	apisix := total
@@ -113,8 +113,8 @@ func (r *recorder) Log(c *plugins.Ctx) {
 		apisix = max(total-c.UpstreamNanos, 0)
 	}
 	cs.latency[latencyApisix].observe(apisix)
-	atomic.AddUint64(&cs.ingress, uint64(requestLength(&c.Request.Request)))
-	atomic.AddUint64(&cs.egress, uint64(responseLength(resp, c.BodySent)))
+	atomic.AddUint64(&cs.ingress, uint64(c.RequestSize()))
+	atomic.AddUint64(&cs.egress, uint64(c.ResponseSize()))
 }
 
 // series returns the cached entry for (code, node, consumer), resolving it on first use.
@@ -166,44 +166,3 @@ func nodeIP(node []byte) string {
 	}
 	return string(bytes.TrimSuffix(bytes.TrimPrefix(node, []byte("[")), []byte("]")))
 }
-
-// requestLength is nginx's $request_length as near as fasthttp allows: the request line,
-// the header as received, and the body's declared length.
-func requestLength(req *fasthttp.Request) int {
-	h := &req.Header
-	n := len(h.Method()) + 1 + len(h.RequestURI()) + 1 + len(h.Protocol()) + 2
-	n += len(h.RawHeaders())
-	if cl := h.ContentLength(); cl > 0 {
-		n += cl
-	}
-	return n
-}
-
-// responseLength is nginx's $bytes_sent as near as the log phase can know it: the status
-// line, the header fields as they stand (Date added, as the server will), and the body's
-// length: bodySent, what went out of a streamed body, unless it is -1 (the response holds
-// its body). Fields are summed rather than serialised, which costs a third as much; the
-// server's default Server line is not counted. A stream nobody counted counts its
-// Content-Length, or 0 when that is unknown.
-func responseLength(resp *fasthttp.Response, bodySent int64) int {
-	h := &resp.Header
-	code := h.StatusCode()
-	n := len("HTTP/1.1 200 ") + len(fasthttp.StatusMessage(code)) + 2 + len(dateLine) + 2
-	for k, v := range h.All() {
-		n += len(k) + 2 + len(v) + 2
-	}
-	switch {
-	case bodySent >= 0:
-		n += int(bodySent)
-	case resp.IsBodyStream():
-		if cl := h.ContentLength(); cl > 0 {
-			n += cl
-		}
-	default:
-		n += len(resp.Body())
-	}
-	return n
-}
-
-// dateLine is the shape of the Date field fasthttp's server adds to every response.
-const dateLine = "Date: Wed, 21 Oct 2015 07:28:00 GMT\r\n"

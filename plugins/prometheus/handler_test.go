@@ -10,15 +10,15 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"gw/internal/textparse"
 	"gw/plugins"
-	"gw/plugins/prometheus/textparse"
 	"gw/shm"
 )
 
 func buildRecorder(tb testing.TB, seg *shm.Segment, raw string, route *plugins.RouteInfo) *recorder {
 	tb.Helper()
 	env := &plugins.Env{Route: route, Shared: &plugins.Shared{Segments: map[string]*shm.Segment{Name: seg}}}
-	inst, err := build(json.RawMessage(raw), env)
+	inst, err := plugins.BuildInstance(Name, json.RawMessage(raw), env)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func request(status int, body string, node string, total, upstream time.Duration
 func scrape(tb testing.TB, tab *Table) map[string]*textparse.Family {
 	tb.Helper()
 	var b bytes.Buffer
-	NewExporter(tab, ExporterOptions{Hostname: "h", Version: "v"}).WritePrometheus(&b, Facts{})
+	NewExporter(tab, ExporterOptions{Hostname: "h", Version: "v"}).WritePrometheus(&b, plugins.HostFacts{})
 	fams, err := textparse.Parse(b.String())
 	if err != nil {
 		tb.Fatalf("exposition does not parse: %v\n%s", err, b.String())
@@ -192,11 +192,11 @@ func TestPreferName(t *testing.T) {
 func TestDisabledBuildsNothing(t *testing.T) {
 	_, seg := newTable(t, 10)
 	env := &plugins.Env{Route: route1, Shared: &plugins.Shared{Segments: map[string]*shm.Segment{Name: seg}}}
-	if inst, err := build(json.RawMessage(`{"disable": true}`), env); inst != nil || err != nil {
+	if inst, err := plugins.BuildInstance(Name, json.RawMessage(`{"disable": true}`), env); inst != nil || err != nil {
 		t.Errorf("disabled plugin built %v, %v", inst, err)
 	}
 	env.Shared.Segments = nil
-	if _, err := build(json.RawMessage(`{}`), env); err == nil {
+	if _, err := plugins.BuildInstance(Name, json.RawMessage(`{}`), env); err == nil {
 		t.Error("build without a segment succeeded")
 	}
 }

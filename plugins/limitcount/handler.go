@@ -7,24 +7,30 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/valyala/fasthttp"
-
 	"gw/conf"
 	"gw/plugins"
 	"gw/shm"
 )
 
 // Layout is the limit-count segment's layout: the window table's.
-var Layout = shm.Layout{Name: Name, Version: shm.WindowTableVersion}
+var Layout = shm.Layout{Name: Name, Version: WindowTableVersion}
 
 // defaultSegmentBytes is shm.limit_count's default, for a Config that leaves it unset.
 const defaultSegmentBytes = 10 << 20
 
+// Segment is the window table's: its size from shm.limit_count, and its use for the
+// metrics export.
+func (plugin) Segment() *plugins.SegmentSpec { return segmentSpec }
+
 var segmentSpec = &plugins.SegmentSpec{
-	Layout: Layout,
-	Size:   segmentDataSize,
-	Init:   shm.InitWindowTable,
+	Layout:    Layout,
+	Size:      segmentDataSize,
+	Init:      InitWindowTable,
+	FreeBytes: freeBytes,
+	Evictions: evictions,
 }
+
+var _ plugins.SegmentOwner = plugin{}
 
 // segmentDataSize makes the whole segment, header included, the configured size.
 func segmentDataSize(cfg *conf.Config) int {
@@ -35,45 +41,43 @@ func segmentDataSize(cfg *conf.Config) int {
 	return int(total-shm.HeaderSize) &^ 7
 }
 
-// Stats reads the limit-count segment for the metrics export: the keys it can hold, the
+// freeBytes is the segment's share of slots without a live window now, estimated from a
+// sample (stats).
+func freeBytes(seg *shm.Segment) int { return freeBytesAt(seg, Ticks(time.Now().UnixNano())) }
+
+func freeBytesAt(seg *shm.Segment, now uint32) int {
+	capacity, used, _ := stats(seg, now)
+	if capacity == 0 {
+		return 0
+	}
+	return int(uint64(seg.Size()) * (capacity - used) / capacity)
+}
+
+// stats reads the limit-count segment for the metrics export: the keys it can hold, the
 // keys with a live window now (estimated from a sample of at most statsSampleSlots slots
 // in a larger table), and the live windows evicted to make room since the master started.
 // It is safe to call at any time from any process that maps the segment.
-func Stats(seg *shm.Segment) (capacity, used, evictions uint64) {
-	return stats(seg, shm.Ticks(time.Now().UnixNano()))
-}
-
 func stats(seg *shm.Segment, now uint32) (capacity, used, evictions uint64) {
-	t, err := shm.OpenWindowTable(seg)
+	t, err := OpenWindowTable(seg)
 	if err != nil {
 		return 0, 0, 0
 	}
 	return uint64(t.Capacity()), uint64(t.LiveEstimate(now, statsSampleSlots)), t.Evictions()
 }
 
-// statsSampleSlots bounds what Stats reads: the default 10m table has about 300,000
+// statsSampleSlots bounds what stats reads: the default 10m table has about 300,000
 // slots, and a whole walk on every scrape cost the worker sharing the master's CPU
 // about 1 ms of it and its caches.
 const statsSampleSlots = 4096
 
-// Evictions is how many live windows were evicted to make room since the segment was
+// evictions is how many live windows were evicted to make room since the segment was
 // made; it reads one word.
-func Evictions(seg *shm.Segment) uint64 {
-	t, err := shm.OpenWindowTable(seg)
+func evictions(seg *shm.Segment) uint64 {
+	t, err := OpenWindowTable(seg)
 	if err != nil {
 		return 0
 	}
 	return t.Evictions()
-}
-
-// Refusals is how many requests were refused because the segment was full and
-// shm.limit_count_on_full is "reject", since the master started.
-func Refusals(seg *shm.Segment) uint64 {
-	t, err := shm.OpenWindowTable(seg)
-	if err != nil {
-		return 0
-	}
-	return t.Refusals()
 }
 
 var (
@@ -82,19 +86,18 @@ var (
 	headerReset      = []byte("X-RateLimit-Reset")
 	contentTypeJSON  = []byte("application/json")
 	zero             = []byte("0")
-	mismatchedBody   = []byte(`{"error_msg":"failed to limit count: group conf mismatched"}` + "\n")
-	ticksPerSecond   = uint32(time.Second / shm.Tick)
+	ticksPerSecond   = uint32(time.Second / Tick)
 	errNoSharedTable = errors.New("no shared memory segment for limit-count (the master creates it at start)")
 )
 
 // limiter is one route's limit-count instance. It is immutable and shared by every request
 // of the route; the counters live in the shared table.
 type limiter struct {
-	table  *shm.WindowTable
+	table  *WindowTable
 	keys   *keySource
 	count  uint64
 	window uint32 // ticks
-	policy shm.FullPolicy
+	policy FullPolicy
 
 	showHeaders      bool
 	limitValue       []byte // count, formatted once
@@ -104,7 +107,20 @@ type limiter struct {
 	logf             func(format string, args ...any)
 }
 
-func build(raw json.RawMessage, env *plugins.Env) (any, error) {
+// BuildSnapshot indexes the snapshot's groups once, for every route's instance.
+func (plugin) BuildSnapshot(snap *conf.Snapshot, _ *plugins.Shared) (any, error) {
+	return indexGroups(snap), nil
+}
+
+var (
+	_ plugins.SnapshotBuilder = plugin{}
+	_ plugins.AccessPhase     = (*limiter)(nil)
+	_ plugins.AccessPhase     = groupMismatched{}
+)
+
+// Build makes a route's limiter over the shared table, or, for a route whose group is
+// configured differently elsewhere, an instance that fails every request.
+func (plugin) Build(raw json.RawMessage, env *plugins.Env) (any, error) {
 	cfg, err := Parse(raw)
 	if err != nil {
 		return nil, err
@@ -112,19 +128,19 @@ func build(raw json.RawMessage, env *plugins.Env) (any, error) {
 	if cfg.Disable {
 		return nil, nil
 	}
-	if env == nil || env.Shared == nil || env.Shared.Segments[Name] == nil {
+	if env.Shared == nil || env.Shared.Segments[Name] == nil {
 		return nil, errNoSharedTable
 	}
-	table, err := shm.OpenWindowTable(env.Shared.Segments[Name])
+	table, err := OpenWindowTable(env.Shared.Segments[Name])
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Group != "" && env.Snapshot != nil {
-		if other, mismatched := groupMismatch(env.Snapshot, cfg); mismatched {
-			env.Shared.Logf("limit-count: route %s: group %q is configured differently on route %s (group conf mismatched); "+
+	if byGroup, _ := env.SnapshotState.(groups); cfg.Group != "" {
+		if other, mismatched := byGroup.mismatch(cfg); mismatched {
+			logf(env)("limit-count: route %s: group %q is configured differently on route %s (group conf mismatched); "+
 				"its requests are answered 500 until every route of the group has the same limit-count configuration "+
 				"(to change a group's limits, give it a new group name)", routeID(env), cfg.Group, other)
-			return mismatched500{}, nil
+			return groupMismatched{}, nil
 		}
 	}
 	base := table.KeyHash()
@@ -150,16 +166,16 @@ func build(raw json.RawMessage, env *plugins.Env) (any, error) {
 		table:            table,
 		keys:             newKeySource(base, cfg),
 		count:            uint64(cfg.Count),
-		window:           shm.WindowTicks(cfg.Window()),
-		policy:           shm.EvictOnFull,
+		window:           WindowTicks(cfg.Window()),
+		policy:           EvictOnFull,
 		showHeaders:      cfg.ShowLimitQuotaHeader,
 		limitValue:       strconv.AppendInt(nil, cfg.Count, 10),
 		rejectedCode:     cfg.RejectedCode,
 		allowDegradation: cfg.AllowDegradation,
-		logf:             env.Shared.Logf,
+		logf:             logf(env),
 	}
 	if env.Shared.Config != nil && env.Shared.Config.Shm.LimitCountOnFull == "reject" {
-		l.policy = shm.RejectOnFull
+		l.policy = RejectOnFull
 	}
 	if cfg.RejectedMsg != "" {
 		body, err := json.Marshal(struct {
@@ -170,10 +186,15 @@ func build(raw json.RawMessage, env *plugins.Env) (any, error) {
 		}
 		l.rejectedBody = body
 	}
-	if l.logf == nil {
-		l.logf = func(string, ...any) {}
-	}
 	return l, nil
+}
+
+// logf is the worker's error log, or nothing without one.
+func logf(env *plugins.Env) func(format string, args ...any) {
+	if env.Shared.Logf == nil {
+		return func(string, ...any) {}
+	}
+	return env.Shared.Logf
 }
 
 func routeID(env *plugins.Env) string {
@@ -185,31 +206,33 @@ func routeID(env *plugins.Env) string {
 
 // Access counts the request against its key's window and answers it with rejected_code
 // once the window's count is spent.
-func (l *limiter) Access(c *plugins.Ctx) bool {
+func (l *limiter) Access(c *plugins.Ctx) error {
 	nanos := c.StartNanos
 	if nanos == 0 {
 		nanos = time.Now().UnixNano()
 	}
-	now := shm.Ticks(nanos)
+	now := Ticks(nanos)
 	r := l.table.Hit(l.keys.fingerprint(c), l.count, l.window, now, l.policy)
-	if r.Evicted || r.Outcome == shm.Full {
+	if r.Evicted || r.Outcome == Full {
 		l.report(now)
 	}
 	switch r.Outcome {
-	case shm.Allowed:
+	case Allowed:
 		l.headers(c, l.count-min(r.Used, l.count), r.Left)
-		return false
-	case shm.Limited:
+		return nil
+	case Limited:
 		l.headers(c, 0, r.Left)
-		return l.reject(c)
+		l.reject(c)
+		return nil
 	}
 	// Full: no slot for the key. Evicting lets it through anyway (fail open, like the
 	// eviction itself); rejecting refuses it unless the route prefers degradation.
-	if l.policy == shm.EvictOnFull || l.allowDegradation {
-		return false
+	if l.policy == EvictOnFull || l.allowDegradation {
+		return nil
 	}
 	l.headers(c, 0, ticksPerSecond)
-	return l.reject(c)
+	l.reject(c)
+	return nil
 }
 
 // headers queues the X-RateLimit-* headers; Reset is in whole seconds, rounded up, so it
@@ -229,14 +252,13 @@ func (l *limiter) headers(c *plugins.Ctx, remaining uint64, left uint32) {
 	c.AddResponseHeader(headerReset, strconv.AppendUint(buf[:0], uint64(reset), 10))
 }
 
-func (l *limiter) reject(c *plugins.Ctx) bool {
-	resp := &c.Request.Response
-	resp.SetStatusCode(l.rejectedCode)
+// reject answers rejected_code, with rejected_msg's body when there is one.
+func (l *limiter) reject(c *plugins.Ctx) {
+	var contentType []byte
 	if l.rejectedBody != nil {
-		resp.Header.SetContentTypeBytes(contentTypeJSON)
-		resp.SetBodyRaw(l.rejectedBody)
+		contentType = contentTypeJSON
 	}
-	return true
+	c.Respond(l.rejectedCode, contentType, l.rejectedBody)
 }
 
 // report logs evictions and refusals, at most once a second across all workers.
@@ -249,12 +271,12 @@ func (l *limiter) report(now uint32) {
 		"raise shm.limit_count in config.yaml", l.table.Capacity(), evictions, refusals)
 }
 
-// mismatched500 stands in for a route whose group is configured differently elsewhere.
-type mismatched500 struct{}
+// errGroupMismatched is APISIX's error for a group configured differently on its routes;
+// the worker answers it 500 {"error_msg":"failed to limit count: group conf mismatched"}.
+var errGroupMismatched = errors.New("failed to limit count: group conf mismatched")
 
-func (mismatched500) Access(c *plugins.Ctx) bool {
-	c.Request.Response.SetStatusCode(fasthttp.StatusInternalServerError)
-	c.Request.Response.Header.SetContentTypeBytes(contentTypeJSON)
-	c.Request.Response.SetBodyRaw(mismatchedBody)
-	return true
-}
+// groupMismatched stands in for a route whose group is configured differently elsewhere:
+// counting it with either configuration would break the other's promise.
+type groupMismatched struct{}
+
+func (groupMismatched) Access(*plugins.Ctx) error { return errGroupMismatched }

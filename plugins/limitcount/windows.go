@@ -1,4 +1,4 @@
-package shm
+package limitcount
 
 import (
 	"crypto/rand"
@@ -11,11 +11,13 @@ import (
 	"time"
 	"unsafe"
 
-	"gw/internal/bytesconv"
+	"gw/shm"
 )
 
-// A window table counts requests per key in fixed windows, for limit-count. It lives in a
-// segment's data area and is shared by every process that maps the segment:
+// A window table counts requests per key in fixed windows. limit-count is its only user,
+// so it lives here; shm keeps the segment it is laid out in and the keyed hash (KeyHash)
+// that fingerprints its keys. It lives in the segment's data area and is shared by every
+// process that maps the segment:
 //
 //	[0, 64)    header: 8 words (magic, buckets, secret, evictions, refusals, report state)
 //	[64, ...)  buckets of 8 slots; a slot is two words, key then state (16 bytes)
@@ -50,8 +52,9 @@ import (
 // without the secret.
 
 // WindowTableVersion is the layout version of a window table. Bump it when the header,
-// slot format, probe sequence, tick or key hash changes: a segment of another version must
-// not be read as this one (a binary upgrade then starts with fresh counters).
+// slot format, probe sequence, tick or key hash (shm.KeyHash) changes: a segment of
+// another version must not be read as this one (a binary upgrade then starts with fresh
+// counters).
 const WindowTableVersion = 1
 
 // Tick is the unit of a window table's clock.
@@ -92,7 +95,7 @@ const (
 var tableMagic = binary.LittleEndian.Uint64([]byte("gwwindow"))
 
 // ErrWindowTable means a segment's data area does not hold an initialised window table.
-var ErrWindowTable = errors.New("shm: not a window table")
+var ErrWindowTable = errors.New("limit-count: not a window table")
 
 // WindowTableCapacity is how many keys a data area of dataSize bytes holds.
 func WindowTableCapacity(dataSize int) int {
@@ -104,14 +107,14 @@ func WindowTableCapacity(dataSize int) int {
 
 // InitWindowTable lays out an empty table in a freshly created, zeroed segment. The master
 // calls it once, before any worker maps the segment.
-func InitWindowTable(seg *Segment) error {
+func InitWindowTable(seg *shm.Segment) error {
 	buckets := (seg.Size() - tableHeaderWords*8) / bucketBytes
 	if buckets < 2 {
-		return fmt.Errorf("shm: %s: %d bytes hold no window table; give it at least %d", seg.Layout().Name, seg.Size(), tableHeaderWords*8+2*bucketBytes)
+		return fmt.Errorf("limit-count: %s: %d bytes hold no window table; give it at least %d", seg.Layout().Name, seg.Size(), tableHeaderWords*8+2*bucketBytes)
 	}
 	var secret [8]byte
 	if _, err := rand.Read(secret[:]); err != nil {
-		return fmt.Errorf("shm: window table secret: %w", err)
+		return fmt.Errorf("limit-count: window table secret: %w", err)
 	}
 	seg.Word(hdrBuckets * 8).Store(uint64(buckets))
 	seg.Word(hdrSecret * 8).Store(binary.LittleEndian.Uint64(secret[:]) | 1)
@@ -129,7 +132,7 @@ type WindowTable struct {
 
 // OpenWindowTable checks that seg holds a table InitWindowTable laid out and returns a
 // view of it. The view is valid while seg is mapped.
-func OpenWindowTable(seg *Segment) (*WindowTable, error) {
+func OpenWindowTable(seg *shm.Segment) (*WindowTable, error) {
 	if seg.Size() < tableHeaderWords*8 || seg.Word(hdrMagic*8).Load() != tableMagic {
 		return nil, fmt.Errorf("%w: %s was not initialised", ErrWindowTable, seg.Layout().Name)
 	}
@@ -491,69 +494,6 @@ func remaining(s uint64, now uint32) uint32 {
 	return left
 }
 
-// KeyHash computes a key's fingerprint for Hit from bytes written in pieces, without
-// allocating. It is keyed by the table's secret, so every process sharing the table
-// computes the same fingerprints and outsiders cannot predict them. It is not a
-// cryptographic hash. The zero KeyHash is not usable: start from WindowTable.KeyHash.
-type KeyHash struct {
-	h    uint64
-	tail uint64 // bytes not yet mixed, little-endian
-	n    uint64 // bytes written in all
-}
-
-// KeyHash returns a hash seeded with the table's secret.
-func (t *WindowTable) KeyHash() KeyHash { return KeyHash{h: t.secret} }
-
-// Write adds b.
-func (k *KeyHash) Write(b []byte) {
-	for len(b) > 0 && k.n%8 != 0 {
-		k.WriteByte(b[0])
-		b = b[1:]
-	}
-	for len(b) >= 8 {
-		k.h = mix(k.h, binary.LittleEndian.Uint64(b))
-		k.n += 8
-		b = b[8:]
-	}
-	for _, c := range b {
-		k.WriteByte(c)
-	}
-}
-
-// WriteString adds s.
-func (k *KeyHash) WriteString(s string) {
-	k.Write(bytesconv.Bytes(s)) // read only, so no copy is needed
-}
-
-// WriteByte adds c. It never fails; the error is for io.ByteWriter.
-func (k *KeyHash) WriteByte(c byte) error {
-	k.tail |= uint64(c) << (8 * (k.n % 8))
-	k.n++
-	if k.n%8 == 0 {
-		k.h = mix(k.h, k.tail)
-		k.tail = 0
-	}
-	return nil
-}
-
-// Sum is the fingerprint of everything written so far.
-func (k *KeyHash) Sum() uint64 {
-	h := k.h
-	if k.n%8 != 0 {
-		h = mix(h, k.tail)
-	}
-	h = mix(h, k.n)
-	// murmur3's finalizer: every input bit reaches every output bit.
-	h ^= h >> 33
-	h *= 0xff51afd7ed558ccd
-	h ^= h >> 33
-	h *= 0xc4ceb9fe1a85ec53
-	h ^= h >> 33
-	return h
-}
-
-// mix folds one word into the state with a 128-bit multiply (as wyhash does).
-func mix(h, w uint64) uint64 {
-	hi, lo := bits.Mul64(h^w^0xa0761d6478bd642f, 0xe7037ed1a0b428db)
-	return hi ^ lo
-}
+// KeyHash returns a hash seeded with the table's secret, so that every process sharing
+// the table computes the same fingerprints and outsiders cannot predict them.
+func (t *WindowTable) KeyHash() shm.KeyHash { return shm.NewKeyHash(t.secret) }

@@ -1,4 +1,4 @@
-package shm
+package limitcount
 
 import (
 	"sync/atomic"
@@ -40,17 +40,4 @@ func BenchmarkHitManyKeysParallel(b *testing.B) {
 			i++
 		}
 	})
-}
-
-func BenchmarkKeyHash(b *testing.B) {
-	tbl := newTable(b, 2)
-	base := tbl.KeyHash()
-	base.WriteString("route\x001\x00count=2000000000000;time_window=60;key_type=\"var\";key=\"remote_addr\"\x00")
-	ip := []byte{192, 168, 1, 100}
-	b.ReportAllocs()
-	for b.Loop() {
-		h := base
-		h.Write(ip)
-		_ = h.Sum()
-	}
 }

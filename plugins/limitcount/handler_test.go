@@ -65,7 +65,7 @@ func (f *fixture) build(routeID, raw string) plugins.AccessPhase {
 
 func (f *fixture) buildIn(routeID, raw string, snap *conf.Snapshot) plugins.AccessPhase {
 	f.t.Helper()
-	instance, err := build(json.RawMessage(raw), f.env(routeID, snap))
+	instance, err := plugins.BuildInstance(Name, json.RawMessage(raw), f.env(routeID, snap))
 	if err != nil {
 		f.t.Fatalf("build %s: %v", raw, err)
 	}
@@ -95,8 +95,10 @@ func do(a plugins.AccessPhase, routeID string, at time.Duration, client string, 
 	ctx.Init(&req, &net.TCPAddr{IP: net.ParseIP(client), Port: 40000}, nil)
 	c := plugins.AcquireCtx(&ctx, &plugins.RouteInfo{ID: routeID}, int64(epoch+at))
 	defer plugins.ReleaseCtx(c)
-	answered := a.Access(c)
-	if !answered {
+	if err := a.Access(c); err != nil {
+		return request{status: 500, body: err.Error()} // as the worker answers a fault
+	}
+	if !c.Answered() {
 		ctx.Response.SetStatusCode(200)
 	}
 	c.ApplyResponseHeaders()
@@ -307,8 +309,11 @@ func TestGroup(t *testing.T) {
 		t.Fatalf("CheckGroups of a mismatched group: %v", err)
 	}
 	mismatched := f.buildIn("2", other, bad)
-	if got := do(mismatched, "2", 0, "10.0.0.9"); got.status != 500 || !strings.Contains(got.body, "group conf mismatched") {
-		t.Fatalf("route of a mismatched group: %+v, want 500", got)
+	if err := mismatched.Access(nil); err != errGroupMismatched {
+		t.Fatalf("route of a mismatched group: %v, want its fault, which the worker answers 500", err)
+	}
+	if got := do(mismatched, "2", 0, "10.0.0.9"); got.status != 500 || got.body != "failed to limit count: group conf mismatched" {
+		t.Fatalf("route of a mismatched group: %+v, want 500 in APISIX's words", got)
 	}
 	if len(f.logs) != 1 || !strings.Contains(f.logs[0], `group "shared" is configured differently on route 1`) {
 		t.Fatalf("logs: %q", f.logs)
@@ -325,7 +330,7 @@ func TestGroup(t *testing.T) {
 
 func TestBuild(t *testing.T) {
 	f := newFixture(t, 64<<10, "evict")
-	if instance, err := build(json.RawMessage(`{"count": 1, "time_window": 1, "disable": true}`), f.env("1", nil)); err != nil || instance != nil {
+	if instance, err := (plugin{}).Build(json.RawMessage(`{"count": 1, "time_window": 1, "disable": true}`), f.env("1", nil)); err != nil || instance != nil {
 		t.Errorf("disabled: %v %v, want no instance", instance, err)
 	}
 	for _, tc := range []struct {
@@ -344,7 +349,7 @@ func TestBuild(t *testing.T) {
 			return &plugins.Env{Shared: &plugins.Shared{Segments: map[string]*shm.Segment{Name: seg}}}
 		}(), `{"count": 1, "time_window": 1}`},
 	} {
-		if _, err := build(json.RawMessage(tc.raw), tc.env); err == nil {
+		if _, err := (plugin{}).Build(json.RawMessage(tc.raw), tc.env); err == nil {
 			t.Errorf("%s: built", tc.name)
 		}
 	}
@@ -367,7 +372,7 @@ func TestFullSegment(t *testing.T) {
 	} {
 		f := newFixture(t, 64<<10, tc.onFull)
 		a := f.build("1", tc.config)
-		capacity, _, _ := stats(f.seg, shm.Ticks(int64(epoch)))
+		capacity, _, _ := stats(f.seg, Ticks(int64(epoch)))
 		rejected := 0
 		for i := 0; i < int(capacity)+2000; i++ {
 			client := fmt.Sprintf("10.%d.%d.%d", i>>16&255, i>>8&255, i&255)
@@ -375,7 +380,17 @@ func TestFullSegment(t *testing.T) {
 				rejected++
 			}
 		}
-		_, used, evictions := stats(f.seg, shm.Ticks(int64(epoch)))
+		_, used, evictions := stats(f.seg, Ticks(int64(epoch)))
+		// What the metrics export reads.
+		if got := segmentSpec.Evictions(f.seg); got != evictions {
+			t.Errorf("%s: the export reads %d evictions, the table holds %d", tc.onFull, got, evictions)
+		}
+		if free := freeBytesAt(f.seg, Ticks(int64(epoch))); free < 0 || free > f.seg.Size()/5 {
+			t.Errorf("%s: the export reads %d bytes free of %d in a table at least 80%% full", tc.onFull, free, f.seg.Size())
+		}
+		if free := freeBytesAt(f.seg, Ticks(int64(epoch+2*time.Minute))); free != f.seg.Size() {
+			t.Errorf("%s: %d bytes free of %d once every window has ended", tc.onFull, free, f.seg.Size())
+		}
 		if used > capacity || used < capacity*8/10 {
 			t.Errorf("%s: %d of %d slots used", tc.onFull, used, capacity)
 		}
@@ -389,10 +404,11 @@ func TestFullSegment(t *testing.T) {
 				t.Errorf("evict: %d evictions, %d rejected", evictions, rejected)
 			}
 		case "reject":
-			if evictions != 0 || Refusals(f.seg) == 0 {
-				t.Errorf("reject: %d evictions, %d refusals", evictions, Refusals(f.seg))
+			if evictions != 0 || refusals(t, f.seg) == 0 {
+				t.Errorf("reject: %d evictions, %d refusals", evictions, refusals(t, f.seg))
 			}
 		}
+
 		if len(f.logs) == 0 || !strings.Contains(f.logs[0], "shared memory full") {
 			t.Errorf("%s: no log of the full table: %q", tc.onFull, f.logs)
 		}
@@ -400,6 +416,15 @@ func TestFullSegment(t *testing.T) {
 			t.Errorf("%s: logged %d times within a second", tc.onFull, len(f.logs))
 		}
 	}
+}
+
+func refusals(t *testing.T, seg *shm.Segment) uint64 {
+	t.Helper()
+	tbl, err := OpenWindowTable(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tbl.Refusals()
 }
 
 func TestAccessAllocatesNothing(t *testing.T) {

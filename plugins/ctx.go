@@ -1,0 +1,271 @@
+package plugins
+
+import (
+	"net"
+	"sync"
+
+	"github.com/valyala/fasthttp"
+
+	"gw/internal/monotime"
+)
+
+// Ctx is one request as plugins see it: the request and response through its methods,
+// which name what a request has whatever carries it (a method, a path, header fields),
+// and the worker's facts about the request in its fields. The worker pools them: a plugin
+// must not keep a Ctx, or anything in it or returned by its methods, past the call it was
+// given it in. The methods allocate nothing; those returning []byte return the request's
+// own storage: read it, never keep or change it.
+type Ctx struct {
+	// Request is the HTTP/1.1 exchange under the methods.
+	//
+	// Deprecated: use the Ctx's methods, which an HTTP/2 stream will serve as well
+	// (plugins/doc.go). Two readers of variables remain (limit-count's key and
+	// proxy-rewrite's templates), which the variable language moves onto the methods.
+	Request *fasthttp.RequestCtx
+	Route   *RouteInfo
+	// StartNanos is when the worker began handling the request, in Unix nanoseconds
+	// (fasthttp's coarse clock is not fine enough for latency): monotime.Unix, the
+	// monotonic clock since the process started, so latencies never run backwards.
+	StartNanos int64
+	// UpstreamNanos is how long the upstream took, from connect to response header; -1
+	// when no upstream was contacted.
+	UpstreamNanos int64
+	// AnsweredNanos is when the response was whole, in StartNanos's clock: the proxy's
+	// last clock reading, which the log phase takes for now as nginx takes its cached
+	// time. 0 when the worker has none (a plugin answered, a streamed body): AnsweredAt
+	// then reads the clock.
+	AnsweredNanos int64
+	// BodySent is how many bytes of a streamed response body went to the client: the
+	// worker runs the log phase of such a request once the server has sent the body. -1
+	// when the response holds its body whole.
+	BodySent int64
+	// Node is the upstream node that answered, "host:port", empty when none did.
+	Node []byte
+	// Consumer is the authenticated consumer's name, empty without one.
+	Consumer string
+	// UpstreamHost, when set, is the Host header sent upstream in place of the one
+	// pass_host would choose (proxy-rewrite's host, APISIX's upstream_host variable). The
+	// request's own Host, $host to later plugins and X-Forwarded-Host, stays the client's.
+	// It must stay valid until the request ends (plugins point it at their configuration).
+	UpstreamHost []byte
+
+	// answered is set by Respond: a plugin has answered the request.
+	answered bool
+	// args holds QueryArg's private parse of the query string.
+	args fasthttp.Args
+	// headers queued by AddResponseHeader: name and value pairs, flattened.
+	headers [][]byte
+	// merged is the consumer's merged chain that took over from mergedBase once an auth
+	// plugin named the consumer; both nil until then.
+	merged, mergedBase *Chain
+}
+
+var ctxPool = sync.Pool{New: func() any { return &Ctx{} }}
+
+// AcquireCtx returns a Ctx for one request; give it back with ReleaseCtx.
+func AcquireCtx(req *fasthttp.RequestCtx, route *RouteInfo, startNanos int64) *Ctx {
+	c := ctxPool.Get().(*Ctx)
+	c.Begin(req, route, startNanos)
+	return c
+}
+
+// ReleaseCtx returns c to the pool.
+func ReleaseCtx(c *Ctx) {
+	c.End()
+	ctxPool.Put(c)
+}
+
+// Begin readies c for one request, as AcquireCtx does a pooled Ctx: for a caller that
+// keeps its own (one per client connection, whose requests come one at a time). End it
+// after the log phase.
+func (c *Ctx) Begin(req *fasthttp.RequestCtx, route *RouteInfo, startNanos int64) {
+	c.Request, c.Route, c.StartNanos, c.UpstreamNanos, c.AnsweredNanos = req, route, startNanos, -1, 0
+	c.BodySent = -1
+}
+
+// AnsweredAt returns when the response was whole (AnsweredNanos), reading the clock when
+// the worker did not say.
+func (c *Ctx) AnsweredAt() int64 {
+	if c.AnsweredNanos != 0 {
+		return c.AnsweredNanos
+	}
+	return monotime.Unix(monotime.Now())
+}
+
+// End clears c after its request, keeping its buffers for the next.
+func (c *Ctx) End() {
+	c.Request, c.Route, c.Consumer, c.UpstreamHost = nil, nil, "", nil
+	c.AnsweredNanos = 0
+	c.answered = false
+	c.merged, c.mergedBase = nil, nil
+	c.Node = c.Node[:0]
+	for i := range c.headers {
+		c.headers[i] = c.headers[i][:0]
+	}
+	c.headers = c.headers[:0]
+}
+
+// The request.
+
+// Method is the request's method, as it will be sent upstream.
+func (c *Ctx) Method() []byte { return c.Request.Request.Header.Method() }
+
+// SetMethod changes the method sent upstream.
+func (c *Ctx) SetMethod(method []byte) { c.Request.Request.Header.SetMethodBytes(method) }
+
+// Host is the Host the client sent (HTTP/2's :authority), port included.
+func (c *Ctx) Host() []byte { return c.Request.Request.Header.Host() }
+
+// Path is the request's path, percent-decoded and normalised (nginx's $uri).
+func (c *Ctx) Path() []byte { return c.Request.Path() }
+
+// SetPath changes the path sent upstream; escaped is as it goes on the wire, percent-
+// encoded, without the query.
+func (c *Ctx) SetPath(escaped []byte) { c.Request.Request.URI().SetPathBytes(escaped) }
+
+// RequestURI is the request target as the client sent it, query included (nginx's
+// $request_uri).
+func (c *Ctx) RequestURI() []byte { return c.Request.Request.Header.RequestURI() }
+
+// QueryString is the query as the client sent it, without the '?'.
+func (c *Ctx) QueryString() []byte { return c.Request.Request.URI().QueryString() }
+
+// SetQueryString changes the query sent upstream; query is encoded, without the '?'.
+func (c *Ctx) SetQueryString(query []byte) { c.Request.Request.URI().SetQueryStringBytes(query) }
+
+// QueryArg returns the decoded value of the query argument name, nil without one. It
+// parses a private copy of the query, so the query sent upstream stays byte for byte the
+// client's; the value is valid until the next QueryArg or the request's end.
+func (c *Ctx) QueryArg(name []byte) []byte {
+	c.args.ParseBytes(c.Request.Request.URI().QueryString())
+	return c.args.PeekBytes(name)
+}
+
+// DelQueryArg removes the query argument name from the request sent upstream, which then
+// carries its remaining arguments re-encoded.
+func (c *Ctx) DelQueryArg(name []byte) { c.Request.Request.URI().QueryArgs().DelBytes(name) }
+
+// AppendQueryArgs appends the query arguments as they stand (after DelQueryArg), encoded,
+// to dst.
+func (c *Ctx) AppendQueryArgs(dst []byte) []byte {
+	return c.Request.Request.URI().QueryArgs().AppendBytes(dst)
+}
+
+// RequestHeader returns the value of the request header name (case-insensitive), nil
+// without one.
+func (c *Ctx) RequestHeader(name []byte) []byte { return c.Request.Request.Header.PeekBytes(name) }
+
+// Cookie returns the value of the request's cookie name, nil without one.
+func (c *Ctx) Cookie(name []byte) []byte { return c.Request.Request.Header.CookieBytes(name) }
+
+// SetRequestHeader sets the request header name sent upstream, replacing any.
+func (c *Ctx) SetRequestHeader(name, value []byte) {
+	c.Request.Request.Header.SetBytesKV(name, value)
+}
+
+// AddRequestHeader adds a request header field sent upstream, after any of that name.
+func (c *Ctx) AddRequestHeader(name, value []byte) {
+	c.Request.Request.Header.AddBytesKV(name, value)
+}
+
+// DelRequestHeader removes every request header field name from what is sent upstream.
+func (c *Ctx) DelRequestHeader(name []byte) { c.Request.Request.Header.DelBytes(name) }
+
+// RemoteAddr is the client's address: the TCP peer, or the address real_ip_header names
+// when the peer is trusted.
+func (c *Ctx) RemoteAddr() net.Addr { return c.Request.RemoteAddr() }
+
+// LocalAddr is the gateway's address the client connected to.
+func (c *Ctx) LocalAddr() net.Addr { return c.Request.LocalAddr() }
+
+// IsTLS reports whether the client connection is TLS.
+func (c *Ctx) IsTLS() bool { return c.Request.IsTLS() }
+
+// RequestSize is nginx's $request_length as near as the worker knows it: the request line,
+// the header as received, and the body's declared length.
+func (c *Ctx) RequestSize() int {
+	h := &c.Request.Request.Header
+	n := len(h.Method()) + 1 + len(h.RequestURI()) + 1 + len(h.Protocol()) + 2
+	n += len(h.RawHeaders())
+	if cl := h.ContentLength(); cl > 0 {
+		n += cl
+	}
+	return n
+}
+
+// The response.
+
+// Respond answers the request: status, contentType (none when nil) and body, which is
+// kept, not copied, so it must not change until the request ends (plugins pass bytes of
+// their configuration). The rest of the access phase is skipped and nothing is proxied;
+// headers queued with AddResponseHeader are added.
+func (c *Ctx) Respond(status int, contentType, body []byte) {
+	resp := &c.Request.Response
+	resp.SetStatusCode(status)
+	if contentType != nil {
+		resp.Header.SetContentTypeBytes(contentType)
+	}
+	resp.SetBodyRaw(body)
+	c.answered = true
+}
+
+// Answered reports whether a plugin has answered the request (Respond).
+func (c *Ctx) Answered() bool { return c.answered }
+
+// Status is the response's status code: the upstream's, a plugin's or the worker's.
+func (c *Ctx) Status() int { return c.Request.Response.StatusCode() }
+
+// AddResponseHeader queues a header for the final response, whoever writes it: proxying
+// replaces the response whole, so the worker sets the queue once the response is final,
+// before the log phase, replacing any field of that name. Name and value are copied.
+func (c *Ctx) AddResponseHeader(name, value []byte) {
+	c.headers = appendCopy(c.headers, name)
+	c.headers = appendCopy(c.headers, value)
+}
+
+func appendCopy(list [][]byte, b []byte) [][]byte {
+	if len(list) < cap(list) {
+		list = list[:len(list)+1]
+		list[len(list)-1] = append(list[len(list)-1][:0], b...)
+		return list
+	}
+	return append(list, append([]byte(nil), b...))
+}
+
+// ApplyResponseHeaders sets the queued headers on the response. The worker calls it once
+// the response is final, before the log phase.
+func (c *Ctx) ApplyResponseHeaders() {
+	for i := 0; i+1 < len(c.headers); i += 2 {
+		c.Request.Response.Header.SetBytesKV(c.headers[i], c.headers[i+1])
+	}
+}
+
+// ResponseSize is nginx's $bytes_sent as near as the log phase can know it: the status
+// line, the header fields as they stand (Date added, as the server will), and the body's
+// length: BodySent, what went out of a streamed body, unless it is -1 (the response holds
+// its body). Fields are summed rather than serialised, which costs a third as much; the
+// server's default Server line is not counted. A stream nobody counted counts its
+// Content-Length, or 0 when that is unknown.
+func (c *Ctx) ResponseSize() int {
+	resp := &c.Request.Response
+	h := &resp.Header
+	code := h.StatusCode()
+	n := len("HTTP/1.1 200 ") + len(fasthttp.StatusMessage(code)) + 2 + len(dateLine) + 2
+	for k, v := range h.All() {
+		n += len(k) + 2 + len(v) + 2
+	}
+	switch {
+	case c.BodySent >= 0:
+		n += int(c.BodySent)
+	case resp.IsBodyStream():
+		if cl := h.ContentLength(); cl > 0 {
+			n += cl
+		}
+	default:
+		n += len(resp.Body())
+	}
+	return n
+}
+
+// dateLine is the shape of the Date field fasthttp's server adds to every response.
+const dateLine = "Date: Wed, 21 Oct 2015 07:28:00 GMT\r\n"

@@ -1,0 +1,134 @@
+package plugins
+
+import (
+	"encoding/json"
+
+	"gw/conf"
+)
+
+// Plugin is one plugin as the host sees it. A plugin package registers one value of its
+// own type in init() (Register); the host knows it by this interface and by the optional
+// ones below, found by type assertion, and never by its package. The order of a
+// plugin's life, per config snapshot: Validate (the Admin API, at every write), then in
+// every worker BuildSnapshot once (SnapshotBuilder), Build once per route, and the
+// instances' phases per request.
+type Plugin interface {
+	// Name is the key under a route's "plugins" object, e.g. "limit-count".
+	Name() string
+	// Priority orders the chain as in APISIX: higher runs first.
+	Priority() int
+	// Validate checks one route configuration strictly (unknown fields, types, ranges)
+	// and returns an error that names the offending field. It must be pure and fast.
+	Validate(raw json.RawMessage) error
+	// Build makes the plugin's instance for one route from a configuration Validate has
+	// accepted. Workers call it once per config snapshot per route, never per request.
+	// The instance implements AccessPhase, LogPhase or both, and is shared by every
+	// request of the route, concurrently. A nil instance means the configuration turns
+	// the plugin off on this route (disable: true).
+	Build(raw json.RawMessage, env *Env) (any, error)
+}
+
+// AccessPhase runs before the request is proxied, highest priority first. To answer the
+// request itself (a 401, a 429) a plugin calls c.Respond and returns nil: no later Access
+// runs and nothing is proxied. Rejecting is not an error. An error is an internal fault
+// (shared memory that cannot be read, a configuration the snapshot contradicts): the
+// chain stops, and the worker answers 500 in one place, with the error's text as
+// error_msg (so it says what failed and never holds a secret) and the plugin's name in
+// the error log.
+type AccessPhase interface {
+	Access(c *Ctx) error
+}
+
+// LogPhase runs once the response is final, proxied or not, in chain order. It cannot
+// change the response.
+type LogPhase interface {
+	Log(c *Ctx)
+}
+
+// ConsumerAuth is implemented by an authentication plugin (key-auth, basic-auth): it
+// names the request's consumer from a credential the consumer holds. A consumer's
+// configuration of such a plugin is that credential: the Admin API checks it with
+// ValidateConsumer instead of Validate, and it is never merged into a route's chain as a
+// consumer's other plugins are.
+type ConsumerAuth interface {
+	// ValidateConsumer checks a consumer's configuration of the plugin strictly, as
+	// Validate does a route's, and refuses a secret reference gw cannot resolve.
+	ValidateConsumer(raw json.RawMessage) error
+	// CredentialField names the string member no two consumers may share (APISIX's
+	// plugin_unique_key_attrs): key-auth's "key", basic-auth's "username".
+	CredentialField() string
+	// SecretFields names the string members that may be a secret reference
+	// ($env://NAME; see conf.ParseSecretRef). The master resolves them before a snapshot
+	// reaches workers (ResolveSecrets); a member that still reads as a reference there had
+	// no value, and must match no request.
+	SecretFields() []string
+}
+
+// SnapshotBuilder is implemented by a plugin whose instances share what it makes of the
+// whole snapshot (key-auth's index of every consumer's key, limit-count's groups).
+// BuildSnapshot runs once per snapshot, before the snapshot's first Build of the plugin,
+// and its result is Env.SnapshotState in every Build of the snapshot; an error fails
+// every route that configures the plugin. snap may be nil (a chain built outside a
+// snapshot, in tests). The result is shared by every route, concurrently: it must not
+// change after BuildSnapshot returns.
+type SnapshotBuilder interface {
+	BuildSnapshot(snap *conf.Snapshot, shared *Shared) (any, error)
+}
+
+// SnapshotChecker is implemented by a plugin with a rule that spans objects
+// (limit-count's group: all routes of a group must agree). The Admin API runs it on the
+// snapshot a write would produce, when the written object configures the plugin, and
+// refuses the write.
+type SnapshotChecker interface {
+	CheckSnapshot(snap *conf.Snapshot) error
+}
+
+// RequestKeeper is implemented by a plugin that never changes the request sent upstream:
+// its method, target or headers (limit-count and prometheus only count). A route whose
+// plugins all keep it has the client's header block sent as it came, filtered, rather
+// than re-serialised (proxy.Info.Pristine). Return false, or implement nothing, when in
+// doubt: false is always correct, only slower.
+type RequestKeeper interface {
+	KeepsRequest() bool
+}
+
+// SegmentOwner is implemented by a plugin that keeps state in shared memory: the master
+// creates its segment at start, keeps it for its life and hands it to every worker and
+// to a new master on upgrade; workers find it in Shared.Segments under the plugin's name.
+type SegmentOwner interface {
+	Segment() *SegmentSpec
+}
+
+// RouteInfo is what plugins may know about the route a request matched. It is built with
+// the snapshot and never changes; plugins may keep a pointer to it.
+type RouteInfo struct {
+	ID          string
+	Name        string
+	ServiceID   string
+	ServiceName string
+	// URI and Host are the route's first path and host pattern (APISIX's matched_uri and
+	// matched_host), "" when the route has none.
+	URI  string
+	Host string
+}
+
+// Env is what Build gets: the route the instance is for and the worker's shared state.
+// Build must not keep it.
+type Env struct {
+	Route  *RouteInfo
+	Shared *Shared
+	// Snapshot is the whole config being built.
+	Snapshot *conf.Snapshot
+	// GlobalRuleID is set when the instance comes from a global rule: its state (limit-count's
+	// counters) then belongs to the rule and is shared by every route, as APISIX keys it by
+	// the configuration's owner (conf_type and conf_id), not by the matched route.
+	GlobalRuleID string
+	// SnapshotState is what the plugin's BuildSnapshot made of Snapshot (SnapshotBuilder),
+	// the same value for every route of the snapshot; nil for other plugins.
+	// BuildInstance sets it.
+	SnapshotState any
+
+	// build holds the snapshot's states; nil for an Env made by hand, whose every build
+	// runs BuildSnapshot afresh.
+	build *SnapshotBuild
+}
