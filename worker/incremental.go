@@ -147,6 +147,7 @@ func recompile(prev *routeTable, d *conf.Delta, base *conf.Snapshot) (*routeTabl
 		global: prev.global, unmatched: prev.unmatched,
 	}
 	idx := t.index
+	final := lastRoutes(d)
 	for i, c := range changed {
 		slot := idx.slots[c.id]
 		if slot != nil && slot.placed {
@@ -155,7 +156,7 @@ func recompile(prev *routeTable, d *conf.Delta, base *conf.Snapshot) (*routeTabl
 			idx.free = append(idx.free, slot.value)
 			slot.placed = false
 		}
-		route := routeOf(d, c.id)
+		route := final[c.id]
 		if route == nil { // deleted
 			delete(idx.slots, c.id)
 			continue
@@ -186,13 +187,14 @@ func recompile(prev *routeTable, d *conf.Delta, base *conf.Snapshot) (*routeTabl
 	return t, nil, nil
 }
 
-// routeOf is the route d puts as id, its last change of it; nil when d deletes it.
-func routeOf(d *conf.Delta, id conf.ID) *conf.Route {
-	var r *conf.Route
+// lastRoutes maps each route id d changes to the route d leaves it as, nil when d
+// deletes it.
+func lastRoutes(d *conf.Delta) map[conf.ID]*conf.Route {
+	final := make(map[conf.ID]*conf.Route, len(d.Changes))
 	for i := range d.Changes {
-		if c := &d.Changes[i]; c.Kind == "routes" && c.ID == id {
-			r = c.Route
+		if c := &d.Changes[i]; c.Kind == "routes" {
+			final[c.ID] = c.Route
 		}
 	}
-	return r
+	return final
 }
