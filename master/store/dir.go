@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"golang.org/x/sys/unix"
 	"hash/crc32"
 	"io/fs"
 	"os"
@@ -240,6 +241,73 @@ func (b *dirBackend) Put(obj Object) error {
 		return fmt.Errorf("store: encoding %s/%s: %w", obj.Kind, obj.ID, err)
 	}
 	return writeFileAtomic(b.objectPath(obj.Kind, obj.ID), data.Bytes())
+}
+
+// PutBatch is Put for many objects at the cost of one flush rather than one fsync each
+// (a 100,000-route import took over two minutes one fsync at a time). Every object is
+// written to a temp file, syncfs(2) makes all of them durable at once, then each is
+// renamed into place in order and every directory touched is fsynced. A crash before the
+// renames leaves only temp files, which Open removes; one during them leaves a prefix of
+// objs, which PutAll's callers order so that every prefix is a consistent store. It
+// returns how many objects were renamed into place, for PutAll to put back on failure.
+func (b *dirBackend) PutBatch(objs []Object) (int, error) {
+	tmps := make([]string, len(objs))
+	cleanUp := func(from int) {
+		for _, tmp := range tmps[from:] {
+			if tmp != "" {
+				_ = os.Remove(tmp)
+			}
+		}
+	}
+	for i, obj := range objs {
+		var data bytes.Buffer
+		enc := json.NewEncoder(&data)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(objectFile{
+			Kind: obj.Kind, ID: obj.ID, CreatedIndex: obj.CreatedIndex, ModifiedIndex: obj.ModifiedIndex, Value: obj.Value,
+			Checksum: checksumOf(obj.Value),
+		}); err != nil {
+			cleanUp(0)
+			return 0, fmt.Errorf("store: encoding %s/%s: %w", obj.Kind, obj.ID, err)
+		}
+		f, err := os.CreateTemp(b.kindDir(obj.Kind), tmpPrefix+"*")
+		if err == nil {
+			tmps[i] = f.Name()
+			_, err = f.Write(data.Bytes())
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
+			cleanUp(0)
+			return 0, fmt.Errorf("store: writing %s/%s: %w", obj.Kind, obj.ID, err)
+		}
+	}
+	dir, err := os.Open(b.dir)
+	if err != nil {
+		cleanUp(0)
+		return 0, fmt.Errorf("store: %w", err)
+	}
+	err = unix.Syncfs(int(dir.Fd()))
+	dir.Close()
+	if err != nil {
+		cleanUp(0)
+		return 0, fmt.Errorf("store: syncfs %s: %w", b.dir, err)
+	}
+	touched := map[Kind]bool{}
+	for i, obj := range objs {
+		if err := os.Rename(tmps[i], b.objectPath(obj.Kind, obj.ID)); err != nil {
+			cleanUp(i)
+			return i, fmt.Errorf("store: renaming %s into place: %w", tmps[i], err)
+		}
+		touched[obj.Kind] = true
+	}
+	for kind := range touched {
+		if err := syncDir(b.kindDir(kind)); err != nil {
+			return len(objs), err
+		}
+	}
+	return len(objs), nil
 }
 
 func (b *dirBackend) Delete(kind Kind, id string, revision uint64) error {

@@ -197,6 +197,23 @@ func (b *failOn) Put(obj Object) error {
 	return b.dirBackend.Put(obj)
 }
 
+// PutBatch puts in place, with the directory backend's own batch, the objects before the
+// one that fails, then fails: a batch cut short in its renames.
+func (b *failOn) PutBatch(objs []Object) (int, error) {
+	for i, obj := range objs {
+		if obj.ID == b.id {
+			if _, err := b.dirBackend.PutBatch(objs[:i]); err != nil {
+				return 0, err
+			}
+			return i, errors.New("disk full")
+		}
+	}
+	return b.dirBackend.PutBatch(objs)
+}
+
+// putOneByOne hides the directory backend's batch, so that PutAll puts each object alone.
+type putOneByOne struct{ Backend }
+
 func TestPutAllFailurePutsBackWhatItWrote(t *testing.T) {
 	dir := t.TempDir()
 	s := openT(t, dir)
@@ -206,7 +223,19 @@ func TestPutAllFailurePutsBackWhatItWrote(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err = OpenBackend(&failOn{dirBackend: backend, id: "fails"})
+	for _, batched := range []bool{true, false} {
+		t.Run(map[bool]string{true: "batched", false: "one by one"}[batched], func(t *testing.T) {
+			testPutAllFailurePutsBack(t, dir, backend, batched)
+		})
+	}
+}
+
+func testPutAllFailurePutsBack(t *testing.T, dir string, backend *dirBackend, batched bool) {
+	var failing Backend = &failOn{dirBackend: backend, id: "fails"}
+	if !batched {
+		failing = putOneByOne{failing}
+	}
+	s, err := OpenBackend(failing)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -176,6 +176,13 @@ type Backend interface {
 	Close() error
 }
 
+// batchBackend is a Backend that persists many objects at once for less than one Put
+// each (the directory backend: one flush). PutBatch returns how many objects it put in
+// place; on an error those may need putting back.
+type batchBackend interface {
+	PutBatch(objs []Object) (int, error)
+}
+
 // Store is the master's object store: memdb in memory, a Backend on disk. Every method is
 // safe for concurrent use; writes are serialised, reads run concurrently with them.
 type Store struct {
@@ -387,13 +394,27 @@ func (s *Store) PutAll(objs []Object) ([]Object, error) {
 			prev = &raw.(*row).Object
 			obj.CreatedIndex = prev.CreatedIndex
 		}
-		if err := s.backend.Put(*obj); err != nil {
-			if undoErr := s.undo(batch[:i], previous, revision); undoErr != nil {
-				return nil, fmt.Errorf("%w; putting back the objects already written also failed: %v", err, undoErr)
-			}
-			return nil, err
-		}
 		previous = append(previous, prev)
+	}
+	fail := func(err error, written int) ([]Object, error) {
+		if undoErr := s.undo(batch[:written], previous[:written], revision); undoErr != nil {
+			return nil, fmt.Errorf("%w; putting back the objects already written also failed: %v", err, undoErr)
+		}
+		return nil, err
+	}
+	if batcher, ok := s.backend.(batchBackend); ok {
+		if written, err := batcher.PutBatch(batch); err != nil {
+			return fail(err, written)
+		}
+	} else {
+		for i := range batch {
+			if err := s.backend.Put(batch[i]); err != nil {
+				return fail(err, i)
+			}
+		}
+	}
+	for i := range batch {
+		obj := &batch[i]
 		if err := txn.Insert(string(obj.Kind), newRow(*obj)); err != nil {
 			panic(fmt.Sprintf("BUG: store: indexing %s/%s: %v", obj.Kind, obj.ID, err))
 		}
