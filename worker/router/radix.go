@@ -136,33 +136,21 @@ func commonPrefixLen(a, b string) int {
 	return i
 }
 
-// maxPrefixes is how many prefix payloads on one lookup's path a walk remembers. A path
-// with more (a route for "/a*", another for "/a/b*", ... deeper than this) is walked again
-// for the shallower ones, so nothing is lost and nothing is allocated.
-const maxPrefixes = 16
-
-// walk is one descent of a tree for a lookup key: the deepest node whose full key is a
-// prefix of the key, whether that is all of the key, and the nodes with a prefix payload on
-// the way. It lives on the caller's stack.
-type walk[T any] struct {
-	deepest *node[T]
-	whole   bool
-	// prefixes[:n] are the deepest prefix nodes passed, shallowest first; dropped is set
-	// when shallower ones did not fit.
-	prefixes [maxPrefixes]*node[T]
-	n        int
-	dropped  bool
-}
-
 // descend walks n's tree along key, visiting only nodes whose full key ends before limit
-// (len(key)+1 for all). With hostOrder the key is read from its last byte to its first and
-// ASCII letters are lower-cased, so that a tree of reversed lower-case hosts can be
-// searched with the raw Host bytes, without a copy.
-func (w *walk[T]) descend(n *node[T], key []byte, hostOrder bool, limit int) {
-	w.n, w.dropped = 0, false
+// (len(key)+1 for all). It returns the deepest node reached, whether its full key is all
+// of key, and the deepest node on the way with a prefix payload (nil for none). With
+// hostOrder the key is read from its last byte to its first and ASCII letters are
+// lower-cased, so that a tree of reversed lower-case hosts can be searched with the raw
+// Host bytes, without a copy.
+//
+// A tree shares its nodes with the trees made from it (update), so a node cannot point up
+// at its nearest prefix ancestor; the next shallower prefix node is found by descending
+// again with limit set to the last one's keyEnd (nextPrefix). Paths pass few prefix
+// nodes, so that costs less than keeping them.
+func (n *node[T]) descend(key []byte, hostOrder bool, limit int) (deepest *node[T], whole bool, prefix *node[T]) {
 	pos := 0
 	if n.hasPrefix {
-		w.keep(n)
+		prefix = n
 	}
 	for pos < len(key) {
 		i := strings.IndexByte(n.indices, keyByte(key, pos, hostOrder))
@@ -176,40 +164,45 @@ func (w *walk[T]) descend(n *node[T], key []byte, hostOrder bool, limit int) {
 		n = child
 		pos += len(child.label)
 		if n.hasPrefix {
-			w.keep(n)
+			prefix = n
 		}
 	}
-	w.deepest, w.whole = n, pos == len(key)
+	return n, pos == len(key), prefix
 }
 
-func (w *walk[T]) keep(n *node[T]) {
-	if w.n < maxPrefixes {
-		w.prefixes[w.n] = n
-		w.n++
-		return
+// lookup is descend over all of key: the first walk of a match, without the limit's
+// compare on every level.
+func (n *node[T]) lookup(key []byte, hostOrder bool) (deepest *node[T], whole bool, prefix *node[T]) {
+	pos := 0
+	if n.hasPrefix {
+		prefix = n
 	}
-	// Full: forget the shallowest, to be found again by nextPrefix's second walk.
-	w.dropped = true
-	copy(w.prefixes[:], w.prefixes[1:])
-	w.prefixes[maxPrefixes-1] = n
+	for pos < len(key) {
+		i := strings.IndexByte(n.indices, keyByte(key, pos, hostOrder))
+		if i < 0 {
+			break
+		}
+		child := n.children[i]
+		if !hasLabelAt(key, pos, child.label, hostOrder) {
+			break
+		}
+		n = child
+		pos += len(child.label)
+		if n.hasPrefix {
+			prefix = n
+		}
+	}
+	return n, pos == len(key), prefix
 }
 
-// nextPrefix returns the next prefix node to try, deepest first, or nil when none is
-// left. Once the remembered ones are used up and some were dropped, it walks root again
-// for the ones above the shallowest it had.
-func (w *walk[T]) nextPrefix(root *node[T], key []byte, hostOrder bool) *node[T] {
-	if w.n == 0 {
-		if !w.dropped {
-			return nil
-		}
-		// The shallowest node tried is still in prefixes[0]: walk to just above it.
-		w.descend(root, key, hostOrder, w.prefixes[0].keyEnd)
-		if w.n == 0 {
-			return nil
-		}
+// nextPrefix returns the deepest prefix node on key's path in root's tree above after,
+// the prefix node tried last; nil when there is none.
+func (root *node[T]) nextPrefix(key []byte, hostOrder bool, after *node[T]) *node[T] {
+	if after == root || after.keyEnd == 0 {
+		return nil
 	}
-	w.n--
-	return w.prefixes[w.n]
+	_, _, prefix := root.descend(key, hostOrder, after.keyEnd)
+	return prefix
 }
 
 func keyByte(key []byte, pos int, hostOrder bool) byte {

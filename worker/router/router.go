@@ -315,14 +315,13 @@ func (r *Router) Match(method, host, path []byte) (value int, ok bool) {
 func (r *Router) MatchCtx(method, host, path []byte, req *fasthttp.RequestCtx) (value int, ok bool) {
 	if r.withHosts != nil {
 		name := hostName(host)
-		var w walk[*node[[]candidate]]
-		w.descend(r.withHosts, name, true, len(name)+1)
-		if n := w.deepest; w.whole && n.hasExact {
+		n, whole, prefix := r.withHosts.lookup(name, true)
+		if whole && n.hasExact {
 			if value, ok = matchPath(n.exact, method, nil, path, req); ok {
 				return value, true
 			}
 		}
-		for n := w.nextPrefix(r.withHosts, name, true); n != nil; n = w.nextPrefix(r.withHosts, name, true) {
+		for n := prefix; n != nil; n = r.withHosts.nextPrefix(name, true, n) {
 			if value, ok = matchPath(n.prefix, method, nil, path, req); ok {
 				return value, true
 			}
@@ -334,16 +333,15 @@ func (r *Router) MatchCtx(method, host, path []byte, req *fasthttp.RequestCtx) (
 // matchPath finds the first candidate of tree for the request. host is only read by
 // candidates that check their hosts themselves (Options.HostsAsCondition).
 func matchPath(tree *node[[]candidate], method, host, path []byte, req *fasthttp.RequestCtx) (int, bool) {
-	var w walk[[]candidate]
-	w.descend(tree, path, false, len(path)+1)
-	if n := w.deepest; w.whole && n.hasExact {
+	n, whole, prefix := tree.lookup(path, false)
+	if whole && n.hasExact {
 		for i := range n.exact {
 			if n.exact[i].matches(method, host, path, req) {
 				return n.exact[i].value, true
 			}
 		}
 	}
-	for n := w.nextPrefix(tree, path, false); n != nil; n = w.nextPrefix(tree, path, false) {
+	for n := prefix; n != nil; n = tree.nextPrefix(path, false, n) {
 		for i := range n.prefix {
 			if n.prefix[i].matches(method, host, path, req) {
 				return n.prefix[i].value, true
