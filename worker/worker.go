@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -82,8 +83,18 @@ type Worker struct {
 	leftOut []conf.LeftOut
 }
 
+// workerGCPercent is the worker's GOGC. A proxied request allocates nothing, so the
+// collector runs only after config writes and the heap is almost all the config's
+// tables, which live until the next write replaces them: the default 100 let the heap
+// grow to twice that before collecting (a worker with 100,000 routes held 494 MiB for a
+// live heap of about 220 MiB). An explicit GOGC in the environment still wins.
+const workerGCPercent = 25
+
 // Run serves until the master says stop or goes away.
 func Run(opts Options) error {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(workerGCPercent)
+	}
 	w := &Worker{opts: opts, log: errlog.New(os.Stderr, fmt.Sprintf("worker slot %d", opts.Slot)), conns: newConnTracker()}
 	conn, err := ipc.FromFile(os.NewFile(ipc.ConnFD, "ipc"))
 	if err != nil {
@@ -337,6 +348,9 @@ func (w *Worker) loadDelta(payload []byte) (uint64, error) {
 	}
 	w.table.Store(t)
 	w.leftOut = d.LeftOut
+	if len(d.Changes) >= bigConfig {
+		debug.FreeOSMemory() // an import: see serve
+	}
 	return d.To, nil
 }
 
@@ -353,8 +367,20 @@ func (w *Worker) serve(snap *conf.Snapshot) (uint64, error) {
 	w.table.Store(t)
 	w.certs.commit(certs, pairs)
 	w.snap, w.leftOut = snap, snap.LeftOut
+	if len(snap.Routes) >= bigConfig {
+		// A whole compile of a big config leaves garbage several times the table's size
+		// (the decoded snapshot's, the previous table's). Give it back now rather than
+		// when the scavenger gets to it: with 100,000 routes the worker stayed 150 MiB
+		// above its live heap. The forced GC is a pause of a few milliseconds, next to a
+		// compile that took hundreds; a write of routes alone never comes here.
+		debug.FreeOSMemory()
+	}
 	return snap.Version, nil
 }
+
+// bigConfig is the route count from which a whole compile returns its garbage to the
+// system at once.
+const bigConfig = 5000
 
 // reject tells the master that the snapshot in payload is not served, and why.
 func (w *Worker) reject(payload []byte, err error) {
