@@ -187,7 +187,7 @@ func read(r *Request, v *conf.Var, buf []byte) (value []byte, appended, ok bool)
 		q := req.URI().QueryString()
 		return q, false, len(q) > 0
 	case conf.VarHost:
-		host := hostName(req.Host())
+		host := HostName(req.Host())
 		if !hasUpper(host) {
 			return host, false, true
 		}
@@ -287,9 +287,10 @@ func appendPort(buf []byte, a net.Addr) ([]byte, bool, bool) {
 	return strconv.AppendInt(buf, int64(tcp.Port), 10), true, true
 }
 
-// hostName is nginx's $host of a Host value, but for case: without the port or a
-// trailing dot.
-func hostName(host []byte) []byte {
+// HostName is nginx's $host of a Host value but for case, which the caller folds as it
+// needs: without a ":port" suffix (an IPv6 literal keeps its brackets) and without one
+// trailing dot. The router matches hosts on it.
+func HostName(host []byte) []byte {
 	if len(host) > 0 && host[0] == '[' {
 		if end := bytes.IndexByte(host, ']'); end >= 0 {
 			host = host[:end+1]

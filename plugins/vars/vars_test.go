@@ -346,3 +346,25 @@ func TestHashValue(t *testing.T) {
 		}
 	}
 }
+
+func TestHostName(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"", ""},
+		{"a.test", "a.test"},
+		{"A.Test:8080", "A.Test"},
+		{"a.test.", "a.test"},
+		{"a.test.:80", "a.test"},
+		{"a.test..", "a.test."},
+		{":80", ""},
+		{"[::1]:8080", "[::1]"},
+		{"[::1]", "[::1]"},
+		{"[::1", "[::1"},
+		{"a:b:c", "a"},
+		{".", ""},
+	}
+	for _, tt := range tests {
+		if got := string(HostName([]byte(tt.in))); got != tt.want {
+			t.Errorf("HostName(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
