@@ -8,8 +8,8 @@ import "gw/conf"
 // limit-count use to fall back to the client's address when a key resolved to nothing.
 func Expand(dst []byte, r *Request, t *conf.Template) (out []byte, resolved int) {
 	for i := range t.Parts {
-		// Text and captures here, not through AppendPart: a template is mostly text,
-		// and a call per part cost regex_uri's replacement a third more than it did.
+		// Text and captures here, not through AppendPart: a template is mostly text, and
+		// a call per part took regex_uri's "/api/$1" from 125 instructions to 185.
 		switch p := &t.Parts[i]; p.Kind {
 		case conf.PartText:
 			dst = append(dst, p.Text...)

@@ -16,7 +16,8 @@ import (
 // Request is what variables are read from: one HTTP request and what gw has learnt about
 // it so far. A field not known yet is empty, and the variables it answers have no value:
 // route_id while routing, consumer_name before authentication, as in APISIX. A Request
-// is a value for one goroutine; build it on the stack for each request.
+// is a value for one goroutine: build it on the stack for each request, or keep one per
+// connection and set its fields.
 type Request struct {
 	// HTTP is the request; it must be set.
 	HTTP *fasthttp.RequestCtx
