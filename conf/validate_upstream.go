@@ -89,7 +89,10 @@ func (u *Upstream) validateHashKey(path string) error {
 		ok = IsHashVar(u.Key)
 	case "header", "cookie":
 		ok = isHashHeaderName(u.Key)
-	default: // vars_combinations: any text with $variables in it
+	default: // vars_combinations: text with $variables in it, every one of them known
+		if _, err := ParseTemplate(u.Key, TemplateSyntax{}); err != nil {
+			return &ObjectError{Path: memberPath(path, "key"), Reason: err.Error()}
+		}
 		return nil
 	}
 	if !ok {

@@ -56,48 +56,6 @@ var opNames = map[string]Op{
 	"ipmatch": OpIPMatch,
 }
 
-// VarKind names where a variable's value comes from.
-type VarKind uint8
-
-// The variables a vars expression may read, named as nginx and APISIX name them.
-const (
-	VarURI           VarKind = iota + 1 // uri: the normalised, decoded path
-	VarRequestURI                       // request_uri: the path and query as sent
-	VarArgs                             // args, query_string: the raw query string
-	VarHost                             // host: the Host header, lower-cased, without the port
-	VarRemoteAddr                       // remote_addr: the TCP peer's address
-	VarRemotePort                       // remote_port
-	VarServerAddr                       // server_addr: the local address of the connection
-	VarServerPort                       // server_port
-	VarRequestMethod                    // request_method
-	VarScheme                           // scheme: http or https
-	VarHeader                           // http_<name>: a request header
-	VarArg                              // arg_<name>: a query argument, decoded
-	VarCookie                           // cookie_<name>: a cookie
-)
-
-var varNames = map[string]VarKind{
-	"uri": VarURI, "request_uri": VarRequestURI, "args": VarArgs, "query_string": VarArgs,
-	"host": VarHost, "remote_addr": VarRemoteAddr, "remote_port": VarRemotePort,
-	"server_addr": VarServerAddr, "server_port": VarServerPort,
-	"request_method": VarRequestMethod, "scheme": VarScheme,
-}
-
-// varPrefixes are the families of variables named after a header, argument or cookie.
-var varPrefixes = []struct {
-	prefix string
-	kind   VarKind
-}{{"http_", VarHeader}, {"arg_", VarArg}, {"cookie_", VarCookie}}
-
-// Var is one variable a comparison reads.
-type Var struct {
-	Kind VarKind
-	// Name is the header name ("x-api-key" for http_x_api_key: lower case, '_' read as
-	// '-', as nginx matches $http_*), the argument name or the cookie name; empty for the
-	// other kinds.
-	Name string
-}
-
 // Expr is one node of a compiled vars expression: a logical operator over Operands, or
 // (Logic 0) a comparison. It is immutable and safe for concurrent use.
 type Expr struct {
@@ -258,7 +216,7 @@ func compileComparison(rule []any, path string) (Comparison, bool, error) {
 	if !ok {
 		return bad(0, "invalid expression: the variable name must be a string, got %s", jsonTypeName(rule[0]))
 	}
-	v, err := parseVar(name)
+	v, err := ParseVar(name)
 	if err != nil {
 		return bad(0, "%v", err)
 	}
@@ -292,29 +250,6 @@ func compileComparison(rule []any, path string) (Comparison, bool, error) {
 		return bad(opAt+1, "%v", err)
 	}
 	return c, negate, nil
-}
-
-// parseVar resolves a variable name to its kind, refusing names gw cannot read so that a
-// typo fails at write time instead of never matching.
-func parseVar(name string) (Var, error) {
-	if kind, ok := varNames[name]; ok {
-		return Var{Kind: kind}, nil
-	}
-	for _, p := range varPrefixes {
-		rest, found := strings.CutPrefix(name, p.prefix)
-		if !found {
-			continue
-		}
-		if rest == "" {
-			return Var{}, fmt.Errorf("invalid variable %q: the name after %q is missing", name, p.prefix)
-		}
-		if p.kind == VarHeader {
-			rest = strings.ReplaceAll(strings.ToLower(rest), "_", "-")
-		}
-		return Var{Kind: p.kind, Name: rest}, nil
-	}
-	return Var{}, fmt.Errorf("unknown variable %q; supported: uri, request_uri, args, query_string, host, "+
-		"remote_addr, remote_port, server_addr, server_port, request_method, scheme, http_<header>, arg_<name>, cookie_<name>", name)
 }
 
 // setOperand checks value against c.Op and stores it in the field the operator reads.

@@ -168,6 +168,7 @@ func (w *Worker) route(ctx *fasthttp.RequestCtx, x *requestState) {
 	}
 	r := t.routes[value]
 	x.routeID = r.info.ID
+	x.up.Route = &r.info // for a chash key naming $route_id and the like
 	x.up.Pristine = r.pristine
 	if r.chain == nil && r.global == nil {
 		// Only the route lookup came since the start (when the access log read it): the

@@ -166,6 +166,9 @@ func Parse(raw json.RawMessage) (*Config, error) {
 	if !hasTimeWindow {
 		return nil, errors.New("time_window: is required (the window length in seconds)")
 	}
+	if _, err := parseKey(c.KeyType, c.Key); err != nil {
+		return nil, err
+	}
 	if c.Count > MaxUsed && c.TimeWindow > maxSaturatingWindow {
 		return nil, fmt.Errorf("count: above %d (where the shared counter stops, so the limit never rejects) needs a time_window "+
 			"of at most %d seconds, got count %d with time_window %d; lower one of them", int64(MaxUsed), maxSaturatingWindow,

@@ -87,6 +87,27 @@ func TestParseAccepts(t *testing.T) {
 	}
 }
 
+// A key naming a variable gw cannot read is refused, naming it, wherever it hides.
+func TestParseRefusesUnknownVariables(t *testing.T) {
+	for _, tt := range []struct{ json, want string }{
+		{`{"count": 1, "time_window": 60, "key": "no_such_var"}`, `key: unknown variable "no_such_var"; supported: uri,`},
+		{`{"count": 1, "time_window": 60, "key": "$remote_addr"}`, `key: unknown variable "$remote_addr"`},
+		{`{"count": 1, "time_window": 60, "key": "post_arg.user"}`, `key: variable "post_arg.user" is not supported: gw does not read request bodies`},
+		{`{"count": 1, "time_window": 60, "key_type": "var_combination", "key": "$remote_addr $nope"}`, `key: unknown variable "nope"`},
+		{`{"count": 1, "time_window": 60, "key_type": "var_combination", "key": "$remote_addr.$http_x"}`, `write ${remote_addr} when text follows`},
+		{`{"count": 1, "time_window": 60, "key_type": "var_combination", "key": "user-$1"}`, `$1: captures are filled by regex_uri`},
+	} {
+		_, err := Parse(json.RawMessage(tt.json))
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Parse(%s) = %v, want an error containing %q", tt.json, err, tt.want)
+		}
+	}
+	// A constant is text, whatever it looks like.
+	if _, err := Parse(json.RawMessage(`{"count": 1, "time_window": 60, "key_type": "constant", "key": "$nope"}`)); err != nil {
+		t.Errorf("constant key: %v", err)
+	}
+}
+
 func TestParseRejects(t *testing.T) {
 	const base = `"count": 100, "time_window": 60`
 	tests := []struct {

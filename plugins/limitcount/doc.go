@@ -2,7 +2,8 @@
 // per key in each time_window seconds, the rest answered with rejected_code. Parse decodes
 // a route's configuration strictly with APISIX's defaults; the registry's Validate uses it
 // so the Admin API refuses bad configurations. Build turns a configuration into a route's
-// limiter once per snapshot: the key's variables are resolved to lookups, the counter key's
+// limiter once per snapshot: the key is parsed by conf (a variable gw cannot read is
+// refused) and read per request by gw/plugins/vars, the counter key's
 // prefix (route and configuration, or group) is hashed, headers and bodies are formatted.
 // The counters live in one shared-memory window table (WindowTable) that the master
 // creates at start and every worker maps, so a count is exact across workers and survives

@@ -162,9 +162,13 @@ func (plugin) Build(raw json.RawMessage, env *plugins.Env) (any, error) {
 		base.WriteString(cfg.canonical())
 	}
 	base.WriteByte(0)
+	keys, err := newKeySource(base, cfg)
+	if err != nil {
+		return nil, err
+	}
 	l := &limiter{
 		table:            table,
-		keys:             newKeySource(base, cfg),
+		keys:             keys,
 		count:            uint64(cfg.Count),
 		window:           WindowTicks(cfg.Window()),
 		policy:           EvictOnFull,

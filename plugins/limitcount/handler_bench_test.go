@@ -9,6 +9,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"gw/plugins"
+	"gw/shm"
 )
 
 // benchmarkAccess runs requests through the plugin as the worker does (Ctx from the pool,
@@ -58,3 +59,39 @@ func BenchmarkAccessNoQuotaHeaders(b *testing.B) {
 // With the three X-RateLimit-* headers set on the response: most of the time is
 // fasthttp's header validation in Ctx.ApplyResponseHeaders.
 func BenchmarkAccessAndApplyHeaders(b *testing.B) { benchmarkAccess(b, seedConfig, 64, true) }
+
+// benchmarkFingerprint is one request's key, in one goroutine: the part of Access the key
+// costs, without the shared table's atomics that make BenchmarkAccess* noisy.
+func benchmarkFingerprint(b *testing.B, config string) {
+	cfg, err := Parse([]byte(config))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var base shm.KeyHash
+	ks, err := newKeySource(base, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var ctx fasthttp.RequestCtx
+	ctx.Init(&fasthttp.Request{}, &net.TCPAddr{IP: net.IPv4(10, 0, 0, 1), Port: 40000}, nil)
+	ctx.Request.SetRequestURI("/hello?user=u")
+	ctx.Request.Header.Set("X-User", "ann")
+	c := plugins.AcquireCtx(&ctx, &plugins.RouteInfo{ID: "1"}, 0)
+	b.ReportAllocs()
+	for b.Loop() {
+		// A new request's query string, not yet parsed: fasthttp keeps parsed arguments
+		// on the URI, and reading them again would cost less than a request pays.
+		ctx.Request.URI().SetQueryString("user=u")
+		ks.fingerprint(c)
+	}
+}
+
+func BenchmarkFingerprintRemoteAddr(b *testing.B) { benchmarkFingerprint(b, seedConfig) }
+
+func BenchmarkFingerprintHeader(b *testing.B) {
+	benchmarkFingerprint(b, `{"count": 1, "time_window": 60, "key": "http_x_user"}`)
+}
+
+func BenchmarkFingerprintCombination(b *testing.B) {
+	benchmarkFingerprint(b, `{"count": 1, "time_window": 60, "key_type": "var_combination", "key": "$remote_addr $http_x_user $arg_user"}`)
+}

@@ -195,13 +195,19 @@ func TestKeys(t *testing.T) {
 			[]req{{"10.0.0.1", nil}, {"10.0.0.2", nil}}, []int{200, 503}},
 		{"server_addr", `{"count": 1, "time_window": 60, "key": "server_addr"}`,
 			[]req{{"10.0.0.1", nil}, {"10.0.0.2", nil}}, []int{200, 503}},
-		{"unknown variable is missing", `{"count": 1, "time_window": 60, "key": "no_such_var"}`,
+		{"empty key is missing", `{"count": 1, "time_window": 60, "key": ""}`,
+			[]req{{"10.0.0.1", nil}, {"10.0.0.2", nil}, {"10.0.0.1", nil}}, []int{200, 200, 503}},
+		{"consumer_name without a consumer is missing", `{"count": 1, "time_window": 60, "key": "consumer_name"}`,
 			[]req{{"10.0.0.1", nil}, {"10.0.0.2", nil}, {"10.0.0.1", nil}}, []int{200, 200, 503}},
 		{"constant", `{"count": 1, "time_window": 60, "key_type": "constant", "key": "everyone"}`,
 			[]req{{"10.0.0.1", nil}, {"10.0.0.2", nil}}, []int{200, 503}},
 		{"var_combination", `{"count": 1, "time_window": 60, "key_type": "var_combination", "key": "$remote_addr ${http_x_user}"}`,
 			[]req{{"10.0.0.1", []string{"X-User", "ann"}}, {"10.0.0.1", []string{"X-User", "bob"}}, {"10.0.0.1", []string{"X-User", "ann"}}, {"10.0.0.2", []string{"X-User", "ann"}}},
 			[]int{200, 200, 503, 200}},
+		{"var_combination fallback", `{"count": 1, "time_window": 60, "key_type": "var_combination", "key": "${http_x_user ?? anonymous}"}`,
+			[]req{{"10.0.0.1", nil}, {"10.0.0.2", nil}, {"10.0.0.3", []string{"X-User", "ann"}}}, []int{200, 503, 200}},
+		{"var_combination with empty values only uses the client address", `{"count": 1, "time_window": 60, "key_type": "var_combination", "key": "$http_x_user"}`,
+			[]req{{"10.0.0.1", []string{"X-User", ""}}, {"10.0.0.2", []string{"X-User", ""}}, {"10.0.0.1", nil}}, []int{200, 200, 503}},
 		{"var_combination with nothing resolved uses the client address", `{"count": 1, "time_window": 60, "key_type": "var_combination", "key": "user:$http_x_user"}`,
 			[]req{{"10.0.0.1", nil}, {"10.0.0.2", nil}, {"10.0.0.1", nil}, {"10.0.0.3", []string{"X-User", "ann"}}, {"10.0.0.4", []string{"X-User", "ann"}}},
 			[]int{200, 200, 503, 200, 503}},
@@ -216,45 +222,6 @@ func TestKeys(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-func TestParseCombination(t *testing.T) {
-	tests := []struct {
-		key  string
-		want string
-	}{
-		{"$remote_addr $http_x", "var:remote_addr text:\" \" var:X"},
-		{"${remote_addr}-${arg_a}", "var:remote_addr text:\"-\" arg:a"},
-		{"user:$http_x_user_id!", "text:\"user:\" var:X-User-Id text:\"!\""},
-		{"$", "text:\"$\""},
-		{"a$ b", "text:\"a$ b\""},
-		{"${unclosed", "text:\"${unclosed\""},
-		{"$cookie_sid$route_id", "cookie:sid var:route_id"},
-	}
-	for _, tt := range tests {
-		var got []string
-		for _, p := range parseCombination(tt.key) {
-			switch {
-			case !p.isVar:
-				got = append(got, fmt.Sprintf("text:%q", p.literal))
-			case p.v.kind == varArg:
-				got = append(got, "arg:"+string(p.v.name))
-			case p.v.kind == varCookie:
-				got = append(got, "cookie:"+string(p.v.name))
-			case p.v.kind == varHeader:
-				got = append(got, "var:"+string(p.v.name))
-			default:
-				for name, kind := range simpleVars {
-					if kind == p.v.kind {
-						got = append(got, "var:"+name)
-					}
-				}
-			}
-		}
-		if g := strings.Join(got, " "); g != tt.want {
-			t.Errorf("parseCombination(%q) = %s, want %s", tt.key, g, tt.want)
-		}
 	}
 }
 
@@ -452,5 +419,46 @@ func TestAccessAllocatesNothing(t *testing.T) {
 		if allocs != 0 {
 			t.Errorf("%s: %v allocations per request", config, allocs)
 		}
+	}
+}
+
+// The key's value is hashed as limit-count always hashed it: an address in its 4 or
+// 16 bytes, a port in 2, big-endian. A binary upgrade keeps the shared table, and with it
+// every live window, only while these stay the same.
+func TestFingerprintsKeepTheirForm(t *testing.T) {
+	var base shm.KeyHash // the zero hash: the table's secret plays no part here
+	base.WriteString("route\x00" + "1\x00")
+	tests := []struct {
+		key, client string
+		want        []byte
+	}{
+		{"remote_addr", "10.0.0.1", []byte{10, 0, 0, 1}},
+		{"remote_addr", "::ffff:10.0.0.1", []byte{10, 0, 0, 1}},
+		{"remote_addr", "2001:db8::1", []byte{0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}},
+		{"remote_port", "10.0.0.1", []byte{40000 >> 8, 40000 & 0xff}},
+		{"http_x_user", "10.0.0.1", []byte("ann")},
+		{"http_x_none", "10.0.0.1", []byte{10, 0, 0, 1}}, // no value: the client's address
+	}
+	for _, tt := range tests {
+		cfg, err := Parse(json.RawMessage(`{"count": 1, "time_window": 60, "key": "` + tt.key + `"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ks, err := newKeySource(base, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var req fasthttp.Request
+		req.SetRequestURI("/hello")
+		req.Header.Set("X-User", "ann")
+		var ctx fasthttp.RequestCtx
+		ctx.Init(&req, &net.TCPAddr{IP: net.ParseIP(tt.client), Port: 40000}, nil)
+		c := plugins.AcquireCtx(&ctx, &plugins.RouteInfo{ID: "1"}, 0)
+		want := base
+		want.Write(tt.want)
+		if got := ks.fingerprint(c); got != want.Sum() {
+			t.Errorf("key %s from %s: the fingerprint is not of %v", tt.key, tt.client, tt.want)
+		}
+		plugins.ReleaseCtx(c)
 	}
 }

@@ -1,220 +1,41 @@
 package limitcount
 
 import (
-	"encoding/binary"
-	"net"
-	"strings"
+	"fmt"
 
-	"gw/internal/bytesconv"
+	"gw/conf"
 	"gw/plugins"
+	"gw/plugins/vars"
 	"gw/shm"
 )
 
-// varKind is a variable a key may name, as in APISIX (nginx variables plus APISIX's own).
-type varKind uint8
-
-const (
-	varUnknown varKind = iota // always missing, as an unknown variable is nil in APISIX
-	varRemoteAddr
-	varRemotePort
-	varServerAddr
-	varServerPort
-	varHeader // http_<name>
-	varArg    // arg_<name>
-	varCookie // cookie_<name>
-	varURI
-	varRequestURI
-	varHost
-	varMethod
-	varScheme
-	varRouteID
-	varRouteName
-	varServiceID
-	varServiceName
-	varConsumerName
-)
-
-// variable is one resolved-at-build variable reference.
-type variable struct {
-	kind varKind
-	name []byte // header name (X-User), argument or cookie name
+// key is a limit-count key compiled: one variable (key_type var) or a template
+// (var_combination); a constant key is hashed once and needs neither.
+type key struct {
+	single   bool
+	v        conf.Var
+	template conf.Template
 }
 
-var simpleVars = map[string]varKind{
-	"remote_addr":    varRemoteAddr,
-	"remote_port":    varRemotePort,
-	"server_addr":    varServerAddr,
-	"server_port":    varServerPort,
-	"uri":            varURI,
-	"request_uri":    varRequestURI,
-	"host":           varHost,
-	"request_method": varMethod,
-	"scheme":         varScheme,
-	"route_id":       varRouteID,
-	"route_name":     varRouteName,
-	"service_id":     varServiceID,
-	"service_name":   varServiceName,
-	"consumer_name":  varConsumerName,
-}
-
-// parseVariable resolves a variable name once, at build time.
-func parseVariable(name string) variable {
-	if kind, ok := simpleVars[name]; ok {
-		return variable{kind: kind}
-	}
-	switch {
-	case strings.HasPrefix(name, "http_") && len(name) > len("http_"):
-		// nginx's $http_x_user is the header X-User: lower case, '_' for '-'.
-		header := strings.ReplaceAll(name[len("http_"):], "_", "-")
-		return variable{kind: varHeader, name: []byte(fasthttpCanonical(header))}
-	case strings.HasPrefix(name, "arg_") && len(name) > len("arg_"):
-		return variable{kind: varArg, name: []byte(name[len("arg_"):])}
-	case strings.HasPrefix(name, "cookie_") && len(name) > len("cookie_"):
-		return variable{kind: varCookie, name: []byte(name[len("cookie_"):])}
-	}
-	return variable{kind: varUnknown}
-}
-
-// fasthttpCanonical writes a header name the way fasthttp stores it (X-User), so that a
-// lookup needs no normalising copy.
-func fasthttpCanonical(name string) string {
-	b := []byte(strings.ToLower(name))
-	upper := true
-	for i, c := range b {
-		if upper && c >= 'a' && c <= 'z' {
-			b[i] = c - 'a' + 'A'
+// parseKey reads key as key_type says, refusing a variable gw cannot read. An empty var
+// key is accepted, as APISIX accepts it, and never has a value: requests count by
+// client address.
+func parseKey(keyType, text string) (key, error) {
+	var k key
+	var err error
+	switch keyType {
+	case "var":
+		k.single = true
+		if text != "" {
+			k.v, err = conf.ParseVar(text)
 		}
-		upper = c == '-'
+	case "var_combination":
+		k.template, err = conf.ParseTemplate(text, conf.TemplateSyntax{})
 	}
-	return string(b)
-}
-
-// value returns the variable's value for a request and whether it has one. The result may
-// point into scratch, into the request, or into the route's strings: read it, never keep
-// or change it.
-func (v *variable) value(c *plugins.Ctx, scratch *[16]byte) ([]byte, bool) {
-	req := c.Request
-	var b []byte
-	switch v.kind {
-	case varRemoteAddr:
-		return ipBytes(req.RemoteIP()), true
-	case varRemotePort:
-		return portBytes(req.RemoteAddr(), scratch)
-	case varServerAddr:
-		return ipBytes(req.LocalIP()), true
-	case varServerPort:
-		return portBytes(req.LocalAddr(), scratch)
-	case varHeader:
-		b = req.Request.Header.PeekBytes(v.name)
-	case varArg:
-		b = req.QueryArgs().PeekBytes(v.name)
-	case varCookie:
-		b = req.Request.Header.CookieBytes(v.name)
-	case varURI:
-		b = req.Path()
-	case varRequestURI:
-		b = req.RequestURI()
-	case varHost:
-		b = req.Host()
-	case varMethod:
-		b = req.Method()
-	case varScheme:
-		if req.IsTLS() {
-			return schemeHTTPS, true
-		}
-		return schemeHTTP, true
-	case varRouteID:
-		b = stringBytes(c.Route.ID)
-	case varRouteName:
-		b = stringBytes(c.Route.Name)
-	case varServiceID:
-		b = stringBytes(c.Route.ServiceID)
-	case varServiceName:
-		b = stringBytes(c.Route.ServiceName)
-	case varConsumerName:
-		b = stringBytes(c.Consumer)
+	if err != nil {
+		return key{}, fmt.Errorf("key: %w", err)
 	}
-	// fasthttp cannot tell an empty header or argument from a missing one; both count as
-	// missing, so the key falls back to the client address rather than one shared counter.
-	return b, len(b) > 0
-}
-
-var (
-	schemeHTTP  = []byte("http")
-	schemeHTTPS = []byte("https")
-)
-
-// ipBytes is the address in its 4-byte form when it is IPv4, so that one client counts as
-// one key whether it arrived on an IPv4 or a dual-stack socket.
-func ipBytes(ip net.IP) []byte {
-	if v4 := ip.To4(); v4 != nil {
-		return v4
-	}
-	return ip
-}
-
-func portBytes(addr net.Addr, scratch *[16]byte) ([]byte, bool) {
-	tcp, ok := addr.(*net.TCPAddr)
-	if !ok {
-		return nil, false
-	}
-	binary.BigEndian.PutUint16(scratch[:2], uint16(tcp.Port))
-	return scratch[:2], true
-}
-
-func stringBytes(s string) []byte { return bytesconv.Bytes(s) }
-
-// keyPart is a piece of a var_combination key: literal text or a variable.
-type keyPart struct {
-	literal string
-	isVar   bool
-	v       variable
-}
-
-// parseCombination splits APISIX's "$remote_addr $http_x" (also "${name}") into parts,
-// as core.utils.resolve_var reads it: a variable name is letters, digits and '_'.
-func parseCombination(key string) []keyPart {
-	var parts []keyPart
-	var text strings.Builder
-	flush := func() {
-		if text.Len() > 0 {
-			parts = append(parts, keyPart{literal: text.String()})
-			text.Reset()
-		}
-	}
-	for i := 0; i < len(key); {
-		if key[i] != '$' {
-			text.WriteByte(key[i])
-			i++
-			continue
-		}
-		if i+1 < len(key) && key[i+1] == '{' {
-			if end := strings.IndexByte(key[i+2:], '}'); end > 0 {
-				flush()
-				parts = append(parts, keyPart{isVar: true, v: parseVariable(key[i+2 : i+2+end])})
-				i += end + 3
-				continue
-			}
-		}
-		j := i + 1
-		for j < len(key) && isNameByte(key[j]) {
-			j++
-		}
-		if j == i+1 { // a lone '$' is text
-			text.WriteByte('$')
-			i++
-			continue
-		}
-		flush()
-		parts = append(parts, keyPart{isVar: true, v: parseVariable(key[i+1 : j])})
-		i = j
-	}
-	flush()
-	return parts
-}
-
-func isNameByte(c byte) bool {
-	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+	return k, nil
 }
 
 // keySource computes a request's counter fingerprint: the route's prefix (or the group's)
@@ -223,49 +44,74 @@ type keySource struct {
 	base     shm.KeyHash // seeded and fed the prefix at build time
 	constant bool
 	fp       uint64 // the whole fingerprint when constant
-	parts    []keyPart
-	fallback variable // remote_addr, used when no variable of the key has a value
+	key      key
+	// names is set when the key reads the route's, service's or consumer's names.
+	names bool
 }
 
-func newKeySource(base shm.KeyHash, cfg *Config) *keySource {
-	ks := &keySource{base: base, fallback: variable{kind: varRemoteAddr}}
-	switch cfg.KeyType {
-	case "constant":
+// remoteAddr is the key when the configured one has no value.
+var remoteAddr = conf.Var{Kind: conf.VarRemoteAddr}
+
+func newKeySource(base shm.KeyHash, cfg *Config) (*keySource, error) {
+	ks := &keySource{base: base}
+	if cfg.KeyType == "constant" {
 		ks.constant = true
 		h := base
 		h.WriteString(cfg.Key)
 		ks.fp = h.Sum()
-	case "var_combination":
-		ks.parts = parseCombination(cfg.Key)
-	default:
-		ks.parts = []keyPart{{isVar: true, v: parseVariable(cfg.Key)}}
+		return ks, nil
 	}
-	return ks
+	var err error
+	ks.key, err = parseKey(cfg.KeyType, cfg.Key)
+	ks.names = vars.ReadsNames(&ks.key.v)
+	for i := range ks.key.template.Parts {
+		ks.names = ks.names || vars.ReadsNames(&ks.key.template.Parts[i].Var)
+	}
+	return ks, err
 }
 
-// fingerprint hashes the request's key without allocating.
+// keyScratch holds any address or port, and most decoded arguments, on the stack.
+const keyScratch = 128
+
+// fingerprint hashes the request's key without allocating. A var_combination key is
+// hashed part by part, so a long value needs no buffer; addresses and ports are hashed in
+// their binary form (vars.HashValue), as limit-count always has, so that counters keep
+// their keys across an upgrade.
 func (ks *keySource) fingerprint(c *plugins.Ctx) uint64 {
 	if ks.constant {
 		return ks.fp
 	}
-	var scratch [16]byte
+	r := vars.Request{HTTP: c.Request}
+	if ks.names {
+		r.Consumer = c.Consumer
+		if route := c.Route; route != nil {
+			r.RouteID, r.RouteName, r.ServiceID, r.ServiceName = route.ID, route.Name, route.ServiceID, route.ServiceName
+		}
+	}
+	var scratch [keyScratch]byte
 	h := ks.base
-	resolved := false
-	for i := range ks.parts {
-		p := &ks.parts[i]
-		if !p.isVar {
-			h.WriteString(p.literal)
-			continue
-		}
-		if v, ok := p.v.value(c, &scratch); ok {
+	// An empty value counts as none, unlike in APISIX: one counter for every client
+	// sending an empty header would limit them all together.
+	if ks.key.single {
+		if v, ok := vars.HashValue(&r, &ks.key.v, scratch[:0]); ok && len(v) > 0 {
 			h.Write(v)
-			resolved = true
+			return h.Sum()
+		}
+	} else {
+		resolved := false
+		for i := range ks.key.template.Parts {
+			p := &ks.key.template.Parts[i]
+			v, ok := vars.PartHashValue(&r, p, scratch[:0])
+			h.Write(v)
+			resolved = resolved || ok && len(v) > 0 && p.Kind == conf.PartVar
+		}
+		if resolved {
+			return h.Sum()
 		}
 	}
-	if !resolved { // APISIX: "The value of the configured key is empty, use client IP instead"
-		h = ks.base
-		v, _ := ks.fallback.value(c, &scratch)
-		h.Write(v)
-	}
+	// APISIX: "The value of the configured key is empty, use client IP instead".
+	h = ks.base
+	v, _ := vars.HashValue(&r, &remoteAddr, scratch[:0])
+	h.Write(v)
 	return h.Sum()
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"gw/conf"
 	"gw/plugins"
 	"gw/plugins/pluginconf"
 )
@@ -40,7 +41,7 @@ func (plugin) Validate(raw json.RawMessage) error {
 // it and safe to share between goroutines.
 type Config struct {
 	// URI, when set, replaces the path; it may name variables and hold a '?' and query.
-	URI *template
+	URI *conf.Template
 	// RegexURI are the [regex, replacement] pairs; the first regex that matches the
 	// decoded path is substituted (first match only), the rest are ignored.
 	RegexURI []regexRewrite
@@ -51,17 +52,19 @@ type Config struct {
 	// Headers are applied in APISIX's order: add, then set, then remove.
 	Add, Set []headerValue
 	Remove   [][]byte
+	// readsNames is set when a template reads the route's, service's or consumer's names.
+	readsNames bool
 }
 
 type regexRewrite struct {
 	re          *regexp.Regexp
-	replacement template
+	replacement conf.Template
 }
 
 // headerValue is one header name with its values (one, or several from an array).
 type headerValue struct {
 	name   []byte
-	values []template
+	values []conf.Template
 }
 
 // methods is APISIX's method enum for proxy-rewrite.
@@ -118,6 +121,7 @@ func Parse(raw json.RawMessage) (*Config, error) {
 	if settings < 1 {
 		return nil, errors.New("configuration must set at least one of uri, regex_uri, host, method or headers")
 	}
+	c.readsNames = c.templatesReadNames()
 	return c, nil
 }
 
@@ -125,7 +129,7 @@ func (c *Config) parseURI(s string) error {
 	if len(s) > 4096 || s[0] != '/' {
 		return fmt.Errorf("uri: must start with \"/\" and be at most 4096 characters, got %s", pluginconf.Verbatim.Show([]byte(strconv.Quote(s))))
 	}
-	t, err := parseTemplate(s, false)
+	t, err := conf.ParseTemplate(s, uriSyntax)
 	if err != nil {
 		return fmt.Errorf("uri: %w", err)
 	}
@@ -162,43 +166,6 @@ func parseRegexURI(m pluginconf.Member) ([]regexRewrite, error) {
 		rewrites = append(rewrites, regexRewrite{re: re, replacement: tpl})
 	}
 	return rewrites, nil
-}
-
-// parseReplacement parses ngx.re.sub's template: $0..$N or ${N} for captures, $$ for a
-// dollar sign; any other '$' is an error, as in ngx.re.sub.
-func parseReplacement(s string, numSubexp int) (template, error) {
-	t := template{}
-	literal := []byte{}
-	for i := 0; i < len(s); i++ {
-		if s[i] != '$' {
-			literal = append(literal, s[i])
-			continue
-		}
-		if i+1 < len(s) && s[i+1] == '$' {
-			literal = append(literal, '$')
-			i++
-			continue
-		}
-		name, end, ok := referenceAt(s, i)
-		if !ok || !isDigits(name) {
-			return t, fmt.Errorf("invalid capturing variable name at %q (use $1 or ${1}, and $$ for a dollar sign)", s[i:])
-		}
-		n, err := strconv.Atoi(name)
-		if err != nil || n > numSubexp {
-			return t, fmt.Errorf("$%s: the regex has only %d capture(s)", name, numSubexp)
-		}
-		if len(literal) > 0 {
-			t.segments = append(t.segments, segment{literal: literal, capture: -1})
-			literal = []byte{}
-		}
-		t.segments = append(t.segments, segment{capture: n})
-		t.dynamic = true
-		i = end - 1
-	}
-	if len(literal) > 0 {
-		t.segments = append(t.segments, segment{literal: literal, capture: -1})
-	}
-	return t, nil
 }
 
 // parseHost is APISIX's ^[0-9a-zA-Z-.]+(:\d{1,5})?$.
@@ -304,7 +271,7 @@ func headerValues(path string, list []pluginconf.Member, arrays bool) ([]headerV
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", fieldPath, err)
 			}
-			tpl, err := parseTemplate(text, true)
+			tpl, err := conf.ParseTemplate(text, headerSyntax)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", fieldPath, err)
 			}

@@ -11,6 +11,7 @@ func TestParseAccepts(t *testing.T) {
 	for _, raw := range []string{
 		`{"uri":"/api/values"}`,
 		`{"uri":"/a?x=1"}`,
+		`{"uri":"/$route_id/$consumer_name/${http_x ?? none}"}`,
 		`{"uri":"/$uri/${arg_id}/$http_x_user/$cookie_s/$host/$remote_addr/$args/$request_method/$scheme/$request_uri/$query_string"}`,
 		`{"uri":"/cost$"}`,
 		`{"regex_uri":["^/hello/(.*)","/$1"]}`,
@@ -23,6 +24,10 @@ func TestParseAccepts(t *testing.T) {
 		`{"headers":{"X-Api":"v2","X-Num":1.5}}`,
 		`{"headers":{"set":{"X-A":"1","X-B":["a","b"]},"add":{"X-C":2},"remove":["User-Agent"]}}`,
 		`{"headers":{"set":{"X-Cap":"$1-$uri"}},"regex_uri":["^/(.*)","/$1"]}`,
+		// APISIX resolves an unknown variable in a header value to nothing.
+		`{"headers":{"X-A":"$nope"}}`,
+		`{"headers":{"set":{"X-A":"${helle ?? x}"},"add":{"X-B":"$http_"}}}`,
+		`{"headers":{"X-Api-Test":""}}`,
 		`{"uri":"/a","use_real_request_uri_unsafe":false}`,
 		`{"uri":"/a","_meta":{}}`,
 	} {
@@ -42,7 +47,8 @@ func TestParseRejects(t *testing.T) {
 		"uri relative":         {`{"uri":"a"}`, `uri: must start with "/"`},
 		"uri empty":            {`{"uri":""}`, "uri: must not be empty"},
 		"uri too long":         {`{"uri":"/` + strings.Repeat("a", 4096) + `"}`, "at most 4096"},
-		"uri unknown variable": {`{"uri":"/$upstream_addr"}`, "$upstream_addr: variable not supported"},
+		"uri unknown variable": {`{"uri":"/$upstream_addr"}`, `uri: unknown variable "upstream_addr"; supported: uri,`},
+		"uri dotted variable":  {`{"uri":"/$uri.html"}`, `uri: unknown variable "uri.html"`},
 		"uri capture":          {`{"uri":"/$1"}`, "$1: captures are filled by regex_uri"},
 		"regex_uri one item":   {`{"regex_uri":["^/a"]}`, "must hold pairs"},
 		"regex_uri odd":        {`{"regex_uri":["a","b","c"]}`, "must hold pairs"},
@@ -73,8 +79,8 @@ func TestParseRejects(t *testing.T) {
 		"remove empty":         {`{"headers":{"remove":[]}}`, "headers.remove: must be a non-empty array"},
 		"remove number":        {`{"headers":{"remove":[1]}}`, "item 1 must be a string"},
 		"structured extra":     {`{"headers":{"set":{"X-A":"1"},"X-B":"2"}}`, "headers.X-B: unknown field"},
-		"header bad variable":  {`{"headers":{"X-A":"$nope"}}`, "$nope: variable not supported"},
-		"header dotted var":    {`{"headers":{"X-A":"$post_arg.x"}}`, "variable not supported"},
+		"header post_arg":      {`{"headers":{"X-A":"$post_arg.x"}}`, `headers.X-A: variable "post_arg.x" is not supported`},
+		"header capture range": {`{"headers":{"X-A":"$100"}}`, `headers.X-A: $100: capture number out of range`},
 		"field twice":          {`{"uri":"/a","uri":"/b"}`, "uri: appears twice"},
 	}
 	for name, tc := range cases {

@@ -4,7 +4,9 @@
 // allowed), regex_uri substitutes the first match of the first matching [regex,
 // replacement] pair in the decoded path ($1 and ${1} captures, Go's RE2 syntax), host
 // replaces the Host header, method the method, and headers adds, sets and removes request
-// headers (values may use the captures and variables). As in APISIX the client's query
+// headers (values may use the captures and variables; a value that comes out empty
+// removes the header). Templates are conf.Templates, expanded by gw/plugins/vars as every
+// other user of variables does. As in APISIX the client's query
 // string is kept (joined with '&' when the new uri has its own), and the new path is
 // percent-encoded the way nginx's ngx_escape_uri does. Parse compiles every template and
 // regex once; a request resolves them into pooled buffers and allocates nothing, except

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"gw/plugins"
+	"gw/plugins/vars"
 )
 
 // Build compiles a route's configuration; the compiled Config is the instance.
@@ -17,10 +18,11 @@ var _ plugins.AccessPhase = (*Config)(nil)
 
 // state is one request's scratch space, pooled so that Access does not allocate.
 type state struct {
-	resolver
-	// out is a header value or the escaped path being written; the others are named
-	// after what they hold.
-	uri, out, query, args, subjectBuf []byte
+	// out is a header value or the escaped path being written; subject is regex_uri's
+	// input; the others are named after what they hold.
+	uri, out, query, args, subject []byte
+	// match is regex_uri's match, which header values' captures read.
+	match vars.Match
 }
 
 var statePool = sync.Pool{New: func() any { return new(state) }}
@@ -29,30 +31,29 @@ var statePool = sync.Pool{New: func() any { return new(state) }}
 // answers the request itself.
 func (c *Config) Access(pc *plugins.Ctx) error {
 	st := statePool.Get().(*state)
-	st.resolver = resolver{ctx: pc.Request, value: st.resolver.value}
+	r := c.requestOf(pc)
 
 	if c.Host != nil {
 		pc.UpstreamHost = c.Host
 	}
 	switch {
 	case c.URI != nil:
-		st.escapeSeparator = true
-		st.uri = c.URI.resolve(st.uri[:0], &st.resolver)
+		st.uri = expandURI(st.uri[:0], &r, c.URI)
 		c.setURI(pc, st, true)
 	case c.RegexURI != nil:
 		// nginx's $uri: decoded and normalised. A copy: setting the path reuses the
 		// storage Path returns, and header values may still need the captures.
-		st.subjectBuf = append(st.subjectBuf[:0], pc.Path()...)
-		st.subject = st.subjectBuf
+		st.subject = append(st.subject[:0], pc.Path()...)
 		for i := range c.RegexURI {
 			rw := &c.RegexURI[i]
 			match := rw.re.FindSubmatchIndex(st.subject)
 			if match == nil {
 				continue
 			}
-			st.captures = match
+			st.match = vars.Match{Subject: st.subject, Captures: match}
+			r.Match = &st.match
 			st.uri = append(st.uri[:0], st.subject[:match[0]]...)
-			st.uri = rw.replacement.resolve(st.uri, &st.resolver)
+			st.uri, _ = vars.Expand(st.uri, &r, &rw.replacement)
 			st.uri = append(st.uri, st.subject[match[1]:]...)
 			// A '?' in the decoded path was %3F: it stays in the path. Otherwise a '?' the
 			// replacement wrote starts a query.
@@ -60,23 +61,32 @@ func (c *Config) Access(pc *plugins.Ctx) error {
 			break
 		}
 	}
-	st.escapeSeparator = false
+	// A value that expands to nothing is no header, as in APISIX (nginx drops a header
+	// set to ""): add adds none, set removes the client's.
 	for i := range c.Add {
 		h := &c.Add[i]
 		for j := range h.values {
-			st.out = h.values[j].resolve(st.out[:0], &st.resolver)
-			pc.AddRequestHeader(h.name, st.out)
+			if st.out, _ = vars.Expand(st.out[:0], &r, &h.values[j]); len(st.out) > 0 {
+				pc.AddRequestHeader(h.name, st.out)
+			}
 		}
 	}
 	for i := range c.Set {
 		h := &c.Set[i]
+		set := false
 		for j := range h.values {
-			st.out = h.values[j].resolve(st.out[:0], &st.resolver)
-			if j == 0 {
-				pc.SetRequestHeader(h.name, st.out)
-			} else {
-				pc.AddRequestHeader(h.name, st.out)
+			if st.out, _ = vars.Expand(st.out[:0], &r, &h.values[j]); len(st.out) == 0 {
+				continue
 			}
+			if set {
+				pc.AddRequestHeader(h.name, st.out)
+			} else {
+				pc.SetRequestHeader(h.name, st.out)
+				set = true
+			}
+		}
+		if !set {
+			pc.DelRequestHeader(h.name)
 		}
 	}
 	for _, name := range c.Remove {
@@ -85,8 +95,7 @@ func (c *Config) Access(pc *plugins.Ctx) error {
 	if c.Method != nil {
 		pc.SetMethod(c.Method)
 	}
-
-	st.resolver = resolver{value: st.resolver.value} // drop the request's references
+	st.match = vars.Match{} // drop the match's indexes, which regexp made for this request
 	statePool.Put(st)
 	return nil
 }

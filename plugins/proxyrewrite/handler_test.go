@@ -112,6 +112,20 @@ func TestAccess(t *testing.T) {
 			[]string{"GET /user HTTP/1.1", "X-User: ann@10.0.0.7 ann", "X-Missing: []", "X-Host: gw.example"}, nil},
 		{"captures are empty without a match", `{"regex_uri":["^/u/(\\w+)","/user"],"headers":{"X-User":"<$1>"}}`,
 			"GET /other HTTP/1.1\r\nHost: gw\r\n\r\n", []string{"GET /other HTTP/1.1", "X-User: <>"}, nil},
+		{"apisix: a header naming an unknown or unset variable is dropped",
+			`{"uri":"/uri","headers":{"x-api":"$helle","name":"$arg_world","x-key":"$http_key","Version":"nginx_var_does_not_exist"}}`,
+			"GET /hello HTTP/1.1\r\nHost: gw\r\nX-Api: client\r\nName: client\r\n\r\n",
+			[]string{"GET /uri HTTP/1.1", "Version: nginx_var_does_not_exist"}, []string{"X-Api:", "Name:", "X-Key:"}},
+		{"apisix: an empty header value removes the header", `{"uri":"/u","headers":{"X-Api-Engine":"APISIX","X-Api-Test":""}}`,
+			"GET /hello HTTP/1.1\r\nHost: gw\r\nX-Api-Test: foo\r\nX-Api-Engine: bar\r\n\r\n",
+			[]string{"X-Api-Engine: APISIX"}, []string{"X-Api-Test", "X-Api-Engine: bar"}},
+		{"set skips empty values, add adds none", `{"headers":{"set":{"X-S":"","X-T":["","$http_none","t"]},"add":{"X-A":"$http_none"}}}`,
+			"GET /p HTTP/1.1\r\nHost: gw\r\nX-S: s\r\nX-T: old\r\nX-A: a\r\n\r\n",
+			[]string{"X-T: t", "X-A: a"}, []string{"X-S", "X-T: old", "X-T: \r\n", "X-A: \r\n"}},
+		{"a fallback stands in for a missing variable", `{"headers":{"X-U":"${http_x_user ?? anonymous}","X-V":"${http_x_user ?? anonymous}"}}`,
+			"GET /p HTTP/1.1\r\nHost: gw\r\n\r\n", []string{"X-U: anonymous", "X-V: anonymous"}, nil},
+		{"arguments are read as sent: the query goes upstream unchanged", `{"headers":{"X-Q":"$arg_q|$arg_e"}}`,
+			"GET /p?q=a+b%7e&e HTTP/1.1\r\nHost: gw\r\n\r\n", []string{"GET /p?q=a+b%7e&e HTTP/1.1", "X-Q: a b~|"}, nil},
 		{"everything at once", `{"uri":"/new","host":"h","method":"PUT","headers":{"X-A":"1"}}`,
 			"GET /old?k=v HTTP/1.1\r\nHost: gw\r\n\r\n", []string{"PUT /new?k=v HTTP/1.1", "Host: h", "X-A: 1"}, nil},
 	}
@@ -132,6 +146,41 @@ func TestAccess(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The route, service and consumer variables read what the worker learnt: the matched
+// route and the consumer an auth plugin named.
+func TestRouteAndConsumerVariables(t *testing.T) {
+	c, err := Parse([]byte(`{"uri":"/$route_id/$service_name","headers":{"X-Who":"$consumer_name@$route_name","X-Svc":"$service_id"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := serverRequest(t, "GET /p HTTP/1.1\r\nHost: gw\r\n\r\n")
+	pc := plugins.AcquireCtx(ctx, &plugins.RouteInfo{ID: "r1", Name: "orders", ServiceID: "s1", ServiceName: "shop"}, 0)
+	defer plugins.ReleaseCtx(pc)
+	pc.Consumer = "jack"
+	c.Access(pc)
+	out := sent(t, ctx)
+	lines := strings.Split(out, "\r\n")
+	for _, want := range []string{"GET /r1/shop HTTP/1.1", "X-Who: jack@orders", "X-Svc: s1"} {
+		if !containsLine(lines, want) {
+			t.Errorf("upstream request lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestEscapeQuestionMarks(t *testing.T) {
+	for _, tt := range []struct{ prefix, value, want string }{
+		{"/u/", "a?b", "/u/a%3Fb"},
+		{"", "??", "%3F%3F"},
+		{"/x?", "plain", "/x?plain"}, // a '?' before start is the template's own
+		{"/", "", "/"},
+	} {
+		dst := append([]byte(tt.prefix), tt.value...)
+		if got := string(escapeQuestionMarks(dst, len(tt.prefix))); got != tt.want {
+			t.Errorf("escapeQuestionMarks(%q after %q) = %q, want %q", tt.value, tt.prefix, got, tt.want)
+		}
 	}
 }
 

@@ -1,19 +1,12 @@
 package proxy
 
 import (
-	"bytes"
 	"cmp"
 	"fmt"
-	"net"
-	"net/netip"
-	"os"
 	"slices"
-	"strconv"
-	"strings"
-
-	"github.com/valyala/fasthttp"
 
 	"gw/conf"
+	"gw/plugins/vars"
 )
 
 // Consistent hashing (type chash). Each node owns points on a 64-bit ring in proportion to
@@ -187,9 +180,12 @@ func mix64(x uint64) uint64 {
 type hashKey struct {
 	source hashSource
 	// v is the variable for hash_on vars, header and cookie.
-	v variable
-	// parts is the template for hash_on vars_combinations.
-	parts []keyPart
+	v conf.Var
+	// template is the key of hash_on vars_combinations.
+	template conf.Template
+	// names is set when the key reads the route's, service's or consumer's names, which
+	// the forward then copies into the vars.Request it builds.
+	names bool
 }
 
 type hashSource uint8
@@ -202,87 +198,8 @@ const (
 	hashOnVarsCombinations
 )
 
-// keyPart is a literal run of a vars_combinations template or one of its $variables.
-type keyPart struct {
-	literal []byte
-	isVar   bool
-	v       variable
-	// fallback is the value after "??" in ${name ?? fallback}, used when name has none.
-	fallback    []byte
-	hasFallback bool
-}
-
-// variable is one of nginx's request variables, as ctx.var reads it in APISIX.
-type variable struct {
-	kind varKind
-	name []byte // the header, cookie or query argument name
-}
-
-type varKind uint8
-
-const (
-	varUnknown varKind = iota // never has a value
-	varURI
-	varRequestURI
-	varServerName
-	varServerAddr
-	varServerPort
-	varRemoteAddr
-	varRemotePort
-	varQueryString
-	varHost
-	varHostname
-	varRequestMethod
-	varScheme
-	varConsumerName
-	varHeader
-	varCookie
-	varArg
-)
-
-var namedVars = map[string]varKind{
-	"uri":            varURI,
-	"request_uri":    varRequestURI,
-	"server_name":    varServerName,
-	"server_addr":    varServerAddr,
-	"server_port":    varServerPort,
-	"remote_addr":    varRemoteAddr,
-	"remote_port":    varRemotePort,
-	"query_string":   varQueryString,
-	"args":           varQueryString,
-	"host":           varHost,
-	"hostname":       varHostname,
-	"request_method": varRequestMethod,
-	"scheme":         varScheme,
-	"consumer_name":  varConsumerName,
-	// mqtt_client_id is a stream-proxy variable: over HTTP it has no value.
-	"mqtt_client_id": varUnknown,
-}
-
-// parseVariable maps an nginx variable name to what reads it. Names gw does not know
-// read as having no value, as an unset variable does in APISIX.
-func parseVariable(name string) variable {
-	if kind, ok := namedVars[name]; ok {
-		return variable{kind: kind}
-	}
-	switch {
-	case strings.HasPrefix(name, "http_") && len(name) > len("http_"):
-		return headerVariable(name[len("http_"):])
-	case strings.HasPrefix(name, "cookie_") && len(name) > len("cookie_"):
-		return variable{kind: varCookie, name: []byte(name[len("cookie_"):])}
-	case strings.HasPrefix(name, "arg_") && len(name) > len("arg_"):
-		return variable{kind: varArg, name: []byte(name[len("arg_"):])}
-	}
-	return variable{}
-}
-
-// headerVariable reads header name. nginx's $http_x_y reads header X-Y: APISIX lower-cases
-// the name and turns '-' into '_', so both spellings of a key name the same header.
-func headerVariable(name string) variable {
-	return variable{kind: varHeader, name: []byte(strings.ReplaceAll(name, "_", "-"))}
-}
-
-// compileHashKey compiles hash_on and key ("" hash_on is the default, vars).
+// compileHashKey compiles hash_on and key ("" hash_on is the default, vars). A header or
+// cookie key is its name: hash_on header with key X-User reads $http_x_user.
 func compileHashKey(hashOn, key string) (hashKey, error) {
 	if hashOn == "" {
 		hashOn = conf.DefaultHashOn
@@ -290,225 +207,75 @@ func compileHashKey(hashOn, key string) (hashKey, error) {
 	if key == "" && hashOn != "consumer" {
 		return hashKey{}, fmt.Errorf("proxy: key: required when type is chash and hash_on is %s", hashOn)
 	}
+	k := hashKey{}
+	var err error
 	switch hashOn {
 	case "vars":
 		if !conf.IsHashVar(key) {
 			return hashKey{}, fmt.Errorf("proxy: key: %q is not a variable chash can hash on", key)
 		}
-		return hashKey{source: hashOnVars, v: parseVariable(key)}, nil
+		k.source = hashOnVars
+		k.v, err = conf.ParseVar(key)
 	case "header":
-		return hashKey{source: hashOnHeader, v: headerVariable(key)}, nil
+		k.source = hashOnHeader
+		k.v, err = conf.ParseVar("http_" + key)
 	case "cookie":
-		return hashKey{source: hashOnCookie, v: variable{kind: varCookie, name: []byte(key)}}, nil
+		k.source = hashOnCookie
+		k.v, err = conf.ParseVar("cookie_" + key)
 	case "consumer":
-		return hashKey{source: hashOnConsumer}, nil
+		k.source = hashOnConsumer
 	case "vars_combinations":
-		return hashKey{source: hashOnVarsCombinations, parts: parseTemplate(key)}, nil
+		k.source = hashOnVarsCombinations
+		k.template, err = conf.ParseTemplate(key, conf.TemplateSyntax{})
+	default:
+		return hashKey{}, fmt.Errorf("proxy: hash_on: %q is not one of vars, header, cookie, consumer, vars_combinations", hashOn)
 	}
-	return hashKey{}, fmt.Errorf("proxy: hash_on: %q is not one of vars, header, cookie, consumer, vars_combinations", hashOn)
+	if err != nil {
+		return hashKey{}, fmt.Errorf("proxy: key: %w", err)
+	}
+	k.names = k.source == hashOnConsumer || vars.ReadsNames(&k.v)
+	for i := range k.template.Parts {
+		k.names = k.names || vars.ReadsNames(&k.template.Parts[i].Var)
+	}
+	return k, nil
 }
 
-// parseTemplate splits a vars_combinations key the way APISIX's resolve_var reads it:
-// $name (letters, digits, '_' and '.') or ${name} or ${name ?? fallback}; a '$' after a
-// backslash, or one that starts neither form, is literal text.
-func parseTemplate(tpl string) []keyPart {
-	var parts []keyPart
-	var lit []byte
-	flush := func() {
-		if len(lit) > 0 {
-			parts = append(parts, keyPart{literal: lit})
-			lit = nil
-		}
+// keyScratch returns x.key emptied, with room for any address or port and most hosts and
+// decoded arguments, which vars.Value makes there: x is the connection's or pooled, so
+// the room is made once, and no buffer is zeroed per request.
+func (x *exchange) keyScratch() []byte {
+	if cap(x.key) < 64 {
+		x.key = make([]byte, 0, 64)
 	}
-	for i := 0; i < len(tpl); i++ {
-		c := tpl[i]
-		if c != '$' || (i > 0 && tpl[i-1] == '\\') {
-			lit = append(lit, c)
-			continue
-		}
-		rest := tpl[i+1:]
-		if strings.HasPrefix(rest, "{") {
-			end := strings.IndexByte(rest, '}')
-			inner := ""
-			if end > 0 {
-				inner = strings.TrimSpace(rest[1:end])
-			}
-			if inner != "" {
-				flush()
-				part := keyPart{isVar: true}
-				name, fallback, hasFallback := cutFallback(inner)
-				part.v = parseVariable(name)
-				if hasFallback {
-					part.fallback, part.hasFallback = []byte(fallback), true
-				}
-				parts = append(parts, part)
-				i += 1 + end
-				continue
-			}
-		}
-		n := 0
-		for n < len(rest) && isVarNameChar(rest[n]) {
-			n++
-		}
-		if n == 0 {
-			lit = append(lit, c)
-			continue
-		}
-		flush()
-		parts = append(parts, keyPart{isVar: true, v: parseVariable(rest[:n])})
-		i += n
-	}
-	flush()
-	return parts
+	return x.key[:0]
 }
 
-// cutFallback splits "name ?? fallback" (spaces around ?? optional).
-func cutFallback(inner string) (name, fallback string, ok bool) {
-	name, fallback, ok = strings.Cut(inner, "??")
-	if !ok {
-		return inner, "", false
-	}
-	fallback = strings.TrimSpace(fallback)
-	if more, _, found := strings.Cut(fallback, "??"); found {
-		fallback = strings.TrimSpace(more)
-	}
-	return strings.TrimSpace(name), fallback, true
-}
-
-func isVarNameChar(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.'
-}
-
-// hash returns the ring position of ctx's key. A key with no value falls back to the
-// client's address, as APISIX does (and a vars_combinations key none of whose variables
-// has a value, or that names none).
-func (k *hashKey) hash(ctx *fasthttp.RequestCtx, consumer string, x *exchange) uint64 {
-	h := newKeyHash()
+// hash returns the ring position of r's key. A key with no value falls
+// back to the client's address, as APISIX does (and a vars_combinations key none of whose
+// variables has a value, or that names none).
+func (k *hashKey) hash(r *vars.Request, x *exchange) uint64 {
 	switch k.source {
 	case hashOnConsumer:
-		if consumer != "" {
-			return h.addString(consumer).sum()
+		if r.Consumer != "" {
+			return newKeyHash().addString(r.Consumer).sum()
 		}
 	case hashOnVarsCombinations:
-		resolved := 0
-		for i := range k.parts {
-			p := &k.parts[i]
-			if !p.isVar {
-				h = h.add(p.literal)
-				continue
-			}
-			if value, ok := p.v.read(ctx, consumer, x); ok {
-				h = h.add(value)
-				resolved++
-			} else if p.hasFallback {
-				h = h.add(p.fallback)
-				resolved++
-			}
+		// Part by part, as the key reads: no buffer for the whole.
+		h, resolved := newKeyHash(), false
+		for i := range k.template.Parts {
+			p := &k.template.Parts[i]
+			value, ok := vars.PartValue(r, p, x.keyScratch())
+			h = h.add(value)
+			resolved = resolved || ok && p.Kind == conf.PartVar
 		}
-		if resolved > 0 {
+		if resolved {
 			return h.sum()
 		}
 	default:
-		if value, ok := k.v.read(ctx, consumer, x); ok {
-			return h.add(value).sum()
+		if value, ok := vars.Value(r, &k.v, x.keyScratch()); ok {
+			return newKeyHash().add(value).sum()
 		}
 	}
-	x.key = appendPeerIP(x.key[:0], ctx)
+	x.key = appendPeerIP(x.key[:0], r.HTTP)
 	return newKeyHash().add(x.key).sum()
-}
-
-var (
-	serverName = []byte("_") // APISIX's nginx.conf serves HTTP in `server_name _;`
-	hostname   = func() []byte {
-		name, _ := os.Hostname()
-		return []byte(name)
-	}()
-	schemeHTTP  = []byte("http")
-	schemeHTTPS = []byte("https")
-)
-
-// read returns the variable's value for ctx and whether it has one. The value may point
-// into ctx or into x.key; it is valid until the next read.
-func (v *variable) read(ctx *fasthttp.RequestCtx, consumer string, x *exchange) ([]byte, bool) {
-	switch v.kind {
-	case varURI:
-		return ctx.Path(), true
-	case varRequestURI:
-		return ctx.Request.Header.RequestURI(), true
-	case varServerName:
-		return serverName, true
-	case varServerAddr, varServerPort:
-		a, ok := ctx.LocalAddr().(*net.TCPAddr)
-		if !ok {
-			return nil, false
-		}
-		if v.kind == varServerPort {
-			x.key = strconv.AppendInt(x.key[:0], int64(a.Port), 10)
-		} else {
-			ip, _ := netip.AddrFromSlice(a.IP)
-			x.key = ip.Unmap().AppendTo(x.key[:0])
-		}
-		return x.key, true
-	case varRemoteAddr:
-		x.key = appendPeerIP(x.key[:0], ctx)
-		return x.key, true
-	case varRemotePort:
-		a, ok := ctx.RemoteAddr().(*net.TCPAddr)
-		if !ok {
-			return nil, false
-		}
-		x.key = strconv.AppendInt(x.key[:0], int64(a.Port), 10)
-		return x.key, true
-	case varQueryString:
-		// nginx's $args has no value without a query; an empty one reads the same here.
-		q := ctx.URI().QueryString()
-		return q, len(q) > 0
-	case varHost:
-		x.key = appendHost(x.key[:0], ctx.Host())
-		return x.key, true
-	case varHostname:
-		return hostname, true
-	case varRequestMethod:
-		return ctx.Method(), true
-	case varScheme:
-		if ctx.IsTLS() {
-			return schemeHTTPS, true
-		}
-		return schemeHTTP, true
-	case varConsumerName:
-		if consumer == "" {
-			return nil, false
-		}
-		x.key = append(x.key[:0], consumer...)
-		return x.key, true
-	case varHeader:
-		value := ctx.Request.Header.PeekBytes(v.name)
-		return value, len(value) > 0
-	case varCookie:
-		value := ctx.Request.Header.CookieBytes(v.name)
-		return value, len(value) > 0
-	case varArg:
-		args := ctx.QueryArgs()
-		value := args.PeekBytes(v.name)
-		return value, len(value) > 0 || args.HasBytes(v.name)
-	}
-	return nil, false
-}
-
-// appendHost appends nginx's $host for a Host value: lower case, without the port.
-func appendHost(dst, host []byte) []byte {
-	if len(host) > 0 && host[0] == '[' {
-		if end := bytes.IndexByte(host, ']'); end > 0 {
-			host = host[:end+1]
-		}
-	} else if colon := bytes.IndexByte(host, ':'); colon >= 0 {
-		host = host[:colon]
-	}
-	for _, c := range host {
-		if c >= 'A' && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		dst = append(dst, c)
-	}
-	return dst
 }

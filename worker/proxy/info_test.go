@@ -10,6 +10,7 @@ import (
 
 	"gw/conf"
 	"gw/internal/race"
+	"gw/plugins"
 )
 
 func TestForwardInfoReportsNodeAndTime(t *testing.T) {
@@ -95,5 +96,32 @@ func TestForwardInfoDoesNotAllocate(t *testing.T) {
 	}
 	if allocs := testing.AllocsPerRun(200, run); allocs != 0 {
 		t.Errorf("ForwardInfo allocates %.1f times per request, want 0", allocs)
+	}
+}
+
+// A chash key naming $route_id reads Info.Route: each route's requests go to the node its
+// id hashes to, not, as for a key without a value, to the client address's.
+func TestForwardInfoHashesOnTheRoute(t *testing.T) {
+	var nodes conf.Nodes
+	for range 4 {
+		nodes = append(nodes, conf.Node{Host: "127.0.0.1", Port: freeClosedPort(t), Weight: 1})
+	}
+	noRetry := 0
+	up, _ := newUpstream(t, &conf.Upstream{Type: "chash", HashOn: "vars_combinations", Key: "$route_id", Nodes: nodes, Retries: &noRetry})
+	seen := map[string]bool{}
+	for _, id := range []string{"a", "b", "c", "d", "e", "f", "g", "h"} {
+		var ctx fasthttp.RequestCtx
+		ctx.Request.SetRequestURI("/x")
+		ctx.Init(&ctx.Request, &net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 1}, nil)
+		info := Info{Route: &plugins.RouteInfo{ID: id}}
+		up.ForwardInfo(&ctx, &info)
+		want := string(up.nodes[up.pickChash(stringHash(id), make([]uint64, 1))].addr)
+		if string(info.Node) != want {
+			t.Errorf("route %s went to %s, want %s", id, info.Node, want)
+		}
+		seen[string(info.Node)] = true
+	}
+	if len(seen) < 2 {
+		t.Errorf("eight routes all went to %v: the key did not vary with the route", seen)
 	}
 }

@@ -216,6 +216,8 @@ func TestUpstreamBuild(t *testing.T) {
 		{name: "unknown balancer", u: ok(func(u *conf.Upstream) { u.Type = "random" }), wantErr: `type: balancer "random" is not one of`},
 		{name: "chash without key", u: ok(func(u *conf.Upstream) { u.Type = "chash" }), wantErr: `key: required when type is chash`},
 		{name: "chash bad var", u: ok(func(u *conf.Upstream) { u.Type, u.Key = "chash", "http_x" }), wantErr: `key: "http_x" is not a variable`},
+		{name: "chash unknown variable", u: ok(func(u *conf.Upstream) { u.Type, u.HashOn, u.Key = "chash", "vars_combinations", "$remote_addr-$nope" }),
+			wantErr: `proxy: key: unknown variable "nope"`},
 		{name: "chash bad hash_on", u: ok(func(u *conf.Upstream) { u.Type, u.HashOn, u.Key = "chash", "ip", "x" }), wantErr: `hash_on: "ip"`},
 		{name: "chash consumer", u: ok(func(u *conf.Upstream) { u.Type, u.HashOn = "chash", "consumer" }), check: func(t *testing.T, up *Upstream) {
 			if up.balancer != balanceChash || up.hashKey.source != hashOnConsumer || len(up.ring.groups) != 1 {

@@ -11,6 +11,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"gw/conf"
+	"gw/plugins/vars"
 )
 
 // addrConn is the connection a test request arrived on: only its addresses are read.
@@ -94,6 +95,11 @@ func TestVarsEvaluation(t *testing.T) {
 		{`[["cookie_theme", "==", "dark"]]`, true},
 		{`[["cookie_dup", "==", "1"]]`, true},
 		{`[["cookie_none", "==", "abc"]]`, false},
+		{`[["server_name", "==", "_"]]`, true},
+		// While routing there is no route nor consumer yet, as in APISIX.
+		{`[["route_id", "==", null]]`, true},
+		{`[["consumer_name", "==", null]]`, true},
+		{`[["mqtt_client_id", "==", null]]`, true},
 
 		// Present but empty, and absent.
 		{`[["http_x_empty", "==", ""]]`, true},
@@ -178,7 +184,7 @@ func TestVarsEvaluation(t *testing.T) {
 	req := newRequest(t, sample, "127.0.0.1:50000")
 	for _, tt := range tests {
 		e := mustVars(t, tt.vars)
-		if got := evalExpr(e, req); got != tt.want {
+		if got := evalExpr(e, &vars.Request{HTTP: req}); got != tt.want {
 			t.Errorf("%s = %v, want %v", tt.vars, got, tt.want)
 		}
 	}
@@ -196,33 +202,17 @@ func TestVarsOnIPv6AndTLSLessRequests(t *testing.T) {
 		{`[["args", "==", null]]`, true},
 		{`[["host", "==", "a"]]`, true},
 	} {
-		if got := evalExpr(mustVars(t, tt.vars), req); got != tt.want {
+		if got := evalExpr(mustVars(t, tt.vars), &vars.Request{HTTP: req}); got != tt.want {
 			t.Errorf("%s = %v, want %v", tt.vars, got, tt.want)
 		}
 	}
 	// An IPv4 peer on a dual-stack socket arrives mapped; IPv4 prefixes still cover it.
 	mapped := newRequest(t, "GET / HTTP/1.1\nHost: a", "[::ffff:10.1.2.3]:4000")
-	if !evalExpr(mustVars(t, `[["remote_addr", "ipmatch", "10.0.0.0/8"]]`), mapped) {
+	if !evalExpr(mustVars(t, `[["remote_addr", "ipmatch", "10.0.0.0/8"]]`), &vars.Request{HTTP: mapped}) {
 		t.Error("a mapped IPv4 peer is not inside 10.0.0.0/8")
 	}
-	if !evalExpr(mustVars(t, `[["remote_addr", "==", "10.1.2.3"]]`), mapped) {
+	if !evalExpr(mustVars(t, `[["remote_addr", "==", "10.1.2.3"]]`), &vars.Request{HTTP: mapped}) {
 		t.Error("a mapped IPv4 peer's remote_addr is not its IPv4 form")
-	}
-}
-
-func TestNextCookie(t *testing.T) {
-	tests := []struct{ in, name, value, rest string }{
-		{"a=1; b=2", "a", "1", " b=2"},
-		{" b = 2 ", "b", "2", ""},
-		{"novalue", "", "novalue", ""},
-		{"a=; b", "a", "", " b"},
-		{"x=y=z", "x", "y=z", ""},
-	}
-	for _, tt := range tests {
-		name, value, rest := nextCookie([]byte(tt.in))
-		if string(name) != tt.name || string(value) != tt.value || string(rest) != tt.rest {
-			t.Errorf("nextCookie(%q) = %q, %q, %q; want %q, %q, %q", tt.in, name, value, rest, tt.name, tt.value, tt.rest)
-		}
 	}
 }
 

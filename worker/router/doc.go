@@ -14,5 +14,6 @@
 // stored under its literal prefix and its candidates also match the rest of the path
 // against their pattern. The request conditions are the client address (remote_addrs)
 // and a vars expression compiled by conf.ParseVars; MatchCtx evaluates them against the
-// fasthttp request, and a candidate that fails them lets the next one try.
+// fasthttp request, reading its variables through gw/plugins/vars as every other user of
+// them does, and a candidate that fails them lets the next one try.
 package router

@@ -12,6 +12,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"gw/conf"
+	"gw/plugins/vars"
 )
 
 // FuzzBuildAndMatch builds a router from a fuzzed table of routes (paths, hosts, methods,
@@ -219,7 +220,7 @@ func referenceAdmits(e *Entry, req *fasthttp.RequestCtx) bool {
 			return false
 		}
 	}
-	return e.Vars == nil || evalExpr(e.Vars, req)
+	return e.Vars == nil || evalExpr(e.Vars, &vars.Request{HTTP: req})
 }
 
 // storedPath is where a path of an entry sits in the reference: under key, as an exact or

@@ -1,7 +1,6 @@
 package router
 
 import (
-	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
@@ -12,6 +11,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"gw/conf"
+	"gw/plugins/vars"
 )
 
 // Entry is one route as the router sees it.
@@ -314,7 +314,7 @@ func (r *Router) Match(method, host, path []byte) (value int, ok bool) {
 // comparison must (regular expressions on formatted values; see compare).
 func (r *Router) MatchCtx(method, host, path []byte, req *fasthttp.RequestCtx) (value int, ok bool) {
 	if r.withHosts != nil {
-		name := hostName(host)
+		name := vars.HostName(host)
 		n, whole, prefix := r.withHosts.lookup(name, true)
 		if whole && n.hasExact {
 			if value, ok = matchPath(n.exact, method, nil, path, req); ok {
@@ -355,7 +355,7 @@ func matchPath(tree *node[[]candidate], method, host, path []byte, req *fasthttp
 // the reversed, lower-cased name, a prefix for a wildcard. It compares from the name's end,
 // so nothing is reversed or allocated.
 func matchHosts(hosts []keySpec, host []byte) bool {
-	name := hostName(host)
+	name := vars.HostName(host)
 	for _, h := range hosts {
 		if len(h.key) > len(name) || (!h.prefix && len(h.key) != len(name)) {
 			continue
@@ -372,21 +372,4 @@ func matchHosts(hosts []keySpec, host []byte) bool {
 		}
 	}
 	return false
-}
-
-// hostName returns the name part of a Host header the way nginx's $host has it, minus the
-// lower-casing that the host tree walk does itself: without a ":port" suffix (an IPv6
-// literal keeps its brackets) and without one trailing dot.
-func hostName(host []byte) []byte {
-	if len(host) > 0 && host[0] == '[' {
-		if end := bytes.IndexByte(host, ']'); end >= 0 {
-			host = host[:end+1]
-		}
-	} else if colon := bytes.IndexByte(host, ':'); colon >= 0 {
-		host = host[:colon]
-	}
-	if n := len(host); n > 0 && host[n-1] == '.' {
-		host = host[:n-1]
-	}
-	return host
 }

@@ -406,28 +406,6 @@ func TestBuildDoesNotRetainEntries(t *testing.T) {
 	checkRequests(t, r, []request{{"GET", "", "/x", 1}, {"POST", "", "/x", 0}})
 }
 
-func TestHostName(t *testing.T) {
-	tests := []struct{ in, want string }{
-		{"", ""},
-		{"a.test", "a.test"},
-		{"A.Test:8080", "A.Test"},
-		{"a.test.", "a.test"},
-		{"a.test.:80", "a.test"},
-		{"a.test..", "a.test."},
-		{":80", ""},
-		{"[::1]:8080", "[::1]"},
-		{"[::1]", "[::1]"},
-		{"[::1", "[::1"},
-		{"a:b:c", "a"},
-		{".", ""},
-	}
-	for _, tt := range tests {
-		if got := string(hostName([]byte(tt.in))); got != tt.want {
-			t.Errorf("hostName(%q) = %q, want %q", tt.in, got, tt.want)
-		}
-	}
-}
-
 // TestHostsAsCondition: with APISIX's radixtree_uri router a route's hosts are one more
 // condition, so the path decides first (a longer prefix without hosts beats a shorter one
 // with hosts), while by default (radixtree_host_uri) the routes with hosts are tried first.
