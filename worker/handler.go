@@ -98,8 +98,9 @@ func (w *Worker) handle(ctx *fasthttp.RequestCtx) {
 }
 
 // finish ends a request whose response is out, or will be once the server writes it
-// whole: it runs the log phase route left (requestState.logPhase), then writes the access log
-// line. sent is what went out of a streamed body, -1 for a body the response holds.
+// whole: it runs the log phase that route left for it (requestState.logPhase), then
+// writes the access log line. sent is what went out of a streamed body, -1 for a body
+// the response holds.
 func (w *Worker) finish(ctx *fasthttp.RequestCtx, x *requestState, ec *edgeConn, sent int64) {
 	if x.logPhase != nil {
 		x.logPhase.BodySent = sent
