@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"gw/internal/testnet"
 )
 
 // breakCase is how a breaking upstream answers one path.
@@ -31,40 +33,25 @@ type breakCase struct {
 // address.
 func startBreakingUpstream(t *testing.T, cases map[string]breakCase) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				req, err := http.ReadRequest(bufio.NewReader(c))
-				if err != nil {
-					return
-				}
-				bc := cases[strings.TrimPrefix(req.URL.Path, "/broken/")]
-				if _, err := io.WriteString(c, bc.head); err != nil {
-					return
-				}
-				if bc.afterHeader != nil {
-					select {
-					case <-bc.afterHeader:
-					case <-time.After(10 * time.Second):
-					}
-				}
-				if bc.reset {
-					_ = c.(*net.TCPConn).SetLinger(0)
-				}
-			}()
+	return testnet.Serve(t, func(c net.Conn) {
+		req, err := http.ReadRequest(bufio.NewReader(c))
+		if err != nil {
+			return
 		}
-	}()
-	return ln.Addr().String()
+		bc := cases[strings.TrimPrefix(req.URL.Path, "/broken/")]
+		if _, err := io.WriteString(c, bc.head); err != nil {
+			return
+		}
+		if bc.afterHeader != nil {
+			select {
+			case <-bc.afterHeader:
+			case <-time.After(10 * time.Second):
+			}
+		}
+		if bc.reset {
+			_ = c.(*net.TCPConn).SetLinger(0)
+		}
+	}).String()
 }
 
 // cutView is what a client got: the status, the body up to where it stopped, whether it

@@ -16,6 +16,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"gw/internal/testnet"
 	"gw/internal/textparse"
 	"gw/plugins"
 	"gw/worker/accesslog"
@@ -25,26 +26,11 @@ import (
 // and closes the connection after 50000 bytes of it.
 func startCuttingNode(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				if _, err := http.ReadRequest(bufio.NewReader(c)); err == nil {
-					io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n"+strings.Repeat("b", 50000)) //nolint:errcheck
-				}
-			}()
+	return testnet.Serve(t, func(c net.Conn) {
+		if _, err := http.ReadRequest(bufio.NewReader(c)); err == nil {
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n"+strings.Repeat("b", 50000)) //nolint:errcheck
 		}
-	}()
-	return ln.Addr().String()
+	}).String()
 }
 
 // TestCutBodyIsLoggedAsSent has a node break off a streamed body: the access log line and

@@ -16,6 +16,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"gw/conf"
+	"gw/internal/testnet"
 )
 
 // startBrokenNode starts an upstream that answers every request with head (a status line,
@@ -25,37 +26,23 @@ import (
 // what the client was sent.
 func startBrokenNode(t *testing.T, head string, reset bool, after <-chan struct{}) conf.Node {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				// The request is read whole first: closing with unread bytes would reset the
-				// connection whatever the case asks for.
-				if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
-					return
-				}
-				if _, err := io.WriteString(c, head); err != nil {
-					return
-				}
-				if after != nil {
-					<-after
-				}
-				if reset {
-					_ = c.(*net.TCPConn).SetLinger(0)
-				}
-			}()
+	addr := testnet.Serve(t, func(c net.Conn) {
+		// The request is read whole first: closing with unread bytes would reset the
+		// connection whatever the case asks for.
+		if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+			return
 		}
-	}()
-	return conf.Node{Host: "127.0.0.1", Port: ln.Addr().(*net.TCPAddr).Port, Weight: 1}
+		if _, err := io.WriteString(c, head); err != nil {
+			return
+		}
+		if after != nil {
+			<-after
+		}
+		if reset {
+			_ = c.(*net.TCPConn).SetLinger(0)
+		}
+	})
+	return conf.Node{Host: "127.0.0.1", Port: addr.Port, Weight: 1}
 }
 
 // sentRecorder is told what each streamed response sent (OnStreamEnd).
