@@ -179,6 +179,34 @@ func TestBrokenReloadKeepsTheOldGenerationServing(t *testing.T) {
 	}
 }
 
+// A reload whose workers fail to start changes nothing, the Admin API included: its new
+// address and keys take effect with the new generation, never before it (they once did,
+// so a failed reload left the old workers behind a new Admin API).
+func TestFailedReloadLeavesTheAdminAPIAsItWas(t *testing.T) {
+	in := newInstance(t, "")
+	in.start("--workers", "1")
+	before := in.status()
+
+	newAdmin := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	// The master accepts the file; the worker cannot open its access log, a directory
+	// that does not exist, so the new generation never becomes ready.
+	in.writeConfig(fmt.Sprintf("node_listen:\n  - %q\nadmin:\n  listen: %q\n  keys:\n    - {name: new, key: a-new-key-0123456789, role: admin}\n"+
+		"access_log:\n  enabled: true\n  path: %s\n", in.data, newAdmin, filepath.Join(in.prefix, "missing", "access.log")))
+	if out, err := in.gwctl("reload"); err == nil {
+		t.Fatalf("reload with workers that cannot start succeeded: %s", out)
+	}
+	if after := in.status(); after.Generation != before.Generation {
+		t.Fatalf("generation %d after a failed reload, want %d", after.Generation, before.Generation)
+	}
+	if code, body := in.adminCall("GET", "/apisix/admin/routes", ""); code != 200 {
+		t.Fatalf("old Admin API with the old key after a failed reload: %d %s", code, body)
+	}
+	if conn, err := net.DialTimeout("tcp", newAdmin, time.Second); err == nil {
+		conn.Close()
+		t.Fatalf("the failed reload's admin.listen %s accepts connections", newAdmin)
+	}
+}
+
 // Connections queued on a dead worker's socket are served by its replacement: the master
 // holds the socket, so the accept queue survives the worker.
 func TestKilledWorkerIsReplacedAndItsQueueServed(t *testing.T) {

@@ -34,6 +34,27 @@ type adminServers struct {
 }
 
 func (m *Master) listenAdmin(cfg *conf.Config) error {
+	next, err := m.prepareAdmin(cfg)
+	if err != nil {
+		return err
+	}
+	m.commitAdmin(next)
+	return nil
+}
+
+// adminChange is a new Admin API configuration made ready but not yet serving: its
+// handler built and, when the address changes, its listener bound. A reload prepares it
+// before starting the new workers and puts it in place only once they serve, so a reload
+// that fails leaves the Admin API exactly as it was (address, keys and allow list).
+type adminChange struct {
+	handler *admin.Handler
+	address string
+	// listener is nil when the address is unchanged; previous is the hand-over entry it
+	// displaced, put back if the change is abandoned.
+	listener, previous net.Listener
+}
+
+func (m *Master) prepareAdmin(cfg *conf.Config) (*adminChange, error) {
 	if m.admin == nil {
 		m.admin = &adminServers{}
 	}
@@ -43,11 +64,11 @@ func (m *Master) listenAdmin(cfg *conf.Config) error {
 	if a.audit == nil {
 		audit, err := openAuditLog(filepath.Join(m.paths.Logs, "audit.log"), m.log)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		a.audit = audit
 	}
-	handler := admin.New(admin.Options{
+	next := &adminChange{address: cfg.Admin.Listen, handler: admin.New(admin.Options{
 		Store:     m.store,
 		Builder:   m,
 		Keys:      cfg.AdminKeys(),
@@ -56,22 +77,52 @@ func (m *Master) listenAdmin(cfg *conf.Config) error {
 		Version:   m.opts.Version,
 		Log:       m.log,
 		Audit:     a.audit,
-	})
+	})}
 	if a.tcp != nil && a.address == cfg.Admin.Listen {
-		a.handler.Store(handler)
-		return nil
+		return next, nil
 	}
+	m.mu.Lock()
+	next.previous = m.handOverListeners[handOverAdmin]
+	m.mu.Unlock()
 	ln, err := m.listenTCP(handOverAdmin, cfg.Admin.Listen)
 	if err != nil {
-		return fmt.Errorf("admin.listen %s: %w", cfg.Admin.Listen, err)
+		return nil, fmt.Errorf("admin.listen %s: %w", cfg.Admin.Listen, err)
 	}
-	a.handler.Store(handler)
+	next.listener = ln
+	return next, nil
+}
+
+// commitAdmin puts next in place: requests from now on get its handler, and a new
+// address takes over from the old, whose requests in flight finish.
+func (m *Master) commitAdmin(next *adminChange) {
+	a := m.admin
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.handler.Store(next.handler)
+	if next.listener == nil {
+		return
+	}
 	old := a.tcp
-	a.tcp, a.address = a.serve(ln, false, m), cfg.Admin.Listen
+	a.tcp, a.address = a.serve(next.listener, false, m), next.address
 	if old != nil {
 		closeGracefully(old)
 	}
-	return nil
+}
+
+// abandonAdmin undoes prepareAdmin for a reload that failed: the new address is closed
+// again and the listener handed over on an upgrade is the one still serving.
+func (m *Master) abandonAdmin(next *adminChange) {
+	if next.listener == nil {
+		return
+	}
+	next.listener.Close()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if next.previous != nil {
+		m.handOverListeners[handOverAdmin] = next.previous
+	} else {
+		delete(m.handOverListeners, handOverAdmin)
+	}
 }
 
 // listenAdminSocket serves the Admin API on the private Unix socket workers forward

@@ -50,10 +50,19 @@ func (m *Master) reload() (err error) {
 	if err := m.ensureSockets(gen); err != nil {
 		return err
 	}
+	// The Admin API changes with the workers or not at all: its new listener is bound now,
+	// so a taken address fails the reload before anything changes, and put in place only
+	// once the new generation serves.
+	var nextAdmin *adminChange
 	if cfg.Admin.Listen != old.cfg.Admin.Listen || !sameKeys(cfg, old.cfg) {
-		if err := m.listenAdmin(cfg); err != nil {
+		if nextAdmin, err = m.prepareAdmin(cfg); err != nil {
 			return err
 		}
+		defer func() {
+			if err != nil {
+				m.abandonAdmin(nextAdmin)
+			}
+		}()
 	}
 	// No publication may slip between the new workers' first snapshot and the swap, nor
 	// before the old workers stop accepting: it goes to the new generation only.
@@ -62,6 +71,9 @@ func (m *Master) reload() (err error) {
 	oldSlots, err := m.sup.replace(gen)
 	if err != nil {
 		return err
+	}
+	if nextAdmin != nil {
+		m.commitAdmin(nextAdmin)
 	}
 	// The old workers share the listening sockets with the new ones: until each has closed
 	// its copies it may still accept a connection and serve it the old configuration and
