@@ -86,18 +86,20 @@ type pending struct {
 }
 
 // CheckDelta builds what the workers serve with d applied, as they will, and changes
-// nothing a later CheckDelta sees. A delta of routes alone builds only those routes
-// (recompile); another, the whole snapshot.
+// nothing a later CheckDelta sees. A delta that recompile can build builds only what it
+// touches; another, the whole snapshot.
 func (c *Checker) CheckDelta(d *conf.Delta, cfg *conf.Config) ([]conf.LeftOut, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.current == nil {
 		return nil, fmt.Errorf("BUG: worker: CheckDelta before Reset")
 	}
-	if c.table != nil && c.table.built.shared.Config == cfg && incremental(c.table, d) {
-		_, leftOut := buildChanged(c.table, d, c.current)
-		c.pending = pending{delta: d}
-		return leftOut, nil
+	if c.table != nil && c.table.built.shared.Config == cfg {
+		if u, ok := planUpdate(c.table, d, c.current); ok {
+			_, _, leftOut := buildChanged(c.table, u)
+			c.pending = pending{delta: d}
+			return leftOut, nil
+		}
 	}
 	next := snapshotOf(c.table, c.current, c.leftOut).Apply(d)
 	// A copy: compile changes the lists it is given (consumers left out).
@@ -121,18 +123,21 @@ func (c *Checker) Commit(d *conf.Delta, cfg *conf.Config) {
 	p := c.pending
 	c.pending = pending{}
 	c.leftOut = d.LeftOut
-	switch {
-	case p.delta == d && p.table != nil:
+	if p.delta == d && p.table != nil {
 		c.current, c.table = p.next, p.table
-	case c.table != nil && c.table.built.shared.Config == cfg && incremental(c.table, d):
-		t, leftOut, err := recompile(c.table, d, c.current)
-		if err != nil || len(leftOut) > 0 {
-			c.current, c.table = snapshotOf(c.table, c.current, d.LeftOut).Apply(d), nil
+		return
+	}
+	if c.table != nil && c.table.built.shared.Config == cfg {
+		if u, ok := planUpdate(c.table, d, c.current); ok {
+			t, leftOut, err := recompile(c.table, u)
+			if err != nil || len(leftOut) > 0 {
+				c.current, c.table = snapshotOf(c.table, c.current, d.LeftOut).Apply(d), nil
+				return
+			}
+			c.current, c.table = u.base, t
 			return
 		}
-		c.table = t
-	default:
-		// The next CheckDelta compiles the whole snapshot.
-		c.current, c.table = snapshotOf(c.table, c.current, d.LeftOut).Apply(d), nil
 	}
+	// The next CheckDelta compiles the whole snapshot.
+	c.current, c.table = snapshotOf(c.table, c.current, d.LeftOut).Apply(d), nil
 }

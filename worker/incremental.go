@@ -2,18 +2,23 @@ package worker
 
 import (
 	"encoding/json"
+	"maps"
 	"slices"
 
 	"gw/conf"
 	"gw/plugins"
+	"gw/worker/proxy"
 	"gw/worker/router"
 )
 
-// A write that changes only routes is built from the table before it: the changed
-// routes are built, the router gets them with Router.With and Router.Without (copying
-// only the tree nodes on their keys), and everything else is shared. A write costs what
-// its own routes cost, not what the whole config holds. Any other write, or a route
-// whose plugins check the whole snapshot (limit-count's group), compiles the whole
+// A write that changes routes, stored upstreams, services or plugin_configs is built
+// from the table before it: the changed routes, and the routes that use a changed object,
+// are built; the router gets them with Router.With and Router.Without (copying only the
+// tree nodes on their keys); the changed objects are compiled into copies of the
+// builder's indexes; everything else is shared. A write costs what it touches, not what
+// the whole config holds. A write of consumers, global rules or ssls changes what every
+// chain (or the TLS table) is built from, and a route whose plugins check the whole
+// snapshot (limit-count's group) needs every object at once: those compile the whole
 // snapshot, as a new worker does.
 
 // routeIndex is where each route of the latest table stands: its router value (its
@@ -62,21 +67,103 @@ func snapshotOf(t *routeTable, base *conf.Snapshot, leftOut []conf.LeftOut) *con
 	return &snap
 }
 
-// incremental reports whether d can be built from prev alone (recompile).
-func incremental(prev *routeTable, d *conf.Delta) bool {
+// update is a delta as recompile builds it.
+type update struct {
+	d *conf.Delta
+	// base is the snapshot the table's objects other than routes are built from once d
+	// is applied (its routes may be older: the table's index holds them).
+	base *conf.Snapshot
+	// objects are d's changes of upstreams, services and plugin_configs.
+	objects []*conf.Change
+	// routes are the routes to build again, each as it is after d: d's own, then those
+	// that use an object d changes.
+	routes []conf.Change
+}
+
+// planUpdate returns how d is built from prev, the latest table, and base, the snapshot
+// it was built with; false when d must compile the whole snapshot.
+func planUpdate(prev *routeTable, d *conf.Delta, base *conf.Snapshot) (*update, bool) {
 	if prev == nil || prev.index == nil || prev.built == nil || prev.closed != nil {
-		return false
+		return nil, false
 	}
+	u := &update{d: d, base: base}
 	for i := range d.Changes {
 		c := &d.Changes[i]
-		if c.Kind != "routes" || (c.Route != nil && checksSnapshot(c.Route.Plugins)) {
-			return false
-		}
-		if slot := prev.index.slots[c.ID]; slot != nil && slot.placed && prev.routes[slot.value].checksSnapshot {
-			return false
+		switch c.Kind {
+		case "routes":
+			if c.Route != nil && checksSnapshot(c.Route.Plugins) {
+				return nil, false
+			}
+			if slot := prev.index.slots[c.ID]; slot != nil && slot.placed && prev.routes[slot.value].checksSnapshot {
+				return nil, false
+			}
+			u.routes = append(u.routes, *c)
+		case "upstreams":
+			u.objects = append(u.objects, c)
+		case "services":
+			if (c.Service != nil && checksSnapshot(c.Service.Plugins)) ||
+				(prev.built.services[c.ID] != nil && checksSnapshot(prev.built.services[c.ID].Plugins)) {
+				return nil, false
+			}
+			u.objects = append(u.objects, c)
+		case "plugin_configs":
+			if (c.PluginConfig != nil && checksSnapshot(c.PluginConfig.Plugins)) ||
+				(prev.built.pluginConfigs[c.ID] != nil && checksSnapshot(prev.built.pluginConfigs[c.ID].Plugins)) {
+				return nil, false
+			}
+			u.objects = append(u.objects, c)
+		default:
+			return nil, false
 		}
 	}
+	if len(u.objects) == 0 {
+		return u, true
+	}
+	objects := &conf.Delta{From: d.From, To: d.To, LeftOut: d.LeftOut}
+	for _, c := range u.objects {
+		objects.Changes = append(objects.Changes, *c)
+	}
+	u.base = base.Apply(objects)
+	return u, u.addUsers(prev)
+}
+
+// addUsers adds to u.routes every route of prev that uses an object u changes: through
+// its upstream_id, its service_id (the service's upstream_id too, before d and after it)
+// or its plugin_config_id. false when such a route checks the whole snapshot.
+func (u *update) addUsers(prev *routeTable) bool {
+	changed := map[string]map[conf.ID]bool{"upstreams": {}, "services": {}, "plugin_configs": {}}
+	for _, c := range u.objects {
+		changed[c.Kind][c.ID] = true
+	}
+	upstreams, services := changed["upstreams"], changed["services"]
+	for _, svcs := range [][]conf.Service{prev.built.snap.Services, u.base.Services} {
+		for i := range svcs {
+			if upstreams[svcs[i].UpstreamID] {
+				services[svcs[i].ID] = true
+			}
+		}
+	}
+	own := make(map[conf.ID]bool, len(u.routes))
+	for i := range u.routes {
+		own[u.routes[i].ID] = true
+	}
+	for id, slot := range prev.index.slots {
+		r := slot.route
+		if own[id] || !(upstreams[r.UpstreamID] || services[r.ServiceID] || changed["plugin_configs"][r.PluginConfigID]) {
+			continue
+		}
+		if checksSnapshot(r.Plugins) {
+			return false
+		}
+		u.routes = append(u.routes, conf.ChangeOf("routes", id, r))
+	}
 	return true
+}
+
+// incremental reports whether d can be built from prev alone (recompile).
+func incremental(prev *routeTable, d *conf.Delta, base *conf.Snapshot) bool {
+	_, ok := planUpdate(prev, d, base)
+	return ok
 }
 
 // checksSnapshot reports whether a plugin of set checks a rule across the snapshot.
@@ -91,16 +178,20 @@ type builtRoute struct {
 	entry router.Entry
 }
 
-// buildChanged builds the routes d puts, against prev's objects; base is the snapshot
-// prev was built with, whose objects other than routes d leaves as they are. It changes
-// nothing; failures are returned as the objects left out.
-func buildChanged(prev *routeTable, d *conf.Delta, base *conf.Snapshot) ([]builtRoute, []conf.LeftOut) {
+// buildChanged builds the objects u changes and the routes it names, against prev's
+// objects, into a copy of prev's builder (prev's own is shared with the table serving
+// now). It changes nothing; failures are returned as the objects left out.
+func buildChanged(prev *routeTable, u *update) ([]builtRoute, *builder, []conf.LeftOut) {
 	b := *prev.built
-	b.snap, b.leftOut = base, nil
+	b.snap, b.leftOut = u.base, nil
+	if len(u.objects) > 0 {
+		b.reindex(u.objects, u.d.LeftOut)
+	}
+	d, base := u.d, u.base
 	opts := routerOptions(b.shared.Config)
 	var out []builtRoute
-	for i := range d.Changes {
-		c := &d.Changes[i]
+	for i := range u.routes {
+		c := &u.routes[i]
 		br := builtRoute{id: c.ID}
 		if r := c.Route; r != nil && r.Enabled() && !isLeftOut(d.LeftOut, "routes", c.ID) {
 			var built route
@@ -121,7 +212,7 @@ func buildChanged(prev *routeTable, d *conf.Delta, base *conf.Snapshot) ([]built
 		}
 		out = append(out, br)
 	}
-	return out, b.leftOut
+	return out, &b, b.leftOut
 }
 
 func isLeftOut(leftOut []conf.LeftOut, kind string, id conf.ID) bool {
@@ -133,21 +224,21 @@ func isLeftOut(leftOut []conf.LeftOut, kind string, id conf.ID) bool {
 	return false
 }
 
-// recompile makes the table of the snapshot after d from prev, the latest table, when
-// incremental(prev, d); base is the snapshot prev was built with. It takes prev's index
-// over; on failure (what it leaves out) it changes nothing.
-func recompile(prev *routeTable, d *conf.Delta, base *conf.Snapshot) (*routeTable, []conf.LeftOut, error) {
-	changed, leftOut := buildChanged(prev, d, base)
+// recompile makes the table of the snapshot after u's delta from prev, the latest table,
+// when planUpdate allows it. It takes prev's index over; on failure (what it leaves out)
+// it changes nothing.
+func recompile(prev *routeTable, u *update) (*routeTable, []conf.LeftOut, error) {
+	changed, built, leftOut := buildChanged(prev, u)
 	if len(leftOut) > 0 {
 		return nil, leftOut, nil
 	}
 	t := &routeTable{
-		version: d.To, router: prev.router, routes: slices.Clone(prev.routes),
-		index: prev.index, built: prev.built,
+		version: u.d.To, router: prev.router, routes: slices.Clone(prev.routes),
+		index: prev.index, built: built,
 		global: prev.global, unmatched: prev.unmatched,
 	}
 	idx := t.index
-	final := lastRoutes(d)
+	final := lastRoutes(u.routes)
 	for i, c := range changed {
 		slot := idx.slots[c.id]
 		if slot != nil && slot.placed {
@@ -184,17 +275,58 @@ func recompile(prev *routeTable, d *conf.Delta, base *conf.Snapshot) (*routeTabl
 		t.router, t.routes[value] = r, c.route
 		slot.value, slot.entry, slot.placed = value, c.entry, true
 	}
+	if len(u.objects) > 0 {
+		// A replaced or deleted upstream's connections go, as after a whole compile.
+		live := make([]*proxy.Upstream, 0, len(t.routes)+len(built.compiled))
+		for _, r := range t.routes {
+			if r != nil && r.upstream != nil {
+				live = append(live, r.upstream)
+			}
+		}
+		for _, c := range built.compiled {
+			live = append(live, c)
+		}
+		built.pools.Retain(live)
+	}
 	return t, nil, nil
 }
 
-// lastRoutes maps each route id d changes to the route d leaves it as, nil when d
-// deletes it.
-func lastRoutes(d *conf.Delta) map[conf.ID]*conf.Route {
-	final := make(map[conf.ID]*conf.Route, len(d.Changes))
-	for i := range d.Changes {
-		if c := &d.Changes[i]; c.Kind == "routes" {
-			final[c.ID] = c.Route
+// reindex compiles the objects of changes into copies of b's indexes, as indexObjects
+// compiles every one: what fails, or the master left out, is left out of them.
+func (b *builder) reindex(changes []*conf.Change, leftOut []conf.LeftOut) {
+	b.upstreams, b.compiled = maps.Clone(b.upstreams), maps.Clone(b.compiled)
+	b.services, b.pluginConfigs = maps.Clone(b.services), maps.Clone(b.pluginConfigs)
+	probe := b.probe()
+	for _, c := range changes {
+		gone := isLeftOut(leftOut, c.Kind, c.ID)
+		switch c.Kind {
+		case "upstreams":
+			delete(b.upstreams, c.ID)
+			delete(b.compiled, c.ID)
+			if c.Upstream != nil && !gone {
+				b.indexUpstream(c.Upstream)
+			}
+		case "services":
+			delete(b.services, c.ID)
+			if c.Service != nil && !gone {
+				b.indexService(c.Service, probe)
+			}
+		case "plugin_configs":
+			delete(b.pluginConfigs, c.ID)
+			if c.PluginConfig != nil && !gone {
+				b.indexPluginConfig(c.PluginConfig, probe)
+			}
 		}
+	}
+}
+
+
+// lastRoutes maps each route id of changes to the route it is left as, nil when
+// deleted.
+func lastRoutes(changes []conf.Change) map[conf.ID]*conf.Route {
+	final := make(map[conf.ID]*conf.Route, len(changes))
+	for i := range changes {
+		final[changes[i].ID] = changes[i].Route
 	}
 	return final
 }

@@ -71,10 +71,11 @@ func TestRecompileRoutesAsACompileWould(t *testing.T) {
 			d.Changes = append(d.Changes, conf.ChangeOf("routes", id, randomRoute(rng, id)))
 		}
 		next := snap.Apply(d)
-		if !incremental(cur, d) {
+		u, ok := planUpdate(cur, d, snap)
+		if !ok {
 			t.Fatalf("step %d: a delta of routes alone is not built incrementally", step)
 		}
-		got, leftOut, err := recompile(cur, d, next)
+		got, leftOut, err := recompile(cur, u)
 		if err != nil || len(leftOut) > 0 {
 			t.Fatalf("step %d: recompile: %v %v", step, err, leftOut)
 		}
@@ -107,11 +108,141 @@ func TestAWriteToAGroupedLimitCountRouteCompilesEverything(t *testing.T) {
 	grouped := &conf.Route{ID: "g", URI: "/g", Plugins: map[string]json.RawMessage{
 		"limit-count": json.RawMessage(`{"count":1,"time_window":60,"group":"shared"}`)}}
 	d := &conf.Delta{From: 1, To: 2, Changes: []conf.Change{conf.ChangeOf("routes", "g", grouped)}}
-	if incremental(cur, d) {
+	if incremental(cur, d, &conf.Snapshot{Version: 1}) {
 		t.Error("a route with a limit-count group checks the whole snapshot; its write must compile everything")
 	}
-	d = &conf.Delta{From: 1, To: 2, Changes: []conf.Change{conf.ChangeOf("upstreams", "u", &conf.Upstream{ID: "u"})}}
-	if incremental(cur, d) {
-		t.Error("an upstream write must compile everything")
+	d = &conf.Delta{From: 1, To: 2, Changes: []conf.Change{conf.ChangeOf("services", "s", &conf.Service{ID: "s", Plugins: grouped.Plugins})}}
+	if incremental(cur, d, &conf.Snapshot{Version: 1}) {
+		t.Error("a service with a limit-count group checks the whole snapshot; its write must compile everything")
+	}
+	for _, kind := range []string{"consumers", "global_rules", "ssls"} {
+		d = &conf.Delta{From: 1, To: 2, Changes: []conf.Change{{Kind: kind, ID: "x"}}}
+		if incremental(cur, d, &conf.Snapshot{Version: 1}) {
+			t.Errorf("a write of %s changes what every chain is built from; it must compile everything", kind)
+		}
+	}
+}
+
+// servedAs describes what t serves for each route: its router place aside, everything a
+// request on it meets (its facts, upstream, 503 body and whether plugins run).
+func servedAs(t *routeTable) map[string]string {
+	out := map[string]string{}
+	for _, r := range t.routes {
+		if r != nil {
+			out[r.info.ID] = fmt.Sprintf("%+v upstream[%s] unavailable %q chain %t global %d", r.info, r.upstream, r.unavailable, r.chain != nil, len(r.global))
+		}
+	}
+	return out
+}
+
+// TestRecompileObjectsAsACompileWould applies random writes of routes, upstreams,
+// services and plugin_configs that reference each other, and checks after each that
+// what recompile serves for every route is what a whole compile of the same snapshot
+// serves: a changed object reaches every route that uses it, directly or through its
+// service, and no other route is rebuilt wrongly.
+func TestRecompileObjectsAsACompileWould(t *testing.T) {
+	shared := testShared(t)
+	pools := proxy.NewPoolsWith(proxy.Options{BuildOnly: true})
+	t.Cleanup(pools.Close)
+	rng := rand.New(rand.NewPCG(11, 3))
+	ref := func(prefix string, n int) conf.ID {
+		if rng.IntN(3) == 0 {
+			return ""
+		}
+		return conf.ID(fmt.Sprint(prefix, rng.IntN(n)))
+	}
+	upstream := func() *conf.Upstream {
+		u := &conf.Upstream{Type: "roundrobin"}
+		for range 1 + rng.IntN(2) {
+			u.Nodes = append(u.Nodes, conf.Node{Host: "127.0.0.1", Port: 1 + rng.IntN(5), Weight: 1 + rng.IntN(3)})
+		}
+		u.ApplyDefaults()
+		return u
+	}
+	plugins := func() map[string]json.RawMessage {
+		if rng.IntN(2) == 0 {
+			return nil
+		}
+		return map[string]json.RawMessage{"prometheus": json.RawMessage(`{}`)}
+	}
+	object := func(kind string, id conf.ID) conf.Change {
+		switch kind {
+		case "upstreams":
+			u := upstream()
+			u.ID = id
+			return conf.ChangeOf(kind, id, u)
+		case "services":
+			svc := &conf.Service{ID: id, UpstreamID: ref("u", 4), Plugins: plugins()}
+			if svc.UpstreamID == "" && rng.IntN(2) == 0 {
+				svc.Upstream = upstream()
+			}
+			if rng.IntN(3) == 0 {
+				svc.Hosts = []string{"svc.example"}
+			}
+			return conf.ChangeOf(kind, id, svc)
+		case "plugin_configs":
+			return conf.ChangeOf(kind, id, &conf.PluginConfig{ID: id, Plugins: plugins()})
+		}
+		r := &conf.Route{ID: id, URI: fmt.Sprint("/", id), UpstreamID: ref("u", 4), ServiceID: ref("s", 3), PluginConfigID: ref("p", 2)}
+		if r.UpstreamID == "" && r.ServiceID == "" {
+			r.Upstream = upstream()
+		}
+		return conf.ChangeOf(kind, id, r)
+	}
+	prefixes := map[string]string{"routes": "r", "upstreams": "u", "services": "s", "plugin_configs": "p"}
+	counts := map[string]int{"routes": 12, "upstreams": 4, "services": 3, "plugin_configs": 2}
+	snap := &conf.Snapshot{Version: 1}
+	first := &conf.Delta{From: 0, To: 1}
+	for _, kind := range []string{"upstreams", "services", "plugin_configs", "routes"} {
+		for i := range counts[kind] {
+			first.Changes = append(first.Changes, object(kind, conf.ID(fmt.Sprint(prefixes[kind], i))))
+		}
+	}
+	snap = snap.Apply(first)
+	cur, _, err := compile(snap, pools, shared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := []string{"routes", "upstreams", "upstreams", "services", "services", "plugin_configs"}
+	for step := range 300 {
+		d := &conf.Delta{From: snap.Version, To: snap.Version + 1}
+		for range 1 + rng.IntN(2) {
+			kind := kinds[rng.IntN(len(kinds))]
+			id := conf.ID(fmt.Sprint(prefixes[kind], rng.IntN(counts[kind]+1)))
+			if rng.IntN(5) == 0 {
+				d.Changes = append(d.Changes, conf.Change{Kind: kind, ID: id}) // a delete (?force=true)
+				continue
+			}
+			d.Changes = append(d.Changes, object(kind, id))
+		}
+		next := snap.Apply(d)
+		u, ok := planUpdate(cur, d, snap)
+		if !ok {
+			t.Fatalf("step %d: %+v is not built incrementally", step, d.Changes)
+		}
+		got, leftOut, err := recompile(cur, u)
+		if err != nil || len(leftOut) > 0 {
+			t.Fatalf("step %d: recompile: %v %v", step, err, leftOut)
+		}
+		fresh := *next
+		want, _, err := compile(&fresh, pools, shared)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, w := servedAs(got), servedAs(want)
+		for id := range w {
+			if g[id] != w[id] {
+				t.Fatalf("step %d, after %+v: route %s\nrecompiled: %s\nwhole:      %s", step, d.Changes, id, g[id], w[id])
+			}
+		}
+		if len(g) != len(w) {
+			t.Fatalf("step %d: recompile serves %d routes, a whole compile %d", step, len(g), len(w))
+		}
+		for id := range w {
+			if m := matchedRoute(got, "GET", "", "/"+id); m != matchedRoute(want, "GET", "", "/"+id) {
+				t.Fatalf("step %d: /%s routed to %q after recompile", step, id, m)
+			}
+		}
+		cur, snap = got, next
 	}
 }

@@ -183,52 +183,16 @@ func (b *builder) indexObjects() {
 	b.upstreams = make(map[conf.ID]*conf.Upstream, len(snap.Upstreams))
 	b.compiled = make(map[conf.ID]*proxy.Upstream, len(snap.Upstreams))
 	for i := range snap.Upstreams {
-		u := &snap.Upstreams[i]
-		var c *proxy.Upstream
-		err := b.guard(func() (err error) {
-			c, err = b.pools.CheckedUpstream(u, nil, b.health, conf.HealthUpstreamPrefix+string(u.ID))
-			return err
-		})
-		if err != nil {
-			b.leaveOut("upstreams", u.ID, err)
-			continue
-		}
-		b.upstreams[u.ID], b.compiled[u.ID] = u, c
+		b.indexUpstream(&snap.Upstreams[i])
 	}
-	// The objects' own builds share a SnapshotBuild of their own: the consumers are not
-	// all known to be served yet, and what a plugin makes of the snapshot (key-auth's
-	// index of keys) must not count one that is left out.
-	probe := plugins.NewSnapshotBuild(snap, b.shared).Env(&plugins.RouteInfo{}, "")
-	builds := func(set map[string]json.RawMessage) error {
-		return b.guard(func() error {
-			_, err := plugins.BuildChain(set, probe)
-			return err
-		})
-	}
+	probe := b.probe()
 	b.services = make(map[conf.ID]*conf.Service, len(snap.Services))
 	for i := range snap.Services {
-		svc := &snap.Services[i]
-		err := builds(svc.Plugins)
-		if err == nil && svc.Upstream != nil {
-			err = b.guard(func() error {
-				_, err := b.pools.CheckedUpstream(svc.Upstream, nil, b.health, conf.HealthServicePrefix+string(svc.ID))
-				return err
-			})
-		}
-		if err != nil {
-			b.leaveOut("services", svc.ID, err)
-			continue
-		}
-		b.services[svc.ID] = svc
+		b.indexService(&snap.Services[i], probe)
 	}
 	b.pluginConfigs = make(map[conf.ID]*conf.PluginConfig, len(snap.PluginConfigs))
 	for i := range snap.PluginConfigs {
-		pc := &snap.PluginConfigs[i]
-		if err := builds(pc.Plugins); err != nil {
-			b.leaveOut("plugin_configs", pc.ID, err)
-			continue
-		}
-		b.pluginConfigs[pc.ID] = pc
+		b.indexPluginConfig(&snap.PluginConfigs[i], probe)
 	}
 	// A consumer left out names no request: its credentials are gone from the snapshot
 	// the auth plugins read, so its key is refused (401), never let in without its own
@@ -236,7 +200,7 @@ func (b *builder) indexObjects() {
 	kept := snap.Consumers[:0:0]
 	for i := range snap.Consumers {
 		c := &snap.Consumers[i]
-		if err := builds(consumerPlugins(c)); err != nil {
+		if err := b.builds(consumerPlugins(c), probe); err != nil {
 			b.leaveOut("consumers", conf.ID(c.Username), err)
 			continue
 		}
@@ -273,6 +237,62 @@ func (b *builder) buildGlobalRules() {
 			return
 		}
 	}
+}
+
+// probe is the Env the objects' own builds share. It has a SnapshotBuild of its own: the
+// consumers are not all known to be served yet, and what a plugin makes of the snapshot
+// (key-auth's index of keys) must not count one that is left out.
+func (b *builder) probe() *plugins.Env {
+	return plugins.NewSnapshotBuild(b.snap, b.shared).Env(&plugins.RouteInfo{}, "")
+}
+
+// builds reports whether set builds as a chain.
+func (b *builder) builds(set map[string]json.RawMessage, probe *plugins.Env) error {
+	return b.guard(func() error {
+		_, err := plugins.BuildChain(set, probe)
+		return err
+	})
+}
+
+// indexUpstream compiles a stored upstream into the indexes, or leaves it out.
+func (b *builder) indexUpstream(u *conf.Upstream) {
+	var c *proxy.Upstream
+	err := b.guard(func() (err error) {
+		c, err = b.pools.CheckedUpstream(u, nil, b.health, conf.HealthUpstreamPrefix+string(u.ID))
+		return err
+	})
+	if err != nil {
+		b.leaveOut("upstreams", u.ID, err)
+		return
+	}
+	b.upstreams[u.ID], b.compiled[u.ID] = u, c
+}
+
+// indexService checks that a service's plugins and its inline upstream build, and indexes
+// it, or leaves it out.
+func (b *builder) indexService(svc *conf.Service, probe *plugins.Env) {
+	err := b.builds(svc.Plugins, probe)
+	if err == nil && svc.Upstream != nil {
+		err = b.guard(func() error {
+			_, err := b.pools.CheckedUpstream(svc.Upstream, nil, b.health, conf.HealthServicePrefix+string(svc.ID))
+			return err
+		})
+	}
+	if err != nil {
+		b.leaveOut("services", svc.ID, err)
+		return
+	}
+	b.services[svc.ID] = svc
+}
+
+// indexPluginConfig checks that a plugin_config's plugins build, and indexes it, or
+// leaves it out.
+func (b *builder) indexPluginConfig(pc *conf.PluginConfig, probe *plugins.Env) {
+	if err := b.builds(pc.Plugins, probe); err != nil {
+		b.leaveOut("plugin_configs", pc.ID, err)
+		return
+	}
+	b.pluginConfigs[pc.ID] = pc
 }
 
 // route builds one route's table entry and router entry. A reference to an object the

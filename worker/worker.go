@@ -334,12 +334,13 @@ func (w *Worker) loadDelta(payload []byte) (uint64, error) {
 	case old.version != d.From || w.snap == nil:
 		return 0, fmt.Errorf("config version %d: a delta from version %d, and this worker serves version %d", d.To, d.From, old.version)
 	}
-	if !incremental(old, &d) {
+	u, ok := planUpdate(old, &d, w.snap)
+	if !ok {
 		return w.serve(snapshotOf(old, w.snap, w.leftOut).Apply(&d))
 	}
-	// Routes alone: w.snap stays the base the table's other objects were built from,
-	// and the table's index holds the routes.
-	t, leftOut, err := recompile(old, &d, w.snap)
+	// w.snap becomes the base the table's objects other than routes are built from; the
+	// table's index holds the routes.
+	t, leftOut, err := recompile(old, u)
 	if err != nil {
 		return 0, err
 	}
@@ -347,7 +348,7 @@ func (w *Worker) loadDelta(payload []byte) (uint64, error) {
 		return 0, &unservableError{version: d.To, leftOut: leftOut}
 	}
 	w.table.Store(t)
-	w.leftOut = d.LeftOut
+	w.snap, w.leftOut = u.base, d.LeftOut
 	if len(d.Changes) >= bigConfig {
 		debug.FreeOSMemory() // an import: see serve
 	}

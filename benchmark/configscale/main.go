@@ -34,12 +34,17 @@ func main() {
 	puts := flag.Int("puts", 11, "route PUTs timed at each count")
 	workers := flag.Int("workers", 1, "gw workers")
 	settle := flag.Duration("settle", 3*time.Second, "wait after the import before reading memory")
+	kind := flag.String("kind", "routes", "what the timed PUTs write: routes, upstreams or services (each a new object no route uses)")
 	flag.Parse()
+	probe, ok := probes[*kind]
+	if !ok {
+		fail(fmt.Errorf("-kind %q: routes, upstreams or services", *kind))
+	}
 	bin, err := filepath.Abs(*gwctl)
 	if err != nil {
 		fail(err)
 	}
-	fmt.Printf("| routes | import | route PUT median (min–max) | × none | largest worker RSS | master RSS |\n")
+	fmt.Printf("| routes | import | %s PUT median (min–max) | × none | largest worker RSS | master RSS |\n", strings.TrimSuffix(*kind, "s"))
 	fmt.Printf("|--:|--:|--:|--:|--:|--:|\n")
 	var base time.Duration
 	for _, field := range strings.Split(*counts, ",") {
@@ -47,7 +52,7 @@ func main() {
 		if err != nil {
 			fail(fmt.Errorf("-routes: %w", err))
 		}
-		r := measure(bin, n, *puts, *workers, *settle)
+		r := measure(bin, n, *puts, *workers, *settle, *kind, probe)
 		if base == 0 {
 			base = r.median
 		}
@@ -63,7 +68,14 @@ type result struct {
 	workerRSS, masterRSS float64 // MiB
 }
 
-func measure(bin string, routes, puts, workers int, settle time.Duration) result {
+// probes are the bodies of the timed PUTs, by kind; %d is the PUT's number.
+var probes = map[string]string{
+	"routes":    `{"uri":"/probe/%d/*","upstream":{"type":"roundrobin","nodes":{"127.0.0.1:1980":1}}}`,
+	"upstreams": `{"type":"roundrobin","nodes":{"127.0.0.1:%d":1}}`,
+	"services":  `{"hosts":["probe%d.example"],"upstream":{"type":"roundrobin","nodes":{"127.0.0.1:1980":1}}}`,
+}
+
+func measure(bin string, routes, puts, workers int, settle time.Duration, kind, probe string) result {
 	prefix, err := os.MkdirTemp("", "gw-configscale-")
 	if err != nil {
 		fail(err)
@@ -97,8 +109,8 @@ func measure(bin string, routes, puts, workers int, settle time.Duration) result
 	client := &http.Client{Timeout: time.Minute}
 	var times []time.Duration
 	for i := range puts {
-		body := fmt.Sprintf(`{"uri":"/probe/%d/*","upstream":{"type":"roundrobin","nodes":{"127.0.0.1:1980":1}}}`, i)
-		req, _ := http.NewRequest("PUT", "http://"+admin+"/apisix/admin/routes/probe", strings.NewReader(body))
+		body := fmt.Sprintf(probe, 1000+i)
+		req, _ := http.NewRequest("PUT", "http://"+admin+"/apisix/admin/"+kind+"/probe", strings.NewReader(body))
 		req.Header.Set("X-API-KEY", adminKey)
 		start := time.Now()
 		resp, err := client.Do(req)
