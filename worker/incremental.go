@@ -320,7 +320,6 @@ func (b *builder) reindex(changes []*conf.Change, leftOut []conf.LeftOut) {
 	}
 }
 
-
 // lastRoutes maps each route id of changes to the route it is left as, nil when
 // deleted.
 func lastRoutes(changes []conf.Change) map[conf.ID]*conf.Route {
