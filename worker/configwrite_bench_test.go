@@ -13,6 +13,16 @@ import (
 // a write should cost the same whatever the config holds. Without the fsync and the IPC,
 // which BenchmarkConfigScale in benchmark/configscale adds.
 func BenchmarkRoutePut(b *testing.B) {
+	benchmarkPut(b, "routes", `{"uri":"/probe/%d/*","upstream":{"type":"roundrobin","nodes":{"127.0.0.1:1980":1}}}`)
+}
+
+// BenchmarkUpstreamPut is BenchmarkRoutePut for a stored upstream that no route uses.
+func BenchmarkUpstreamPut(b *testing.B) {
+	benchmarkPut(b, "upstreams", `{"type":"roundrobin","nodes":{"127.0.0.1:%d":1}}`)
+}
+
+// benchmarkPut times PUTs of kind/probe, body formatted with the PUT's number mod 7.
+func benchmarkPut(b *testing.B, kind, probe string) {
 	for _, routes := range []int{0, 1000, 10000} {
 		b.Run(fmt.Sprintf("routes=%d", routes), func(b *testing.B) {
 			fx := newInvariantFixture(b)
@@ -32,8 +42,8 @@ func BenchmarkRoutePut(b *testing.B) {
 			}
 			b.ResetTimer()
 			for i := 0; b.Loop(); i++ {
-				body := fmt.Sprintf(`{"uri":"/probe/%d/*","upstream":{"type":"roundrobin","nodes":{"127.0.0.1:1980":1}}}`, i%7)
-				if w := fx.send("PUT", "/apisix/admin/routes/probe", []byte(body)); w.Code >= 300 {
+				body := fmt.Sprintf(probe, 1980+i%7)
+				if w := fx.send("PUT", "/apisix/admin/"+kind+"/probe", []byte(body)); w.Code >= 300 {
 					b.Fatalf("PUT: %d %s", w.Code, w.Body)
 				}
 			}

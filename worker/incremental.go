@@ -28,6 +28,54 @@ type routeIndex struct {
 	slots     map[conf.ID]*routeSlot
 	free      []int // router values of removed routes, for the next new ones
 	nextOrder int
+	// users are the routes that name each object by id (upstream_id, service_id,
+	// plugin_config_id), so that a write of one finds them without reading every route.
+	users map[objectRef]map[conf.ID]struct{}
+}
+
+// objectRef names a stored object: its kind (as in a Change) and id.
+type objectRef struct {
+	kind string
+	id   conf.ID
+}
+
+// refsOf are the objects r names by id.
+func refsOf(r *conf.Route) [3]objectRef {
+	return [3]objectRef{{"upstreams", r.UpstreamID}, {"services", r.ServiceID}, {"plugin_configs", r.PluginConfigID}}
+}
+
+// place records that slot holds r from now on, for users.
+func (idx *routeIndex) place(slot *routeSlot, r *conf.Route) {
+	if slot.route != nil {
+		idx.forget(slot.route)
+	}
+	slot.route = r
+	if idx.users == nil {
+		idx.users = map[objectRef]map[conf.ID]struct{}{}
+	}
+	for _, ref := range refsOf(r) {
+		if ref.id == "" {
+			continue
+		}
+		set := idx.users[ref]
+		if set == nil {
+			set = map[conf.ID]struct{}{}
+			idx.users[ref] = set
+		}
+		set[r.ID] = struct{}{}
+	}
+}
+
+// forget undoes place for r, a route leaving its slot.
+func (idx *routeIndex) forget(r *conf.Route) {
+	for _, ref := range refsOf(r) {
+		if set := idx.users[ref]; set != nil {
+			delete(set, r.ID)
+			if len(set) == 0 {
+				delete(idx.users, ref)
+			}
+		}
+	}
 }
 
 // routeSlot is one route's place. placed is false for a route that is disabled or was
@@ -147,15 +195,24 @@ func (u *update) addUsers(prev *routeTable) bool {
 	for i := range u.routes {
 		own[u.routes[i].ID] = true
 	}
-	for id, slot := range prev.index.slots {
-		r := slot.route
-		if own[id] || !(upstreams[r.UpstreamID] || services[r.ServiceID] || changed["plugin_configs"][r.PluginConfigID]) {
-			continue
+	var users []*routeSlot
+	for kind, ids := range changed {
+		for id := range ids {
+			for rid := range prev.index.users[objectRef{kind, id}] {
+				if !own[rid] {
+					own[rid] = true
+					users = append(users, prev.index.slots[rid])
+				}
+			}
 		}
-		if checksSnapshot(r.Plugins) {
+	}
+	// In the snapshot's order, so that every build of one delta is the same.
+	slices.SortFunc(users, func(a, b *routeSlot) int { return a.order - b.order })
+	for _, slot := range users {
+		if checksSnapshot(slot.route.Plugins) {
 			return false
 		}
-		u.routes = append(u.routes, conf.ChangeOf("routes", id, r))
+		u.routes = append(u.routes, conf.ChangeOf("routes", slot.route.ID, slot.route))
 	}
 	return true
 }
@@ -249,6 +306,9 @@ func recompile(prev *routeTable, u *update) (*routeTable, []conf.LeftOut, error)
 		}
 		route := final[c.id]
 		if route == nil { // deleted
+			if slot != nil {
+				idx.forget(slot.route)
+			}
 			delete(idx.slots, c.id)
 			continue
 		}
@@ -257,7 +317,7 @@ func recompile(prev *routeTable, u *update) (*routeTable, []conf.LeftOut, error)
 			idx.nextOrder++
 			idx.slots[c.id] = slot
 		}
-		slot.route = route
+		idx.place(slot, route)
 		if changed[i].route == nil {
 			continue // disabled, or left out: it keeps its order for when it comes back
 		}

@@ -83,7 +83,8 @@ func compile(snap *conf.Snapshot, pools *proxy.Pools, shared *plugins.Shared) (t
 			break // every request is answered 503 before routing
 		}
 		r := &snap.Routes[i]
-		slot := &routeSlot{route: r, order: i}
+		slot := &routeSlot{order: i}
+		b.t.index.place(slot, r)
 		b.t.index.slots[r.ID] = slot
 		if !r.Enabled() {
 			continue
