@@ -102,8 +102,8 @@ func TestParseTemplateRejects(t *testing.T) {
 		{"$uri.b", plain, `(a '.' continues a $name: write ${uri} when text follows)`},
 		{"$x.y", plain, `unknown variable "x.y"; supported:`},
 		{"$http_", plain, `invalid variable "http_": the name after "http_" is missing`},
-		{"$post_arg.name", plain, `variable "post_arg.name" is not supported: gw does not read request bodies`},
-		{"$post_arg.name", header, `variable "post_arg.name" is not supported`},
+		{"${post_arg.name[}", plain, `invalid variable "post_arg.name[": the '[' at offset 4 is not closed`},
+		{"${post_arg.a..b}", header, `invalid variable "post_arg.a..b": recursive descent`}, // not unknown: refused even here
 		{"$1", plain, `$1: captures are filled by regex_uri and usable in proxy-rewrite's header values only`},
 		{"${2}", plain, `$2: captures are filled by regex_uri`},
 		{"$100", header, `$100: capture number out of range (at most 99)`},

@@ -3,6 +3,7 @@ package conf
 import (
 	"errors"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -67,7 +68,8 @@ func TestParseVarRejects(t *testing.T) {
 	}{
 		{"", `unknown variable ""; supported: uri, request_uri, args, query_string, host, hostname, server_name, ` +
 			`remote_addr, remote_port, server_addr, server_port, request_method, scheme, route_id, route_name, ` +
-			`service_id, service_name, consumer_name, mqtt_client_id, http_<name>, arg_<name>, cookie_<name>`, true},
+			`service_id, service_name, consumer_name, mqtt_client_id, http_<name>, arg_<name>, cookie_<name>, ` +
+			`post_arg_<name>, post_arg.<path>`, true},
 		{"foo", `unknown variable "foo"; supported: uri,`, true},
 		{"URI", `unknown variable "URI"`, true}, // nginx's names are case-sensitive
 		{" uri", `unknown variable " uri"`, true},
@@ -81,8 +83,9 @@ func TestParseVarRejects(t *testing.T) {
 		{"http_", `invalid variable "http_": the name after "http_" is missing`, true},
 		{"arg_", `invalid variable "arg_": the name after "arg_" is missing`, true},
 		{"cookie_", `invalid variable "cookie_": the name after "cookie_" is missing`, true},
-		{"post_arg.user", `variable "post_arg.user" is not supported: gw does not read request bodies`, false},
-		{"post_arg_user", `variable "post_arg_user" is not supported`, false},
+		{"post_arg_", `invalid variable "post_arg_": the name after "post_arg_" is missing`, true},
+		{"post_arg", `unknown variable "post_arg"`, true},
+		{"post_arg.", `invalid variable "post_arg.": the path after "post_arg." is missing`, false},
 	}
 	for _, tt := range tests {
 		v, err := ParseVar(tt.name)
@@ -164,4 +167,70 @@ func FuzzParseVar(f *testing.F) {
 			t.Fatalf("ParseVar(%q) = %+v, but its String %q reads back as %+v, %v", name, v, v.String(), again, err)
 		}
 	})
+}
+
+// post_arg paths: APISIX checks them with lua-jsonpath at write time
+// (t/admin/routes_request_body.t TEST 10: "messages[.content[*].type" is a 400).
+func TestParsePostArgPath(t *testing.T) {
+	accepts := map[string][]PathStep{
+		"model":                       {{Kind: StepName, Name: "model"}},
+		"model.name":                  {{Kind: StepName, Name: "model"}, {Kind: StepName, Name: "name"}},
+		"messages[*].content[*].type": {{Kind: StepName, Name: "messages"}, {Kind: StepAll}, {Kind: StepName, Name: "content"}, {Kind: StepAll}, {Kind: StepName, Name: "type"}},
+		"messages[0].role":            {{Kind: StepName, Name: "messages"}, {Kind: StepIndex, Index: 0}, {Kind: StepName, Name: "role"}},
+		"messages[-1]":                {{Kind: StepName, Name: "messages"}, {Kind: StepIndex, Index: -1}},
+		"obj.*":                       {{Kind: StepName, Name: "obj"}, {Kind: StepAll}},
+		"*":                           {{Kind: StepAll}},
+		"['a.b'][\"c d\"]":            {{Kind: StepName, Name: "a.b"}, {Kind: StepName, Name: "c d"}},
+		"[2]":                         {{Kind: StepIndex, Index: 2}},
+		"content-type.x_y":            {{Kind: StepName, Name: "content-type"}, {Kind: StepName, Name: "x_y"}},
+	}
+	for path, want := range accepts {
+		v, err := ParseVar("post_arg." + path)
+		if err != nil {
+			t.Errorf("ParseVar(post_arg.%s): %v", path, err)
+			continue
+		}
+		if v.Kind != VarPostArg || v.Name != path || v.String() != "post_arg."+path {
+			t.Errorf("ParseVar(post_arg.%s) = %+v (%q)", path, v, v.String())
+		}
+		var got []PathStep
+		for rest := v.Name; ; {
+			step, next, ok := NextPathStep(rest)
+			if !ok {
+				break
+			}
+			got, rest = append(got, step), next
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("steps of %q = %+v, want %+v", path, got, want)
+		}
+	}
+	rejects := map[string]string{
+		"messages[.content[*].type": `the '[' at offset 8 is not closed`,
+		"a[":                        `the '[' at offset 1 is not closed`,
+		"a]":                        `unexpected ']' at offset 1`,
+		"a..b":                      `recursive descent ("..") at offset 1 is not supported`,
+		"a.":                        `a name is missing after the '.' at offset 1`,
+		".a":                        `the path starts with '.'`,
+		"a.[0]":                     `a name is missing between the '.' and the '['`,
+		"a[]":                       `the brackets at offset 1 are empty`,
+		"a[1:2]":                    `JSONPath slices and unions ("[1:2]" at offset 1) are not supported`,
+		"a[0,1]":                    `JSONPath slices and unions`,
+		"a[?(@.x==1)]":              `JSONPath filters and scripts`,
+		"a[(@.length-1)]":           `JSONPath filters and scripts`,
+		"a[x]":                      `"[x]" at offset 1 is not an index`,
+		"a[1e3]":                    `is not an index`,
+		"a[9999999999]":             `is not an index`,
+		"a['b]":                     `the quote at offset 2 is not closed`,
+		"a['b'":                     `the '[' at offset 1 is not closed after its quoted name`,
+		"a['']":                     `the quoted name at offset 2 is empty`,
+		"a b":                       `unexpected ' ' at offset 1`,
+		"$.a":                       `unexpected '$' at offset 0`,
+	}
+	for path, want := range rejects {
+		_, err := ParseVar("post_arg." + path)
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), `"post_arg.`+path+`"`) {
+			t.Errorf("ParseVar(post_arg.%s) error = %v, want it to name the variable and say %q", path, err, want)
+		}
+	}
 }

@@ -188,6 +188,7 @@ var seamLeft = map[string]string{
 	"plugins/proxyrewrite/template.go": "proxy-rewrite's template variables, likewise",
 	"plugins/vars/vars.go":             "the variable language reads the HTTP/1.1 exchange; an HTTP/2 stream will be its second source",
 	"plugins/vars/query.go":            "its query-string reader, likewise",
+	"plugins/vars/body.go":             "its request-body reader (post_arg), likewise",
 }
 
 // Plugins see a request through plugins.Ctx's methods only, so that a plugin written once

@@ -92,7 +92,7 @@ func TestParseRefusesUnknownVariables(t *testing.T) {
 	for _, tt := range []struct{ json, want string }{
 		{`{"count": 1, "time_window": 60, "key": "no_such_var"}`, `key: unknown variable "no_such_var"; supported: uri,`},
 		{`{"count": 1, "time_window": 60, "key": "$remote_addr"}`, `key: unknown variable "$remote_addr"`},
-		{`{"count": 1, "time_window": 60, "key": "post_arg.user"}`, `key: variable "post_arg.user" is not supported: gw does not read request bodies`},
+		{`{"count": 1, "time_window": 60, "key": "post_arg.user[?(@.a)]"}`, `key: invalid variable "post_arg.user[?(@.a)]": JSONPath filters and scripts`},
 		{`{"count": 1, "time_window": 60, "key_type": "var_combination", "key": "$remote_addr $nope"}`, `key: unknown variable "nope"`},
 		{`{"count": 1, "time_window": 60, "key_type": "var_combination", "key": "$remote_addr.$http_x"}`, `write ${remote_addr} when text follows`},
 		{`{"count": 1, "time_window": 60, "key_type": "var_combination", "key": "user-$1"}`, `$1: captures are filled by regex_uri`},

@@ -79,7 +79,7 @@ func TestParseRejects(t *testing.T) {
 		"remove empty":         {`{"headers":{"remove":[]}}`, "headers.remove: must be a non-empty array"},
 		"remove number":        {`{"headers":{"remove":[1]}}`, "item 1 must be a string"},
 		"structured extra":     {`{"headers":{"set":{"X-A":"1"},"X-B":"2"}}`, "headers.X-B: unknown field"},
-		"header post_arg":      {`{"headers":{"X-A":"$post_arg.x"}}`, `headers.X-A: variable "post_arg.x" is not supported`},
+		"header post_arg":      {`{"headers":{"X-A":"${post_arg.x[0}"}}`, `headers.X-A: invalid variable "post_arg.x[0": the '[' at offset 1 is not closed`},
 		"header capture range": {`{"headers":{"X-A":"$100"}}`, `headers.X-A: $100: capture number out of range`},
 		"field twice":          {`{"uri":"/a","uri":"/b"}`, "uri: appears twice"},
 	}

@@ -18,5 +18,7 @@
 // lower-cased host, a decoded argument) is appended to a buffer the caller passes. Reading
 // never changes the request: query arguments and cookies are scanned in place, because
 // fasthttp's own parsers would have the proxy re-encode the query string and rewrite the
-// Cookie headers it sends upstream.
+// Cookie headers it sends upstream. The one exception is the body (body.go): post_arg
+// reads the streamed body whole, once, and leaves it to the request as the bytes read,
+// which the proxy sends unchanged.
 package vars

@@ -136,9 +136,11 @@ func binaryPort(buf []byte, a net.Addr) ([]byte, bool) {
 	return append(buf, byte(tcp.Port>>8), byte(tcp.Port)), true
 }
 
-// Contains reports whether any of v's values is want: for a header, argument or cookie
-// sent several times, any of them; for the other variables, their one value. It is
-// lua-resty-expr's "has", which APISIX evaluates on a variable read as a list.
+// Contains reports whether any of v's values is want: for a header, argument, cookie or
+// form field sent several times, any of them; for a post_arg path that reaches several
+// values ([*]), any of them, and for a JSON array, any of its items; for the other
+// variables, their one value. It is lua-resty-expr's "has", which APISIX evaluates on a
+// variable read as a list.
 func Contains(r *Request, v *conf.Var, want string) bool {
 	req := r.HTTP
 	switch v.Kind {
@@ -169,6 +171,8 @@ func Contains(r *Request, v *conf.Var, want string) bool {
 			}
 		}
 		return false
+	case conf.VarPostArg, conf.VarPostArgForm:
+		return containsPostArg(r, v, want)
 	}
 	var scratch [64]byte
 	value, ok := Value(r, v, scratch[:0])
@@ -243,6 +247,8 @@ func read(r *Request, v *conf.Var, buf []byte) (value []byte, appended, ok bool)
 		return text(r.ServiceName)
 	case conf.VarConsumerName:
 		return text(r.Consumer)
+	case conf.VarPostArg, conf.VarPostArgForm:
+		return readPostArg(r, v, buf)
 	case 0, conf.VarMQTTClientID:
 		return nil, false, false
 	}
