@@ -253,7 +253,12 @@ func (h *Handler) put(req request) (int, any) {
 		return badRequest("wrong " + req.res.singular + " id")
 	}
 
-	obj["id"] = id
+	// As APISIX's check_conf: the path's id, which is text, when the path has one, and
+	// otherwise the body's as written, so {"id": 1} PUT to the collection is stored and
+	// echoed as the integer 1. The store's key is the id's text either way.
+	if req.id != "" || !hasBodyID {
+		obj["id"] = id
+	}
 	return h.createOrReplace(req, id, obj)
 }
 
