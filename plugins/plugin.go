@@ -76,11 +76,15 @@ type SnapshotBuilder interface {
 }
 
 // SnapshotChecker is implemented by a plugin with a rule that spans objects
-// (limit-count's group: all routes of a group must agree). The Admin API runs it on the
-// snapshot a write would produce, when the written object configures the plugin, and
-// refuses the write.
+// (limit-count's group: every object that names one group configures it the same). The
+// Admin API calls CheckWrite for each write of an object that configures the plugin (a
+// route, service, plugin config, global rule or consumer) and refuses the write on an
+// error. object names the written object as "kind/id" ("routes/1"), raw is its
+// configuration of the plugin, which Validate has accepted, and stored is the config
+// before the write: the object's previous version is in it, so a rule can hold an object
+// to what it already promised.
 type SnapshotChecker interface {
-	CheckSnapshot(snap *conf.Snapshot) error
+	CheckWrite(stored *conf.Snapshot, object string, raw json.RawMessage) error
 }
 
 // RequestKeeper is implemented by a plugin that never changes the request sent upstream:
