@@ -87,6 +87,23 @@ type SnapshotChecker interface {
 	CheckWrite(stored *conf.Snapshot, object string, raw json.RawMessage) error
 }
 
+// Described is implemented by a plugin that publishes the JSON Schema of its
+// configuration on a route, service, plugin config or global rule, which the Admin API
+// serves at GET /apisix/admin/plugins/{name} as APISIX does. The schema describes what
+// Validate accepts: every configuration Validate accepts, the schema accepts too, and
+// what the schema refuses, Validate refuses (Validate may refuse more, such as a variable
+// gw does not know). The bytes are one JSON object, never changed by the caller.
+type Described interface {
+	Schema() []byte
+}
+
+// ConsumerDescribed is implemented by a ConsumerAuth plugin that publishes the JSON
+// Schema of a consumer's configuration of it, what ValidateConsumer accepts, served with
+// ?schema_type=consumer.
+type ConsumerDescribed interface {
+	ConsumerSchema() []byte
+}
+
 // RequestKeeper is implemented by a plugin that never changes the request sent upstream:
 // its method, target or headers (limit-count and prometheus only count). A route whose
 // plugins all keep it has the client's header block sent as it came, filtered, rather
