@@ -1,8 +1,11 @@
 package admin
 
 import (
+	"strconv"
 	"strings"
 	"testing"
+
+	"gw/master/store"
 )
 
 // groupService is t/plugin/limit-count2.t's service 1 of TEST 17 with count.
@@ -83,5 +86,31 @@ func TestImportGroupConfMismatched(t *testing.T) {
 	_, err := f.h.Import(t.Context(), []byte(backup), "gwctl", "test")
 	if err == nil || !strings.Contains(err.Error(), mismatched+"services/1 configures group") {
 		t.Fatalf("import: %v, want %q naming services/1", err, mismatched)
+	}
+}
+
+// BenchmarkGroupCheck is what a write naming a group adds (checkAcrossObjects) with
+// 10,000 other routes stored: one snapshot of the store, then a walk of its objects.
+func BenchmarkGroupCheck(b *testing.B) {
+	s, err := store.OpenBackend(memBackend{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	objects := []store.Object{{Kind: store.Services, ID: "1", Value: []byte(groupService("2"))}}
+	for i := range 10000 {
+		id := strconv.Itoa(i)
+		objects = append(objects, store.Object{Kind: store.Routes, ID: id,
+			Value: []byte(`{"id":"` + id + `","uri":"/r` + id + `","upstream":{"nodes":{"127.0.0.1:1980":1}}}`)})
+	}
+	if _, err := s.PutAll(objects); err != nil {
+		b.Fatal(err)
+	}
+	value := []byte(groupService("2"))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := checkAcrossObjects(s, store.Services, "2", value); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
