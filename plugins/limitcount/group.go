@@ -44,9 +44,9 @@ func (c *Config) settings() []setting {
 	}
 }
 
-// difference is the first setting in which c and other differ, as "count 2" for each;
-// ok is false when they agree in every one.
-func (c *Config) difference(other *Config) (mine, theirs string, ok bool) {
+// difference is the first setting in which c and other differ, as c has it and as other
+// has it ("count 2", "count 1"); differ is false when they agree in every one.
+func (c *Config) difference(other *Config) (inC, inOther string, differ bool) {
 	a, b := c.settings(), other.settings()
 	for i := range a {
 		if a[i].value != b[i].value {
@@ -125,7 +125,7 @@ func (plugin) CheckWrite(stored *conf.Snapshot, object string, raw json.RawMessa
 		return nil // Validate has reported err
 	}
 	for _, m := range groupMembers(stored, cfg.Group) {
-		theirs, mine, differ := m.config.difference(cfg)
+		stored, written, differ := m.config.difference(cfg)
 		if !differ {
 			continue
 		}
@@ -135,7 +135,7 @@ func (plugin) CheckWrite(stored *conf.Snapshot, object string, raw json.RawMessa
 		}
 		return fmt.Errorf("group conf mismatched: %s configures group %q with %s, this configuration has %s; "+
 			"every object of a group must configure limit-count the same (to change a group's limits, give it a new name)",
-			who, cfg.Group, theirs, mine)
+			who, cfg.Group, stored, written)
 	}
 	return nil
 }
