@@ -36,8 +36,13 @@
 //     before workers see them (ResolveSecrets). It is never merged into a route's chain.
 //   - SnapshotBuilder: state built once per snapshot that every route's instance reaches
 //     through Env.SnapshotState (key-auth's index of keys, limit-count's groups).
-//   - SnapshotChecker: a rule across objects the Admin API checks on the snapshot a write
-//     would produce (limit-count's groups).
+//   - SnapshotChecker: a rule across objects the Admin API checks at each write of an
+//     object that configures the plugin, against the objects stored (limit-count's
+//     groups).
+//   - Described and ConsumerDescribed: the JSON Schema of the plugin's configuration, and
+//     of a consumer's for an auth plugin, which the Admin API serves at
+//     /apisix/admin/plugins/{name}. It describes what Validate accepts; plugins/all's
+//     tests hold every configuration in the plugin's tests and README to it.
 //   - RequestKeeper: the plugin never changes the request, so its routes may send the
 //     client's header block as it came.
 //   - SegmentOwner: a shared-memory segment, made by the master for its life, handed to

@@ -76,11 +76,32 @@ type SnapshotBuilder interface {
 }
 
 // SnapshotChecker is implemented by a plugin with a rule that spans objects
-// (limit-count's group: all routes of a group must agree). The Admin API runs it on the
-// snapshot a write would produce, when the written object configures the plugin, and
-// refuses the write.
+// (limit-count's group: every object that names one group configures it the same). The
+// Admin API calls CheckWrite for each write of an object that configures the plugin (a
+// route, service, plugin config, global rule or consumer) and refuses the write on an
+// error. object names the written object as "kind/id" ("routes/1"), raw is its
+// configuration of the plugin, which Validate has accepted, and stored is the config
+// before the write: the object's previous version is in it, so a rule can hold an object
+// to what it already promised.
 type SnapshotChecker interface {
-	CheckSnapshot(snap *conf.Snapshot) error
+	CheckWrite(stored *conf.Snapshot, object string, raw json.RawMessage) error
+}
+
+// Described is implemented by a plugin that publishes the JSON Schema of its
+// configuration on a route, service, plugin config or global rule, which the Admin API
+// serves at GET /apisix/admin/plugins/{name} as APISIX does. The schema describes what
+// Validate accepts: every configuration Validate accepts, the schema accepts too, and
+// what the schema refuses, Validate refuses (Validate may refuse more, such as a variable
+// gw does not know). The bytes are one JSON object, never changed by the caller.
+type Described interface {
+	Schema() []byte
+}
+
+// ConsumerDescribed is implemented by a ConsumerAuth plugin that publishes the JSON
+// Schema of a consumer's configuration of it, what ValidateConsumer accepts, served with
+// ?schema_type=consumer.
+type ConsumerDescribed interface {
+	ConsumerSchema() []byte
 }
 
 // RequestKeeper is implemented by a plugin that never changes the request sent upstream:

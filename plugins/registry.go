@@ -103,7 +103,7 @@ func ValidateAll(set map[string]json.RawMessage) error {
 }
 
 // ChecksSnapshot reports whether a plugin named in set has a rule that spans objects
-// (SnapshotChecker), so that a write configuring it needs CheckSnapshot.
+// (SnapshotChecker), so that a write configuring it needs CheckWrite.
 func ChecksSnapshot(set map[string]json.RawMessage) bool {
 	for name := range set {
 		if p, ok := Lookup(name); ok {
@@ -115,8 +115,10 @@ func ChecksSnapshot(set map[string]json.RawMessage) bool {
 	return false
 }
 
-// CheckSnapshot runs the cross-object checks of the plugins named in set against snap.
-func CheckSnapshot(set map[string]json.RawMessage, snap *conf.Snapshot) error {
+// CheckWrite runs the cross-object rules (SnapshotChecker) of the plugins named in set,
+// the plugins of the object written as object ("routes/1"), against stored, the config
+// before the write. The error is in APISIX's words, as ValidateAll's.
+func CheckWrite(set map[string]json.RawMessage, stored *conf.Snapshot, object string) error {
 	names := make([]string, 0, len(set))
 	for n := range set {
 		names = append(names, n)
@@ -125,7 +127,7 @@ func CheckSnapshot(set map[string]json.RawMessage, snap *conf.Snapshot) error {
 	for _, name := range names {
 		p, _ := Lookup(name)
 		if checker, ok := p.(SnapshotChecker); ok {
-			if err := checker.CheckSnapshot(snap); err != nil {
+			if err := checker.CheckWrite(stored, object, set[name]); err != nil {
 				return fmt.Errorf("failed to check the configuration of plugin %s err: %w", name, err)
 			}
 		}

@@ -167,6 +167,11 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, peer string, che
 		return
 	}
 	name, idAndSub, _ := strings.Cut(strings.TrimPrefix(rest, "/"), "/")
+	if name == "plugins" || name == "schema" {
+		status, body := describe(r.Method, name, idAndSub, r.URL.Query())
+		reply(w, status, body)
+		return
+	}
 	id, subPath, _ := strings.Cut(idAndSub, "/")
 	res, ok := resources[name]
 	if !ok {

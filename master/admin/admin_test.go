@@ -401,9 +401,10 @@ func TestPutIDs(t *testing.T) {
 			if len(objects) != 1 || objects[0].ID != tc.wantID {
 				t.Fatalf("stored %v, want one route %s", objects, tc.wantID)
 			}
-			var value struct{ ID string }
-			if err := json.Unmarshal(objects[0].Value, &value); err != nil || value.ID != tc.wantID {
-				t.Errorf("stored value %s has id %q (%v), want the string %q", objects[0].Value, value.ID, err, tc.wantID)
+			// The id's text: TestIntegerIDsAreKeptAsWritten checks its JSON type.
+			var value struct{ ID conf.ID }
+			if err := json.Unmarshal(objects[0].Value, &value); err != nil || string(value.ID) != tc.wantID {
+				t.Errorf("stored value %s has id %q (%v), want %q", objects[0].Value, value.ID, err, tc.wantID)
 			}
 		})
 	}

@@ -287,9 +287,8 @@ func (h *Handler) decodeImported(res *resource, where string, value json.RawMess
 			return imported{}, fmt.Sprintf("%s: %q: a number must be a positive integer written in digits, got %s", where, idField, number)
 		}
 	}
-	if res.idField == "" {
-		obj["id"] = id // an integer id is stored as the string the Admin API would store
-	}
+	// An integer id stays an integer, as a PUT to the collection stores it: an export of
+	// such an object imports back as it was.
 	for _, field := range []string{"create_time", "update_time"} {
 		if _, set := obj[field]; !set {
 			obj[field] = now

@@ -111,8 +111,8 @@ func TestImportReferencesWithinTheFileAndToTheStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	r, ok := f.store.Get(store.Routes, "7")
-	if !ok || !strings.Contains(string(r.Value), `"id":"7"`) || !strings.Contains(string(r.Value), `"create_time":1700000000`) {
-		t.Errorf("route 7 = %s %v; want a string id and the import's time", r.Value, ok)
+	if !ok || !strings.Contains(string(r.Value), `"id":7`) || !strings.Contains(string(r.Value), `"create_time":1700000000`) {
+		t.Errorf("route 7 = %s %v; want the integer id as written and the import's time", r.Value, ok)
 	}
 	u, _ := f.store.Get(store.Upstreams, "infile")
 	a, _ := f.store.Get(store.Routes, "a")

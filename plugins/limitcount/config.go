@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"gw/conf"
 	"gw/plugins"
 	"gw/plugins/pluginconf"
 )
@@ -39,9 +38,6 @@ func (plugin) Validate(raw json.RawMessage) error {
 	_, err := Parse(raw)
 	return err
 }
-
-// CheckSnapshot refuses a write that would leave a group's routes disagreeing.
-func (plugin) CheckSnapshot(snap *conf.Snapshot) error { return CheckGroups(snap) }
 
 // KeepsRequest: limit-count only counts.
 func (plugin) KeepsRequest() bool { return true }

@@ -266,15 +266,9 @@ func TestGroup(t *testing.T) {
 	if got := do(one, "1", 0, "10.0.0.1"); got.status != 503 {
 		t.Fatalf("third request in the group: %+v", got)
 	}
-	if err := CheckGroups(snap); err != nil {
-		t.Fatalf("CheckGroups of a consistent group: %v", err)
-	}
 
 	const other = `{"count": 5, "time_window": 60, "group": "shared"}`
 	bad := snapshotWith(routeWith("1", g), routeWith("2", other))
-	if err := CheckGroups(bad); err == nil || !strings.Contains(err.Error(), "group conf mismatched") {
-		t.Fatalf("CheckGroups of a mismatched group: %v", err)
-	}
 	mismatched := f.buildIn("2", other, bad)
 	if err := mismatched.Access(nil); err != errGroupMismatched {
 		t.Fatalf("route of a mismatched group: %v, want its fault, which the worker answers 500", err)
@@ -290,8 +284,8 @@ func TestGroup(t *testing.T) {
 		Routes:   []conf.Route{routeWith("1", g), {ID: "2", URI: "/2", ServiceID: "s"}},
 		Services: []conf.Service{{ID: "s", Plugins: map[string]json.RawMessage{Name: json.RawMessage(other)}}},
 	}
-	if err := CheckGroups(svcSnap); err == nil {
-		t.Fatal("CheckGroups missed a mismatch through a service")
+	if err := f.buildIn("1", g, svcSnap).Access(nil); err != errGroupMismatched {
+		t.Fatalf("route of a group mismatched through a service: %v, want its fault", err)
 	}
 }
 
