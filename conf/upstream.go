@@ -7,6 +7,60 @@ import (
 	"strings"
 )
 
+// Upstream is APISIX's upstream object, inline in a route or service or stored on its own.
+type Upstream struct {
+	ID            ID                `json:"id,omitempty"`
+	Name          string            `json:"name,omitempty"`
+	Desc          string            `json:"desc,omitempty"`
+	Labels        map[string]string `json:"labels,omitempty"`
+	Type          string            `json:"type,omitempty"`
+	Nodes         Nodes             `json:"nodes,omitempty"`
+	HashOn        string            `json:"hash_on,omitempty"`
+	Key           string            `json:"key,omitempty"`
+	Retries       *int              `json:"retries,omitempty"` // nil: APISIX's default, the number of nodes − 1
+	RetryTimeout  *float64          `json:"retry_timeout,omitempty"`
+	Timeout       *Timeout          `json:"timeout,omitempty"`
+	KeepalivePool *KeepalivePool    `json:"keepalive_pool,omitempty"`
+	Scheme        string            `json:"scheme,omitempty"`
+	PassHost      string            `json:"pass_host,omitempty"`
+	UpstreamHost  string            `json:"upstream_host,omitempty"`
+	Checks        *HealthChecks     `json:"checks,omitempty"`
+	TLS           *UpstreamTLS      `json:"tls,omitempty"`
+	CreateTime    int64             `json:"create_time,omitempty"`
+	UpdateTime    int64             `json:"update_time,omitempty"`
+}
+
+// MarshalJSON always writes "nodes", even empty (APISIX allows "nodes": {}), which
+// omitempty would drop: an upstream without it would no longer decode.
+func (u Upstream) MarshalJSON() ([]byte, error) {
+	type plain Upstream
+	nodes := u.Nodes
+	if nodes == nil {
+		nodes = Nodes{}
+	}
+	return json.Marshal(struct {
+		plain
+		Nodes Nodes `json:"nodes"`
+	}{plain(u), nodes})
+}
+
+// KeepalivePool is an upstream's connection pool per node.
+type KeepalivePool struct {
+	Size        int     `json:"size"`
+	IdleTimeout float64 `json:"idle_timeout"`
+	Requests    int     `json:"requests"`
+}
+
+// DecodeUpstream decodes and validates one upstream. Defaults are not filled in: the
+// worker calls ApplyDefaults, so that what the Admin API stores is what the client sent.
+func DecodeUpstream(data []byte) (*Upstream, error) {
+	raw, err := document(data)
+	if err != nil {
+		return nil, err
+	}
+	return decodeUpstreamAt("", raw)
+}
+
 // upstreamFields is APISIX's upstream schema (schema_def.lua upstream_schema):
 // additionalProperties is false, so any other field is rejected.
 var upstreamFields = fieldDecoders[Upstream]{

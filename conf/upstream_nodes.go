@@ -11,6 +11,19 @@ import (
 	"strings"
 )
 
+// Node is one upstream server. The map form {"host:port": weight} and the array form
+// [{host, port, weight, priority}] decode to the same slice.
+type Node struct {
+	Host     string         `json:"host"`
+	Port     int            `json:"port,omitempty"`
+	Weight   int            `json:"weight"` // 0 to MaxNodeWeight
+	Priority int            `json:"priority,omitempty"`
+	Metadata map[string]any `json:"metadata,omitempty"`
+}
+
+// Nodes is an upstream's node list in a stable order.
+type Nodes []Node
+
 // UnmarshalJSON accepts APISIX's two node forms. The map form {"host:port": weight} is
 // sorted by key, since JSON objects have no order and the balancer needs a stable one; the
 // port may be left out (0: the scheme's default) and an IPv6 host needs brackets. The
