@@ -641,12 +641,14 @@ func TestNodesUnmarshalJSON(t *testing.T) {
 func TestApplyDefaults(t *testing.T) {
 	var u Upstream
 	u.ApplyDefaults()
-	want := Upstream{Type: "roundrobin", Scheme: "http", PassHost: "pass", KeepalivePool: &KeepalivePool{Size: 320, IdleTimeout: 60, Requests: 1000}}
+	want := Upstream{Type: "roundrobin", Scheme: "http", PassHost: "pass", KeepalivePool: &KeepalivePool{Size: 320, IdleTimeout: 60, Requests: 1000},
+		Timeout: &Timeout{Connect: 60, Send: 60, Read: 60}}
 	if !reflect.DeepEqual(u, want) {
 		t.Errorf("empty upstream: got %s, want %s", asJSON(&u), asJSON(&want))
 	}
 
-	set := Upstream{Type: "roundrobin", Scheme: "http", PassHost: "node", KeepalivePool: &KeepalivePool{Size: 1, IdleTimeout: 0, Requests: 2}}
+	set := Upstream{Type: "roundrobin", Scheme: "http", PassHost: "node", KeepalivePool: &KeepalivePool{Size: 1, IdleTimeout: 0, Requests: 2},
+		Timeout: &Timeout{Connect: 1, Send: 2, Read: 3}}
 	got := set
 	got.KeepalivePool = ptrTo(*set.KeepalivePool)
 	got.ApplyDefaults()
