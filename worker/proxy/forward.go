@@ -193,7 +193,7 @@ func (u *Upstream) ForwardInfo(ctx *fasthttp.RequestCtx, info *Info) {
 
 func (u *Upstream) forward(ctx *fasthttp.RequestCtx, info *Info) {
 	if len(u.nodes) == 0 {
-		writeError(ctx, fasthttp.StatusBadGateway, msgNoNodes)
+		writeError(ctx, fasthttp.StatusServiceUnavailable, msgNoNodes)
 		return
 	}
 	if u.unusable != nil {
@@ -287,7 +287,7 @@ func (u *Upstream) forward(ctx *fasthttp.RequestCtx, info *Info) {
 	}
 	switch {
 	case !picked:
-		writeError(ctx, fasthttp.StatusBadGateway, msgNoNodes)
+		writeError(ctx, fasthttp.StatusServiceUnavailable, msgNoNodes)
 	case failed == connectTimedOut:
 		writeError(ctx, fasthttp.StatusGatewayTimeout, u.msgConnectTimeout)
 	case failed == tlsUnverified:

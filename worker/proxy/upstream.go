@@ -80,7 +80,10 @@ type node struct {
 }
 
 var (
-	msgNoNodes     = errorBody("502 Bad Gateway: upstream has no node that can take requests")
+	// msgNoNodes answers an upstream with no node that can take requests (no nodes, or
+	// only nodes of weight 0) with 503, as APISIX answers "no valid upstream node"
+	// (upstream.lua): nothing was tried, so no node failed.
+	msgNoNodes     = errorBody("503 Service Unavailable: no valid upstream node")
 	msgNoAnswer    = errorBody("502 Bad Gateway: no upstream node answered")
 	msgBadResponse = errorBody("502 Bad Gateway: upstream sent an invalid or incomplete response")
 	msgTLSVerify   = errorBody("502 Bad Gateway: the upstream's TLS certificate did not verify; the error log says why")
