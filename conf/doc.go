@@ -16,11 +16,12 @@
 //	  config_load.go          Load, Parse, the YAML walk and the checks of most keys
 //	  config_edge.go          client limits and timeouts, real_ip_*
 //	  config_ssl.go           ssl: the TLS listener
-//	  config_upstream_tls.go  ssl.ssl_trusted_certificate
+//	  config_upstream_tls.go  ssl.ssl_trusted_certificate (internal/confio reads the file)
 //	Admin API objects (APISIX's)
 //	  route.go, service.go, consumer.go, plugin_config.go, global_rule.go, ssl.go
 //	  upstream.go             the upstream and its checks that span fields
 //	  upstream_defaults.go    every default an upstream gets (the worker invents none)
+//	  upstream_normal.go      Normalize: an upstream checked once, as enums and durations
 //	  upstream_nodes.go       nodes, in both forms
 //	  upstream_tls.go         tls and client certificates
 //	  upstream_healthcheck.go checks
