@@ -32,10 +32,10 @@ type Config struct {
 	Status Status `json:"status"`
 	// Edge is the client limits and real-IP keys, top-level keys in config.yaml.
 	Edge
-	// SSL is the TLS listener (APISIX's apisix.ssl); see conf/ssl_config.go.
+	// SSL is the TLS listener (APISIX's apisix.ssl); see conf/config_ssl.go.
 	SSL    TLSListener `json:"ssl"`
 	Router Router      `json:"router"`
-	// UpstreamTrust is ssl.ssl_trusted_certificate; see conf/upstream_tls_config.go.
+	// UpstreamTrust is ssl.ssl_trusted_certificate; see conf/config_upstream_tls.go.
 	UpstreamTrust
 }
 

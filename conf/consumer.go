@@ -5,6 +5,27 @@ import (
 	"fmt"
 )
 
+// Consumer is APISIX's consumer object: a named client whose auth plugins hold its
+// credentials (key-auth's key, basic-auth's username and password). Its id is its
+// username. Plugin configurations are kept raw, for the plugins to read.
+type Consumer struct {
+	Username   string                     `json:"username"`
+	Desc       string                     `json:"desc,omitempty"`
+	Labels     map[string]string          `json:"labels,omitempty"`
+	Plugins    map[string]json.RawMessage `json:"plugins,omitempty"`
+	CreateTime int64                      `json:"create_time,omitempty"`
+	UpdateTime int64                      `json:"update_time,omitempty"`
+}
+
+// MarshalJSON keeps an empty "plugins": {}, as Route's does.
+func (c Consumer) MarshalJSON() ([]byte, error) {
+	type plain Consumer
+	return json.Marshal(struct {
+		plain
+		Plugins *map[string]json.RawMessage `json:"plugins,omitempty"`
+	}{plain(c), presentMap(c.Plugins)})
+}
+
 // consumerFields is APISIX's consumer schema (schema_def.lua _M.consumer):
 // additionalProperties is false, so any other field is rejected.
 var consumerFields = fieldDecoders[Consumer]{

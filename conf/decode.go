@@ -13,49 +13,6 @@ import (
 	"unicode/utf8"
 )
 
-// DecodeRoute decodes and validates one route as the Admin API received it. Every error
-// is an *ObjectError naming the offending field, in APISIX's wording where APISIX has one,
-// except for a vars expression that does not compile: that is a *VarsError, which APISIX
-// words without the "invalid configuration" prefix.
-// The route's plugin configurations are kept raw; the plugin registry checks them.
-func DecodeRoute(data []byte) (*Route, error) {
-	raw, err := document(data)
-	if err != nil {
-		return nil, err
-	}
-	var r Route
-	if _, err := routeFields.decode(&r, "", raw); err != nil {
-		return nil, err
-	}
-	if err := r.validate(); err != nil {
-		return nil, err
-	}
-	return &r, nil
-}
-
-// DecodeUpstream decodes and validates one upstream. Defaults are not filled in: the
-// worker calls ApplyDefaults, so that what the Admin API stores is what the client sent.
-func DecodeUpstream(data []byte) (*Upstream, error) {
-	raw, err := document(data)
-	if err != nil {
-		return nil, err
-	}
-	return decodeUpstreamAt("", raw)
-}
-
-// DecodeService decodes and validates one service.
-func DecodeService(data []byte) (*Service, error) {
-	raw, err := document(data)
-	if err != nil {
-		return nil, err
-	}
-	var s Service
-	if _, err := serviceFields.decode(&s, "", raw); err != nil {
-		return nil, err
-	}
-	return &s, nil
-}
-
 // ObjectError is one problem in an Admin API object, worded as APISIX words it:
 // `invalid configuration: property "upstream.nodes" validation failed: <reason>`.
 type ObjectError struct {

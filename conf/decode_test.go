@@ -386,7 +386,14 @@ var upstreamRejects = []struct {
 	{"signed port", `{"nodes":{"a:+80":1}}`, invalidConf + `property "nodes" validation failed: node "a:+80": port must be 1-65535`},
 	{"named port", `{"nodes":{"a:http":1}}`, invalidConf + `property "nodes" validation failed: node "a:http": port must be 1-65535`},
 	{"empty host", `{"nodes":{":80":1}}`, invalidConf + `property "nodes" validation failed: node ":80": host "" is neither an IP address nor a valid DNS name`},
-	{"IPv6 without brackets", `{"nodes":{"::1:80":1}}`, invalidConf + `property "nodes" validation failed: node "::1:80": an IPv6 address needs brackets, e.g. "[::1]:80"`},
+	// APISIX's t/admin/upstream.t TEST 23 "verify wrong Ipv6" and t/core/schema_def.t
+	// TEST 5: a list-form host that is an IPv6 address needs brackets, in APISIX's words.
+	// APISIX checks only the list form; gw words the map form's refusal the same way.
+	{"IPv6 without brackets", `{"nodes":{"::1:80":1}}`, invalidConf + `property "nodes" validation failed: node "::1:80": IPv6 address must be enclosed with '[' and ']', e.g. "[::1]:80"`},
+	{"node IPv6 without brackets", `{"type":"roundrobin","nodes":[{"host":"::1","port":80,"weight":1}]}`,
+		invalidConf + `property "nodes[0].host" validation failed: IPv6 address must be enclosed with '[' and ']', got "::1"`},
+	{"node long IPv6 without brackets", `{"nodes":[{"host":"2001:db8::1","port":80,"weight":1}]}`,
+		invalidConf + `property "nodes[0].host" validation failed: IPv6 address must be enclosed with '[' and ']', got "2001:db8::1"`},
 	{"IPv4 in brackets", `{"nodes":{"[127.0.0.1]:80":1}}`, invalidConf + `property "nodes" validation failed: node "[127.0.0.1]:80": only an IPv6 address goes in brackets`},
 	{"unclosed bracket", `{"nodes":{"[::1:80":1}}`, invalidConf + `property "nodes" validation failed: node "[::1:80": missing ']' after the IPv6 address`},
 	{"text after bracket", `{"nodes":{"[::1]80":1}}`, invalidConf + `property "nodes" validation failed: node "[::1]80": expected ':port' after ']'`},
@@ -641,12 +648,14 @@ func TestNodesUnmarshalJSON(t *testing.T) {
 func TestApplyDefaults(t *testing.T) {
 	var u Upstream
 	u.ApplyDefaults()
-	want := Upstream{Type: "roundrobin", Scheme: "http", PassHost: "pass", KeepalivePool: &KeepalivePool{Size: 320, IdleTimeout: 60, Requests: 1000}}
+	want := Upstream{Type: "roundrobin", Scheme: "http", PassHost: "pass", KeepalivePool: &KeepalivePool{Size: 320, IdleTimeout: 60, Requests: 1000},
+		Timeout: &Timeout{Connect: 60, Send: 60, Read: 60}}
 	if !reflect.DeepEqual(u, want) {
 		t.Errorf("empty upstream: got %s, want %s", asJSON(&u), asJSON(&want))
 	}
 
-	set := Upstream{Type: "roundrobin", Scheme: "http", PassHost: "node", KeepalivePool: &KeepalivePool{Size: 1, IdleTimeout: 0, Requests: 2}}
+	set := Upstream{Type: "roundrobin", Scheme: "http", PassHost: "node", KeepalivePool: &KeepalivePool{Size: 1, IdleTimeout: 0, Requests: 2},
+		Timeout: &Timeout{Connect: 1, Send: 2, Read: 3}}
 	got := set
 	got.KeepalivePool = ptrTo(*set.KeepalivePool)
 	got.ApplyDefaults()

@@ -68,7 +68,11 @@ func FuzzDecodeUpstream(f *testing.F) {
 		if u == nil {
 			return
 		}
-		// The worker fills the defaults on its own copy: they must be values the
+		// What the decoder accepts, the worker builds: Normalize refuses none of it.
+		if _, err := u.Normalize(nil); err != nil {
+			t.Fatalf("%s decodes but does not normalise: %v", data, err)
+		}
+		// Normalize fills the defaults on its own copy: they must be values the
 		// decoder accepts, and filling them twice must change nothing.
 		u.ApplyDefaults()
 		withDefaults := mustMarshal(t, u)

@@ -3,8 +3,6 @@ package conf
 import (
 	"crypto/x509"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -255,46 +253,5 @@ func TestParseTrustedCertificate(t *testing.T) {
 				t.Errorf("the rest of ssl was lost: %+v", c.SSL)
 			}
 		})
-	}
-}
-
-func TestTrustedCertificates(t *testing.T) {
-	prefix := t.TempDir()
-	ca := newTestPair(t, ecKey(t), time.Now().Add(time.Hour), "ca.example")
-	write := func(name, text string) {
-		if err := os.MkdirAll(filepath.Dir(filepath.Join(prefix, name)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(prefix, name), []byte(text), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write("conf/ca.pem", ca.cert)
-	write("conf/key.pem", ca.key)
-
-	if roots, err := TrustedCertificates(prefix, ""); roots != nil || err != nil {
-		t.Errorf("empty path: %v %v, want nil (the system roots)", roots, err)
-	}
-	for _, path := range []string{"conf/ca.pem", filepath.Join(prefix, "conf/ca.pem")} {
-		roots, err := TrustedCertificates(prefix, path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		chain, _ := ParseCertificates(ca.cert)
-		if _, err := chain[0].Verify(x509.VerifyOptions{Roots: roots, DNSName: "ca.example"}); err != nil {
-			t.Errorf("%s: the file's CA is not trusted: %v", path, err)
-		}
-	}
-	for _, tt := range []struct{ path, want string }{
-		{"conf/missing.pem", "ssl.ssl_trusted_certificate: open " + filepath.Join(prefix, "conf/missing.pem")},
-		{"conf/key.pem", "ssl.ssl_trusted_certificate: " + filepath.Join(prefix, "conf/key.pem") + `: failed to parse cert: PEM block 1 is "PRIVATE KEY"`},
-	} {
-		_, err := TrustedCertificates(prefix, tt.path)
-		if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
-			t.Errorf("%s: error %v, want %q", tt.path, err, tt.want)
-		}
-		if err != nil && strings.Contains(err.Error(), keyBody(ca.key)) {
-			t.Errorf("the error shows the key: %v", err)
-		}
 	}
 }

@@ -237,3 +237,50 @@ func socketOwners(t *testing.T, pids []int) map[int]int {
 	}
 	return owners
 }
+
+// APISIX's t/admin/upstream-array-nodes.t and t/admin/upstream2.t, TEST 6-8: an upstream
+// with empty nodes is accepted, a route may use it, and a request down that route gets
+// 503 ("no valid upstream node"), not 502: no node was tried. Weights all 0 leave none to
+// try either. Through two real workers, each of which must answer so.
+func TestUpstreamWithNoNodeToTryAnswers503(t *testing.T) {
+	in := newInstance(t, "")
+	in.start("--workers", "2")
+	dead := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	for id, body := range map[string]string{
+		"map":   `{"type":"roundrobin","nodes":{}}`,
+		"array": `{"type":"roundrobin","nodes":[]}`,
+		"zero":  `{"type":"roundrobin","nodes":{"` + dead + `":0,"127.0.0.2:1":0}}`,
+	} {
+		in.mustPut("/apisix/admin/upstreams/"+id, body)
+		in.mustPut("/apisix/admin/routes/"+id, `{"methods":["GET"],"uri":"/`+id+`","upstream_id":"`+id+`"}`)
+		for range 4 {
+			resp, got := in.get("/" + id)
+			if want := `{"error_msg":"503 Service Unavailable: no valid upstream node"}`; resp.StatusCode != 503 || got != want {
+				t.Fatalf("GET /%s: %d %s, want 503 %s", id, resp.StatusCode, got, want)
+			}
+		}
+	}
+}
+
+// APISIX's t/admin/upstream.t TEST 23 "verify wrong Ipv6": a node host that is an IPv6
+// address without brackets is a 400 in APISIX's words, and nothing is stored.
+func TestUpstreamIPv6HostNeedsBrackets(t *testing.T) {
+	in := newInstance(t, "")
+	in.start("--workers", "1")
+	for _, body := range []string{
+		`{"type":"roundrobin","nodes":[{"host":"::1","port":80,"weight":1}]}`,
+		`{"type":"roundrobin","nodes":{"::1:80":1}}`,
+	} {
+		status, resp := in.adminCall("PUT", "/apisix/admin/upstreams/v6", body)
+		if status != 400 || !strings.Contains(resp, `IPv6 address must be enclosed with '[' and ']'`) {
+			t.Errorf("PUT %s: %d %s, want 400 naming the brackets", body, status, resp)
+		}
+	}
+	if status, resp := in.adminCall("GET", "/apisix/admin/upstreams/v6", ""); status != 404 {
+		t.Errorf("GET after refused PUTs: %d %s, want 404", status, resp)
+	}
+	in.mustPut("/apisix/admin/upstreams/v6", `{"type":"roundrobin","nodes":[{"host":"[::1]","port":80,"weight":1}]}`)
+	if status, resp := in.adminCall("GET", "/apisix/admin/upstreams/v6", ""); status != 200 || !strings.Contains(resp, `"host":"[::1]"`) {
+		t.Errorf("GET: %d %s, want the host as written", status, resp)
+	}
+}

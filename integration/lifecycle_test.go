@@ -325,6 +325,17 @@ func TestStartFailuresSayWhy(t *testing.T) {
 			t.Fatalf("want a failure naming the key and value, got err=%v out=%q", err, out)
 		}
 	})
+	// conf no longer looks users up while parsing (internal/confio does): gwctl test and
+	// start must still refuse a user this system does not have, naming it.
+	t.Run("unknown user", func(t *testing.T) {
+		in := newInstance(t, "user: no-such-user-gw\n")
+		for _, verb := range []string{"test", "start"} {
+			out, err := in.gwctl(verb)
+			if err == nil || !strings.Contains(out, `user: no user "no-such-user-gw" on this system`) {
+				t.Errorf("gwctl %s: err=%v out=%q, want a failure naming the user", verb, err, out)
+			}
+		}
+	})
 	t.Run("already running", func(t *testing.T) {
 		in := newInstance(t, "")
 		in.start("--workers", "1")

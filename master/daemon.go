@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"gw/conf"
+	"gw/internal/confio"
 )
 
 // The daemon handshake. `gwctl start` must exit with the truth about the start, yet the
@@ -57,7 +58,7 @@ func Daemonize(paths Paths, opts DaemonOptions) (Started, error) {
 	if err != nil {
 		return Started{}, err
 	}
-	if err := cfg.CheckFiles(paths.Prefix); err != nil {
+	if err := confio.Check(cfg, paths.Prefix); err != nil {
 		return Started{}, err
 	}
 	if pid, err := paths.RunningMaster(); err == nil {

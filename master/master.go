@@ -20,6 +20,7 @@ import (
 
 	"gw/conf"
 	"gw/internal/atomicfile"
+	"gw/internal/confio"
 	"gw/internal/errlog"
 	"gw/master/health"
 	"gw/master/store"
@@ -264,7 +265,7 @@ func (m *Master) openInstance() error {
 func (m *Master) readConfig() (*conf.Config, error) {
 	cfg, err := conf.Load(m.paths.Config)
 	if err == nil {
-		err = cfg.CheckFiles(m.paths.Prefix)
+		err = confio.Check(cfg, m.paths.Prefix)
 	}
 	if err != nil {
 		return nil, err

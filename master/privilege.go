@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"gw/conf"
+	"gw/internal/confio"
 )
 
 // workerUser is who the workers run as: config.yaml's user, nginx's user directive,
@@ -33,7 +34,7 @@ func resolveWorkerUser(spec string) (*workerUser, error) {
 	if len(fields) == 0 || len(fields) > 2 {
 		return nil, fmt.Errorf(`user: must be "user" or "user group", got %q`, spec)
 	}
-	u, err := conf.LookupUser(fields[0])
+	u, err := confio.LookupUser(fields[0])
 	if err != nil {
 		return nil, fmt.Errorf("user: %w", err)
 	}
@@ -43,7 +44,7 @@ func resolveWorkerUser(spec string) (*workerUser, error) {
 	}
 	gidText := u.Gid
 	if len(fields) == 2 {
-		g, err := conf.LookupGroup(fields[1])
+		g, err := confio.LookupGroup(fields[1])
 		if err != nil {
 			return nil, fmt.Errorf("user: %w", err)
 		}

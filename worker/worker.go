@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"gw/conf"
+	"gw/internal/confio"
 	"gw/internal/errlog"
 	"gw/internal/monotime"
 	"gw/ipc"
@@ -109,7 +110,7 @@ func Run(opts Options) error {
 		return err
 	}
 	// ssl.ssl_trusted_certificate is read once per worker: a reload starts new workers.
-	roots, err := conf.TrustedCertificates(setup.Prefix, w.cfg.SSLTrustedCertificate)
+	roots, err := confio.TrustedCertificates(setup.Prefix, w.cfg.SSLTrustedCertificate)
 	if err != nil {
 		return fmt.Errorf("worker: %w", err)
 	}

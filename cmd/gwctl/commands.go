@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"gw/conf"
+	"gw/internal/confio"
 	"gw/internal/errlog"
 	"gw/master"
 	"gw/shm"
@@ -112,7 +113,7 @@ func testCommand() *cli.Command {
 			}
 			cfg, state, err := conf.LoadState(paths.Config)
 			if err == nil {
-				err = cfg.CheckFiles(paths.Prefix)
+				err = confio.Check(cfg, paths.Prefix)
 			}
 			if err != nil {
 				return fmt.Errorf("configuration test failed:\n%w", err)

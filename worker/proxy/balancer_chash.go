@@ -178,7 +178,7 @@ func mix64(x uint64) uint64 {
 
 // hashKey says where a chash upstream's key comes from (hash_on and key, compiled).
 type hashKey struct {
-	source hashSource
+	source conf.HashOn
 	// v is the variable for hash_on vars, header and cookie.
 	v conf.Var
 	// template is the key of hash_on vars_combinations.
@@ -188,52 +188,25 @@ type hashKey struct {
 	names bool
 }
 
-type hashSource uint8
-
-const (
-	hashOnVars hashSource = iota
-	hashOnHeader
-	hashOnCookie
-	hashOnConsumer
-	hashOnVarsCombinations
-)
-
-// compileHashKey compiles hash_on and key ("" hash_on is the default, vars). A header or
-// cookie key is its name: hash_on header with key X-User reads $http_x_user.
-func compileHashKey(hashOn, key string) (hashKey, error) {
-	if hashOn == "" {
-		hashOn = conf.DefaultHashOn
-	}
-	if key == "" && hashOn != "consumer" {
-		return hashKey{}, fmt.Errorf("proxy: key: required when type is chash and hash_on is %s", hashOn)
-	}
-	k := hashKey{}
+// compileHashKey compiles hash_on and key, which conf has checked. A header or cookie
+// key is its name: hash_on header with key X-User reads $http_x_user.
+func compileHashKey(hashOn conf.HashOn, key string) (hashKey, error) {
+	k := hashKey{source: hashOn}
 	var err error
 	switch hashOn {
-	case "vars":
-		if !conf.IsHashVar(key) {
-			return hashKey{}, fmt.Errorf("proxy: key: %q is not a variable chash can hash on", key)
-		}
-		k.source = hashOnVars
+	case conf.HashOnVars:
 		k.v, err = conf.ParseVar(key)
-	case "header":
-		k.source = hashOnHeader
+	case conf.HashOnHeader:
 		k.v, err = conf.ParseVar("http_" + key)
-	case "cookie":
-		k.source = hashOnCookie
+	case conf.HashOnCookie:
 		k.v, err = conf.ParseVar("cookie_" + key)
-	case "consumer":
-		k.source = hashOnConsumer
-	case "vars_combinations":
-		k.source = hashOnVarsCombinations
+	case conf.HashOnVarsCombinations:
 		k.template, err = conf.ParseTemplate(key, conf.TemplateSyntax{})
-	default:
-		return hashKey{}, fmt.Errorf("proxy: hash_on: %q is not one of vars, header, cookie, consumer, vars_combinations", hashOn)
 	}
 	if err != nil {
 		return hashKey{}, fmt.Errorf("proxy: key: %w", err)
 	}
-	k.names = k.source == hashOnConsumer || vars.ReadsNames(&k.v)
+	k.names = k.source == conf.HashOnConsumer || vars.ReadsNames(&k.v)
 	for i := range k.template.Parts {
 		k.names = k.names || vars.ReadsNames(&k.template.Parts[i].Var)
 	}
@@ -255,11 +228,11 @@ func (x *exchange) keyScratch() []byte {
 // variables has a value, or that names none).
 func (k *hashKey) hash(r *vars.Request, x *exchange) uint64 {
 	switch k.source {
-	case hashOnConsumer:
+	case conf.HashOnConsumer:
 		if r.Consumer != "" {
 			return newKeyHash().addString(r.Consumer).sum()
 		}
-	case hashOnVarsCombinations:
+	case conf.HashOnVarsCombinations:
 		// Part by part, as the key reads: no buffer for the whole.
 		h, resolved := newKeyHash(), false
 		for i := range k.template.Parts {

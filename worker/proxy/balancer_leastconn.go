@@ -1,6 +1,10 @@
 package proxy
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+
+	"gw/conf"
+)
 
 // Least connections (type least_conn): a request goes to the node with the fewest requests
 // in flight relative to its weight, (in flight + 1) / weight, which is APISIX's score.
@@ -46,7 +50,7 @@ func (u *Upstream) pickLeastConn(tried []uint64) int {
 
 // inflightOf is node i's in-flight counter for a least_conn upstream, nil otherwise.
 func (u *Upstream) inflightOf(i int) *atomic.Int64 {
-	if u.balancer != balanceLeastConn {
+	if u.balancer != conf.BalanceLeastConn {
 		return nil
 	}
 	return &u.state.inflight[i]

@@ -254,7 +254,11 @@ func TestChashKeys(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.hashOn+" "+tt.key, func(t *testing.T) {
-			k, err := compileHashKey(tt.hashOn, tt.key)
+			n, err := (&conf.Upstream{Type: "chash", HashOn: tt.hashOn, Key: tt.key, Nodes: nodes(1)}).Normalize(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			k, err := compileHashKey(n.HashOn, n.Key)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -497,7 +501,7 @@ func pickRunner(up *Upstream, ctx *fasthttp.RequestCtx) func() {
 	x := &exchange{tried: make([]uint64, 1)}
 	return func() {
 		clear(x.tried)
-		if up.balancer == balanceChash {
+		if up.balancer == conf.BalanceChash {
 			x.hash = up.hashKey.hash(x.varsFor(ctx, nil, up.hashKey.names), x)
 		}
 		i := up.choose(x)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"gw/conf"
 	"gw/internal/monotime"
 	"gw/plugins"
 	"gw/plugins/vars"
@@ -192,7 +193,7 @@ func (u *Upstream) ForwardInfo(ctx *fasthttp.RequestCtx, info *Info) {
 
 func (u *Upstream) forward(ctx *fasthttp.RequestCtx, info *Info) {
 	if len(u.nodes) == 0 {
-		writeError(ctx, fasthttp.StatusBadGateway, msgNoNodes)
+		writeError(ctx, fasthttp.StatusServiceUnavailable, msgNoNodes)
 		return
 	}
 	if u.unusable != nil {
@@ -207,7 +208,7 @@ func (u *Upstream) forward(ctx *fasthttp.RequestCtx, info *Info) {
 	x.tried = x.tried[:words]
 	clear(x.tried)
 
-	if u.balancer == balanceChash {
+	if u.balancer == conf.BalanceChash {
 		// Before prepareRequest: the key reads the request as the client sent it.
 		x.hash = u.hashKey.hash(x.varsFor(ctx, info, u.hashKey.names), x)
 	}
@@ -286,7 +287,7 @@ func (u *Upstream) forward(ctx *fasthttp.RequestCtx, info *Info) {
 	}
 	switch {
 	case !picked:
-		writeError(ctx, fasthttp.StatusBadGateway, msgNoNodes)
+		writeError(ctx, fasthttp.StatusServiceUnavailable, msgNoNodes)
 	case failed == connectTimedOut:
 		writeError(ctx, fasthttp.StatusGatewayTimeout, u.msgConnectTimeout)
 	case failed == tlsUnverified:
@@ -302,11 +303,11 @@ func (u *Upstream) forward(ctx *fasthttp.RequestCtx, info *Info) {
 // (unless a streamed body or a tunnel took that over), ewma takes the response time.
 func (u *Upstream) tryEnded(i int, result outcome, x *exchange, tryStart int64) {
 	switch u.balancer {
-	case balanceLeastConn:
+	case conf.BalanceLeastConn:
 		if !x.handedOff {
 			u.state.inflight[i].Add(-1)
 		}
-	case balanceEWMA:
+	case conf.BalanceEWMA:
 		rtt := time.Duration(monotime.Now() - tryStart)
 		if result != done {
 			rtt = u.connectTimeout
@@ -366,7 +367,7 @@ func (u *Upstream) prepareRequest(ctx *fasthttp.RequestCtx, x *exchange, info *I
 	switch {
 	case x.hostSet:
 		h.SetHostBytes(info.Host)
-	case u.passHost == passHostRewrite:
+	case u.passHost == conf.PassHostRewrite:
 		h.SetHostBytes(u.upstreamHost)
 	}
 	// Keep-alive to the upstream needs HTTP/1.1 whatever the client spoke; the server has
@@ -540,7 +541,7 @@ func (u *Upstream) try(ctx *fasthttp.RequestCtx, x *exchange, i int, tunnel, fre
 func (u *Upstream) hostFor(ctx *fasthttp.RequestCtx, x *exchange, n *node) []byte {
 	h := &ctx.Request.Header
 	if !x.pristine {
-		if !x.hostSet && (u.passHost == passHostNode || len(h.Host()) == 0) {
+		if !x.hostSet && (u.passHost == conf.PassHostNode || len(h.Host()) == 0) {
 			h.SetHostBytes(n.hostHeader)
 		}
 		return h.Host()
@@ -548,9 +549,9 @@ func (u *Upstream) hostFor(ctx *fasthttp.RequestCtx, x *exchange, n *node) []byt
 	switch {
 	case x.hostSet:
 		return x.host
-	case u.passHost == passHostNode || len(h.Host()) == 0:
+	case u.passHost == conf.PassHostNode || len(h.Host()) == 0:
 		return n.hostHeader
-	case u.passHost == passHostRewrite:
+	case u.passHost == conf.PassHostRewrite:
 		return u.upstreamHost
 	}
 	return h.Host()

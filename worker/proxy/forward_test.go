@@ -197,10 +197,14 @@ func TestForwardErrors(t *testing.T) {
 		{"all nodes dead", &conf.Upstream{Nodes: conf.Nodes{
 			{Host: "127.0.0.1", Port: dead1, Weight: 1}, {Host: "127.0.0.1", Port: dead2, Weight: 1},
 		}}, 502, `{"error_msg":"502 Bad Gateway: no upstream node answered"}`},
-		{"no nodes", &conf.Upstream{}, 502, `{"error_msg":"502 Bad Gateway: upstream has no node that can take requests"}`},
+		// APISIX's t/admin/upstream-array-nodes.t and t/admin/upstream2.t, TEST 8 "hit
+		// empty nodes upstream": 503, "no valid upstream node". Nodes of weight 0 only
+		// leave none to try either.
+		{"no nodes", &conf.Upstream{}, 503, `{"error_msg":"503 Service Unavailable: no valid upstream node"}`},
+		{"empty nodes", &conf.Upstream{Nodes: conf.Nodes{}}, 503, `{"error_msg":"503 Service Unavailable: no valid upstream node"}`},
 		{"all weights 0", &conf.Upstream{Nodes: conf.Nodes{
 			{Host: "127.0.0.1", Port: dead1, Weight: 0}, {Host: "127.0.0.1", Port: dead2, Weight: 0},
-		}}, 502, `{"error_msg":"502 Bad Gateway: upstream has no node that can take requests"}`},
+		}}, 503, `{"error_msg":"503 Service Unavailable: no valid upstream node"}`},
 		{"read timeout", &conf.Upstream{Nodes: conf.Nodes{slow.node(1)},
 			Timeout: &conf.Timeout{Connect: 1, Send: 1, Read: 0.1}},
 			504, `{"error_msg":"504 Gateway Timeout: upstream did not answer within 0.1s"}`},

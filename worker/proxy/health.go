@@ -20,16 +20,22 @@ import (
 // inline upstream). A node the table does not hold (it was full) counts as healthy. With
 // a nil table, or an upstream without checks, it is Upstream.
 func (p *Pools) CheckedUpstream(u *conf.Upstream, routeTimeout *conf.Timeout, table *shm.HealthTable, name string) (*Upstream, error) {
-	up, err := p.Upstream(u, routeTimeout)
-	if err != nil || table == nil || !u.HealthChecked() {
-		return up, err
+	if table == nil || !u.HealthChecked() {
+		return p.Upstream(u, routeTimeout)
 	}
-	d := withDefaults(u)
-	up.health = make([]shm.HealthNode, len(d.Nodes))
-	for i := range d.Nodes {
-		up.health[i], _ = table.Lookup(shm.HealthKey(name, d.NodeAddress(&d.Nodes[i])))
+	n, err := u.Normalize(routeTimeout)
+	if err != nil {
+		return nil, err
 	}
-	if pc := d.Checks.Passive; pc != nil {
+	up, err := p.build(&n)
+	if err != nil {
+		return nil, err
+	}
+	up.health = make([]shm.HealthNode, len(n.Nodes))
+	for i := range n.Nodes {
+		up.health[i], _ = table.Lookup(shm.HealthKey(name, n.Nodes[i].Addr))
+	}
+	if pc := n.Checks.Passive; pc != nil {
 		up.passive = compilePassive(pc)
 	}
 	return up, nil

@@ -79,7 +79,7 @@ type poolKey struct {
 // system's roots and logs nothing.
 type Options struct {
 	// RootCAs are the roots https nodes' certificates must chain to; nil means the
-	// system's (conf.TrustedCertificates builds the pool for ssl.ssl_trusted_certificate).
+	// system's (internal/confio.TrustedCertificates builds the pool for ssl.ssl_trusted_certificate).
 	RootCAs *x509.CertPool
 	// Logf, when set, is told why a connection failed in a way the 502 cannot explain (a
 	// certificate that did not verify, a TLS alert from the node). Called concurrently.

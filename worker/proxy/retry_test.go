@@ -37,8 +37,8 @@ func TestRetryBounds(t *testing.T) {
 		u    conf.Upstream
 		want int
 	}{
-		{"default: one try per node, while nodes − 1 <= defaultMaxRetries", conf.Upstream{Nodes: append(deadNodes(t, defaultMaxRetries), last)}, 200},
-		{"default: at most defaultMaxRetries", conf.Upstream{Nodes: append(deadNodes(t, defaultMaxRetries+1), last)}, 502},
+		{"default: one try per node, while nodes − 1 <= conf.DefaultMaxRetries", conf.Upstream{Nodes: append(deadNodes(t, conf.DefaultMaxRetries), last)}, 200},
+		{"default: at most conf.DefaultMaxRetries", conf.Upstream{Nodes: append(deadNodes(t, conf.DefaultMaxRetries+1), last)}, 502},
 		{"retries set: not capped", conf.Upstream{Nodes: append(deadNodes(t, 40), last), Retries: intPtr(40)}, 200},
 		{"retries set: fewer than the nodes", conf.Upstream{Nodes: append(deadNodes(t, 40), last), Retries: intPtr(39)}, 502},
 		{"retries set: more than the nodes", conf.Upstream{Nodes: append(deadNodes(t, 40), last), Retries: intPtr(1000)}, 200},
@@ -63,7 +63,7 @@ func TestRetryTimeoutRefusedWhenNegative(t *testing.T) {
 	p := NewPools()
 	defer p.Close()
 	_, err := p.Upstream(&conf.Upstream{Nodes: deadNodes(t, 1), RetryTimeout: &negative}, nil)
-	if err == nil || err.Error() != "proxy: retry_timeout: must be >= 0 seconds, got -1" {
+	if want := `invalid configuration: property "retry_timeout" validation failed: must be 0 or 0.001-31536000 seconds, got -1`; err == nil || err.Error() != want {
 		t.Errorf("Upstream = %v, want the retry_timeout refused", err)
 	}
 }

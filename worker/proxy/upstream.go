@@ -4,7 +4,6 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -16,26 +15,6 @@ import (
 	"gw/shm"
 )
 
-// defaultTimeout is nginx's proxy_{connect,send,read}_timeout, in seconds, which APISIX
-// leaves alone.
-const defaultTimeout = 60
-
-// defaultMaxRetries bounds the retries of an upstream that sets neither retries nor
-// retry_timeout. APISIX's default, one try per remaining node, lets one request of an
-// upstream with thousands of dead nodes try them all: 75-110 ms for 2000 nodes that
-// refuse at once (BenchmarkForwardManyDeadNodes, 2 busy cores), and the connect timeout
-// per node for nodes that drop the SYN. 32 retries cost under 2 ms there, and leave
-// upstreams of up to 33 nodes with APISIX's default.
-const defaultMaxRetries = 32
-
-type passHostMode uint8
-
-const (
-	passHostPass passHostMode = iota
-	passHostNode
-	passHostRewrite
-)
-
 // Upstream is one compiled upstream: its nodes, balancer and pools. The configuration is
 // immutable after Pools.Upstream returns; the balancer state lives behind state, guarded by
 // its mutex or held in atomics, so an Upstream is safe for concurrent use.
@@ -43,7 +22,7 @@ type Upstream struct {
 	nodes       []node
 	prioritised bool // some nodes differ in priority, so pick must find the top group
 
-	balancer balancerKind
+	balancer conf.Balancer
 	state    *balancerState // shared with the copies WithWebsocket makes
 	ring     *chashRing     // chash only
 	hashKey  hashKey        // chash only: where the key comes from
@@ -61,7 +40,7 @@ type Upstream struct {
 	connectTimeout time.Duration
 	sendTimeout    time.Duration
 	readTimeout    time.Duration
-	passHost       passHostMode
+	passHost       conf.PassHost
 	upstreamHost   []byte
 
 	// unusable, when set, is the 502 body every request gets: the upstream cannot work
@@ -73,15 +52,6 @@ type Upstream struct {
 	msgSendTimeout    []byte
 	msgReadTimeout    []byte
 }
-
-type balancerKind uint8
-
-const (
-	balanceRoundRobin balancerKind = iota
-	balanceChash
-	balanceLeastConn
-	balanceEWMA
-)
 
 // balancerState is what the balancers change as requests come and go. It belongs to one
 // compiled upstream (so to one config snapshot and one worker process) and is shared by the
@@ -110,7 +80,10 @@ type node struct {
 }
 
 var (
-	msgNoNodes     = errorBody("502 Bad Gateway: upstream has no node that can take requests")
+	// msgNoNodes answers an upstream with no node that can take requests (no nodes, or
+	// only nodes of weight 0) with 503, as APISIX answers "no valid upstream node"
+	// (upstream.lua): nothing was tried, so no node failed.
+	msgNoNodes     = errorBody("503 Service Unavailable: no valid upstream node")
 	msgNoAnswer    = errorBody("502 Bad Gateway: no upstream node answered")
 	msgBadResponse = errorBody("502 Bad Gateway: upstream sent an invalid or incomplete response")
 	msgTLSVerify   = errorBody("502 Bad Gateway: the upstream's TLS certificate did not verify; the error log says why")
@@ -132,219 +105,112 @@ func errorBody(msg string) []byte {
 // Upstream compiles u, with routeTimeout (when not nil) replacing u's own timeout, as APISIX
 // does. Nodes share pools with every other upstream built by p that names the same
 // host, port, scheme and keepalive_pool. Host names are resolved in the background: a node
-// whose name has no answer yet fails its requests with 502 until it has one. The error
-// names the offending field.
+// whose name has no answer yet fails its requests with 502 until it has one. conf's
+// Normalize checks u and fills its defaults; the error names the offending field.
 func (p *Pools) Upstream(u *conf.Upstream, routeTimeout *conf.Timeout) (*Upstream, error) {
 	if u == nil {
 		return nil, fmt.Errorf("proxy: upstream is missing")
 	}
-	d := withDefaults(u)
-	var balancer balancerKind
-	switch d.Type {
-	case "roundrobin":
-	case "chash":
-		balancer = balanceChash
-	case "least_conn":
-		balancer = balanceLeastConn
-	case "ewma":
-		balancer = balanceEWMA
-	default:
-		return nil, fmt.Errorf("proxy: type: balancer %q is not one of roundrobin, chash, least_conn, ewma", d.Type)
-	}
-	var secure bool
-	switch d.Scheme {
-	case "http":
-	case "https":
-		secure = true
-	default:
-		return nil, fmt.Errorf("proxy: scheme: %q is not supported, use http or https", d.Scheme)
-	}
-	kp := *d.KeepalivePool
-	if kp.Size < 1 || kp.Requests < 1 || kp.IdleTimeout < 0 {
-		return nil, fmt.Errorf("proxy: keepalive_pool: size and requests must be >= 1 and idle_timeout >= 0, got %d, %d, %g",
-			kp.Size, kp.Requests, kp.IdleTimeout)
-	}
-	var idleTimeout time.Duration // 0 keeps no idle connection
-	var err error
-	if kp.IdleTimeout != 0 {
-		if idleTimeout, err = seconds("keepalive_pool.idle_timeout", kp.IdleTimeout); err != nil {
-			return nil, err
-		}
-	}
-	timeout := d.Timeout
-	if routeTimeout != nil {
-		timeout = routeTimeout
-	}
-	connect, err := seconds("timeout.connect", timeout.Connect)
+	n, err := u.Normalize(routeTimeout)
 	if err != nil {
 		return nil, err
 	}
-	send, err := seconds("timeout.send", timeout.Send)
-	if err != nil {
-		return nil, err
-	}
-	read, err := seconds("timeout.read", timeout.Read)
-	if err != nil {
-		return nil, err
-	}
+	return p.build(&n)
+}
 
+// build makes the Upstream n describes. It checks nothing Normalize has; what it can
+// still refuse needs the runtime (a client certificate that does not parse).
+func (p *Pools) build(n *conf.NormalUpstream) (*Upstream, error) {
 	up := &Upstream{
-		balancer:          balancer,
-		connectTimeout:    connect,
-		sendTimeout:       send,
-		readTimeout:       read,
-		msgConnectTimeout: errorBody("504 Gateway Timeout: no upstream node accepted a connection within " + formatSeconds(timeout.Connect)),
-		msgSendTimeout:    errorBody("504 Gateway Timeout: upstream did not take the request within " + formatSeconds(timeout.Send)),
-		msgReadTimeout:    errorBody("504 Gateway Timeout: upstream did not answer within " + formatSeconds(timeout.Read)),
+		balancer:          n.Balancer,
+		passHost:          n.PassHost,
+		retries:           n.Retries,
+		retryTimeout:      n.RetryTimeout,
+		connectTimeout:    n.Connect,
+		sendTimeout:       n.Send,
+		readTimeout:       n.Read,
+		msgConnectTimeout: errorBody("504 Gateway Timeout: no upstream node accepted a connection within " + formatSeconds(n.Timeout.Connect)),
+		msgSendTimeout:    errorBody("504 Gateway Timeout: upstream did not take the request within " + formatSeconds(n.Timeout.Send)),
+		msgReadTimeout:    errorBody("504 Gateway Timeout: upstream did not answer within " + formatSeconds(n.Timeout.Read)),
 	}
-	switch d.PassHost {
-	case "pass":
-	case "node":
-		up.passHost = passHostNode
-	case "rewrite":
-		if d.UpstreamHost == "" {
-			return nil, fmt.Errorf("proxy: upstream_host: required when pass_host is rewrite")
-		}
-		up.passHost = passHostRewrite
-		up.upstreamHost = []byte(d.UpstreamHost)
-	default:
-		return nil, fmt.Errorf("proxy: pass_host: %q is not one of pass, node, rewrite", d.PassHost)
-	}
-
-	defaultPort := 80
-	if secure {
-		defaultPort = 443
+	if n.PassHost == conf.PassHostRewrite {
+		up.upstreamHost = []byte(n.UpstreamHost)
 	}
 	settings := poolSettings{
-		secure:      secure,
-		size:        kp.Size,
-		requests:    kp.Requests,
-		idleTimeout: idleTimeout,
+		secure:      n.Scheme == conf.SchemeHTTPS,
+		size:        n.PoolSize,
+		requests:    n.PoolRequests,
+		idleTimeout: n.PoolIdleTimeout,
 	}
-	var clientCert *tls.Certificate
-	if secure && d.TLS != nil {
-		settings.skipVerify = !d.TLS.Verifies()
+	clientCert, err := p.clientTLS(n.TLS, &settings, up)
+	if err != nil {
+		return nil, err
+	}
+	defaultPort := 80
+	if settings.secure {
+		defaultPort = 443
+	}
+	up.nodes = make([]node, len(n.Nodes))
+	for i := range n.Nodes {
+		nn := &n.Nodes[i]
+		hostHeader := nn.Host
 		switch {
-		case d.TLS.ClientCert != "":
-			if clientCert, settings.clientCert, err = p.clientCertificate(d.TLS.ClientCert, d.TLS.ClientKey); err != nil {
-				return nil, fmt.Errorf("proxy: tls.client_cert, tls.client_key: %v", err)
-			}
-		case d.TLS.ClientCertID != "":
-			// Snapshot.ResolveClientCerts found no ssl of type client under that id: it was
-			// deleted since the upstream was stored. The rest of the snapshot still serves.
-			msg := fmt.Sprintf("upstream's tls.client_cert_id names ssl %s, which does not exist or is not of type client", d.TLS.ClientCertID)
-			p.logf("%s; its requests get 502 until the ssl is restored or the upstream changed", msg)
-			up.unusable = errorBody("502 Bad Gateway: " + msg)
+		case nn.Port != defaultPort:
+			hostHeader = nn.Addr
+		case strings.IndexByte(nn.Host, ':') >= 0:
+			hostHeader = "[" + nn.Host + "]"
 		}
-	}
-	up.nodes = make([]node, 0, len(d.Nodes))
-	for i, n := range d.Nodes {
-		host := strings.TrimSuffix(strings.TrimPrefix(n.Host, "["), "]")
-		if host == "" {
-			return nil, fmt.Errorf("proxy: nodes[%d].host: must not be empty", i)
-		}
-		port := n.Port
-		if port == 0 {
-			port = defaultPort
-		}
-		if port < 1 || port > 65535 {
-			return nil, fmt.Errorf("proxy: nodes[%d].port: must be 1-65535, got %d", i, n.Port)
-		}
-		if n.Weight < 0 || n.Weight > conf.MaxNodeWeight {
-			return nil, fmt.Errorf("proxy: nodes[%d].weight: must be 0-%d, got %d", i, conf.MaxNodeWeight, n.Weight)
-		}
-		hostHeader := host
-		if strings.IndexByte(host, ':') >= 0 {
-			hostHeader = "[" + host + "]"
-		}
-		if port != defaultPort {
-			hostHeader = net.JoinHostPort(host, strconv.Itoa(port))
-		}
-		up.nodes = append(up.nodes, node{
-			pool:       p.pool(host, uint16(port), settings, clientCert),
-			weight:     n.Weight,
-			priority:   n.Priority,
+		up.nodes[i] = node{
+			pool:       p.pool(nn.Host, uint16(nn.Port), settings, clientCert),
+			weight:     nn.Weight,
+			priority:   nn.Priority,
 			hostHeader: []byte(hostHeader),
-			addr:       []byte(net.JoinHostPort(host, strconv.Itoa(port))),
-		})
-		if n.Priority != d.Nodes[0].Priority {
-			up.prioritised = true
+			addr:       []byte(nn.Addr),
 		}
-	}
-	// APISIX returns the only node whatever its weight; with several, weight 0 is never picked.
-	if len(up.nodes) == 1 && up.nodes[0].weight == 0 {
-		up.nodes[0].weight = 1
+		up.prioritised = up.prioritised || nn.Priority != n.Nodes[0].Priority
 	}
 	up.state = &balancerState{}
-	switch balancer {
-	case balanceRoundRobin:
+	switch n.Balancer {
+	case conf.BalanceRoundRobin:
 		up.state.current = make([]int, len(up.nodes))
-	case balanceChash:
-		if up.hashKey, err = compileHashKey(d.HashOn, d.Key); err != nil {
+	case conf.BalanceChash:
+		if up.hashKey, err = compileHashKey(n.HashOn, n.Key); err != nil {
 			return nil, err
 		}
 		up.ring = buildRing(up.nodes)
-	case balanceLeastConn:
+	case conf.BalanceLeastConn:
 		up.state.inflight = make([]atomic.Int64, len(up.nodes))
-	case balanceEWMA:
+	case conf.BalanceEWMA:
 		up.state.ewma = make([]ewmaStat, len(up.nodes))
-	}
-	if err := up.setRetries(&d); err != nil {
-		return nil, err
 	}
 	return up, nil
 }
 
-// setRetries applies retries (at most one try per node) and retry_timeout. With neither
-// set, the retries are APISIX's one per remaining node, at most defaultMaxRetries; a
-// client that sets either has chosen its own bound.
-func (up *Upstream) setRetries(d *conf.Upstream) error {
-	up.retries = len(up.nodes) - 1
+// clientTLS fills settings' verification and client certificate from an https
+// upstream's tls (nil for none) and returns the certificate to present, nil for none.
+// A tls.client_cert_id that names no client ssl makes up unusable rather than failing the
+// build, so that the rest of the snapshot still serves.
+func (p *Pools) clientTLS(t *conf.UpstreamTLS, settings *poolSettings, up *Upstream) (*tls.Certificate, error) {
+	if t == nil {
+		return nil, nil
+	}
+	settings.skipVerify = !t.Verifies()
 	switch {
-	case d.Retries != nil:
-		if *d.Retries < 0 {
-			return fmt.Errorf("proxy: retries: must be >= 0, got %d", *d.Retries)
+	case t.ClientCert != "":
+		cert, digest, err := p.clientCertificate(t.ClientCert, t.ClientKey)
+		if err != nil {
+			return nil, fmt.Errorf("proxy: tls.client_cert, tls.client_key: %v", err)
 		}
-		up.retries = min(*d.Retries, up.retries)
-	case d.RetryTimeout == nil:
-		up.retries = min(up.retries, defaultMaxRetries)
+		settings.clientCert = digest
+		return cert, nil
+	case t.ClientCertID != "":
+		// Snapshot.ResolveClientCerts found no ssl of type client under that id: it was
+		// deleted since the upstream was stored.
+		msg := fmt.Sprintf("upstream's tls.client_cert_id names ssl %s, which does not exist or is not of type client", t.ClientCertID)
+		p.logf("%s; its requests get 502 until the ssl is restored or the upstream changed", msg)
+		up.unusable = errorBody("502 Bad Gateway: " + msg)
 	}
-	if d.RetryTimeout != nil {
-		if !(*d.RetryTimeout >= 0) {
-			return fmt.Errorf("proxy: retry_timeout: must be >= 0 seconds, got %g", *d.RetryTimeout)
-		}
-		up.retryTimeout = time.Duration(*d.RetryTimeout * float64(time.Second))
-	}
-	return nil
-}
-
-// withDefaults returns a copy of u with APISIX's defaults filled in (conf's, and nginx's 60 s
-// proxy timeouts); u and what it points to are not modified.
-func withDefaults(u *conf.Upstream) conf.Upstream {
-	d := *u
-	if d.KeepalivePool != nil {
-		kp := *d.KeepalivePool
-		d.KeepalivePool = &kp
-	}
-	d.ApplyDefaults()
-	t := conf.Timeout{Connect: defaultTimeout, Send: defaultTimeout, Read: defaultTimeout}
-	if d.Timeout != nil {
-		t = *d.Timeout
-	}
-	d.Timeout = &t
-	return d
-}
-
-// seconds converts one of u's durations. conf refuses one out of range; this refuses it
-// again for an object that did not come through conf's decoders, since a conversion
-// that overflowed would give a negative deadline (every request timed out at once) or 0
-// (no deadline at all).
-func seconds(field string, s float64) (time.Duration, error) {
-	d, ok := conf.DurationOf(s)
-	if !ok {
-		return 0, fmt.Errorf("proxy: %s: must be %g-%d seconds, got %g", field, conf.MinSeconds, conf.MaxSeconds, s)
-	}
-	return d, nil
+	return nil, nil
 }
 
 func formatSeconds(s float64) string {
@@ -368,11 +234,11 @@ func (u *Upstream) choose(x *exchange) int {
 		skip = u.avoidUnhealthy(x)
 	}
 	switch u.balancer {
-	case balanceChash:
+	case conf.BalanceChash:
 		return u.pickChash(x.hash, skip)
-	case balanceLeastConn:
+	case conf.BalanceLeastConn:
 		return u.pickLeastConn(skip)
-	case balanceEWMA:
+	case conf.BalanceEWMA:
 		return u.pickEWMA(skip)
 	}
 	return u.pick(skip)

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"math"
 	"strings"
 	"testing"
 	"time"
@@ -141,7 +140,7 @@ func TestUpstreamBuild(t *testing.T) {
 	}{
 		{name: "defaults", u: ok(func(*conf.Upstream) {}), check: func(t *testing.T, up *Upstream) {
 			if up.retries != 2 || up.connectTimeout != 60*time.Second || up.readTimeout != 60*time.Second ||
-				up.sendTimeout != 60*time.Second || up.passHost != passHostPass {
+				up.sendTimeout != 60*time.Second || up.passHost != conf.PassHostPass {
 				t.Errorf("defaults: retries %d, timeouts %v/%v/%v, pass_host %d", up.retries,
 					up.connectTimeout, up.sendTimeout, up.readTimeout, up.passHost)
 			}
@@ -213,52 +212,27 @@ func TestUpstreamBuild(t *testing.T) {
 			}
 		}},
 		{name: "nil upstream", u: nil, wantErr: "upstream is missing"},
-		{name: "unknown balancer", u: ok(func(u *conf.Upstream) { u.Type = "random" }), wantErr: `type: balancer "random" is not one of`},
-		{name: "chash without key", u: ok(func(u *conf.Upstream) { u.Type = "chash" }), wantErr: `key: required when type is chash`},
-		{name: "chash bad var", u: ok(func(u *conf.Upstream) { u.Type, u.Key = "chash", "http_x" }), wantErr: `key: "http_x" is not a variable`},
-		{name: "chash unknown variable", u: ok(func(u *conf.Upstream) { u.Type, u.HashOn, u.Key = "chash", "vars_combinations", "$remote_addr-$nope" }),
-			wantErr: `proxy: key: unknown variable "nope"`},
-		{name: "chash bad hash_on", u: ok(func(u *conf.Upstream) { u.Type, u.HashOn, u.Key = "chash", "ip", "x" }), wantErr: `hash_on: "ip"`},
+		// conf's Normalize checks every value (conf/upstream_normal_test.go has the
+		// cases); Upstream returns its error, which names the field and the value.
+		{name: "unknown balancer", u: ok(func(u *conf.Upstream) { u.Type = "random" }),
+			wantErr: `invalid configuration: property "type" validation failed: unknown balancer type "random"`},
+		{name: "weight past the maximum", u: &conf.Upstream{Type: "chash", Key: "remote_addr", Nodes: conf.Nodes{{Host: "a", Port: 1, Weight: 1e17}, {Host: "b", Port: 1, Weight: 1}}},
+			wantErr: `property "nodes[0].weight" validation failed: must be 0-1000000, got 100000000000000000`},
 		{name: "chash consumer", u: ok(func(u *conf.Upstream) { u.Type, u.HashOn = "chash", "consumer" }), check: func(t *testing.T, up *Upstream) {
-			if up.balancer != balanceChash || up.hashKey.source != hashOnConsumer || len(up.ring.groups) != 1 {
+			if up.balancer != conf.BalanceChash || up.hashKey.source != conf.HashOnConsumer || len(up.ring.groups) != 1 {
 				t.Errorf("balancer %d, source %d, %d ring groups", up.balancer, up.hashKey.source, len(up.ring.groups))
 			}
 		}},
 		{name: "least_conn", u: ok(func(u *conf.Upstream) { u.Type = "least_conn" }), check: func(t *testing.T, up *Upstream) {
-			if up.balancer != balanceLeastConn || len(up.state.inflight) != 3 {
+			if up.balancer != conf.BalanceLeastConn || len(up.state.inflight) != 3 {
 				t.Errorf("balancer %d with %d counters", up.balancer, len(up.state.inflight))
 			}
 		}},
 		{name: "ewma", u: ok(func(u *conf.Upstream) { u.Type = "ewma" }), check: func(t *testing.T, up *Upstream) {
-			if up.balancer != balanceEWMA || len(up.state.ewma) != 3 {
+			if up.balancer != conf.BalanceEWMA || len(up.state.ewma) != 3 {
 				t.Errorf("balancer %d with %d averages", up.balancer, len(up.state.ewma))
 			}
 		}},
-		{name: "grpc", u: ok(func(u *conf.Upstream) { u.Scheme = "grpc" }), wantErr: `scheme: "grpc" is not supported`},
-		{name: "rewrite without host", u: ok(func(u *conf.Upstream) { u.PassHost = "rewrite" }), wantErr: "upstream_host: required"},
-		{name: "bad pass_host", u: ok(func(u *conf.Upstream) { u.PassHost = "keep" }), wantErr: `pass_host: "keep"`},
-		{name: "zero timeout", u: ok(func(u *conf.Upstream) { u.Timeout = &conf.Timeout{Connect: 1, Send: 0, Read: 1} }), wantErr: "timeout.send: must be 0.001-31536000 seconds, got 0"},
-		{name: "zero route timeout", u: ok(func(*conf.Upstream) {}), route: &conf.Timeout{Connect: 1, Send: 1}, wantErr: "timeout.read: must be 0.001-31536000 seconds, got 0"},
-		{name: "negative connect", u: ok(func(u *conf.Upstream) { u.Timeout = &conf.Timeout{Connect: -1, Send: 1, Read: 1} }), wantErr: "timeout.connect"},
-		{name: "negative retries", u: ok(func(u *conf.Upstream) { u.Retries = intPtr(-1) }), wantErr: "retries: must be >= 0"},
-		{name: "bad pool", u: ok(func(u *conf.Upstream) { u.KeepalivePool = &conf.KeepalivePool{Size: -1, Requests: 1} }), wantErr: "keepalive_pool"},
-		{name: "empty host", u: &conf.Upstream{Nodes: conf.Nodes{{Host: "", Port: 80, Weight: 1}}}, wantErr: "nodes[0].host"},
-		{name: "bad port", u: &conf.Upstream{Nodes: conf.Nodes{{Host: "a", Port: 1, Weight: 1}, {Host: "a", Port: 70000, Weight: 1}}}, wantErr: "nodes[1].port"},
-		{name: "negative weight", u: &conf.Upstream{Nodes: conf.Nodes{{Host: "a", Port: 1, Weight: -1}}}, wantErr: "nodes[0].weight: must be 0-1000000, got -1"},
-		// Out of conf's ranges, as only an object that bypassed its decoders can be: refused,
-		// not converted into something else.
-		{name: "weight past the maximum", u: &conf.Upstream{Type: "chash", Key: "remote_addr", Nodes: conf.Nodes{{Host: "a", Port: 1, Weight: 1e17}, {Host: "b", Port: 1, Weight: 1}}},
-			wantErr: "nodes[0].weight: must be 0-1000000, got 100000000000000000"},
-		{name: "timeout past time.Duration", u: ok(func(u *conf.Upstream) { u.Timeout = &conf.Timeout{Connect: 1e300, Send: 1, Read: 1} }),
-			wantErr: "timeout.connect: must be 0.001-31536000 seconds, got 1e+300"},
-		{name: "timeout rounding to 0", u: ok(func(u *conf.Upstream) { u.Timeout = &conf.Timeout{Connect: 1, Send: 1, Read: 1e-300} }),
-			wantErr: "timeout.read: must be 0.001-31536000 seconds, got 1e-300"},
-		{name: "NaN timeout", u: ok(func(u *conf.Upstream) { u.Timeout = &conf.Timeout{Connect: 1, Send: math.NaN(), Read: 1} }),
-			wantErr: "timeout.send: must be 0.001-31536000 seconds, got NaN"},
-		{name: "idle_timeout past time.Duration", u: ok(func(u *conf.Upstream) {
-			u.KeepalivePool = &conf.KeepalivePool{Size: 1, Requests: 1, IdleTimeout: 1e300}
-		}),
-			wantErr: "keepalive_pool.idle_timeout: must be 0.001-31536000 seconds, got 1e+300"},
 		{name: "idle_timeout 0 keeps nothing", u: ok(func(u *conf.Upstream) { u.KeepalivePool = &conf.KeepalivePool{Size: 1, Requests: 1} }),
 			check: func(t *testing.T, up *Upstream) {
 				if k := up.nodes[0].pool.key; k.idleTimeout != 0 {

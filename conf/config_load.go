@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/user"
 	"regexp"
 	"runtime"
 	"sort"
@@ -688,8 +687,9 @@ func (l *loader) nonEmptyString(path string, v *yaml.Node) (string, bool) {
 	return s, ok
 }
 
-// user checks nginx's "user name [group]": one or two names or numeric ids, each known to
-// this system, so `gwctl test` catches a typo as `nginx -t` does. Empty means not set.
+// user checks the form of nginx's "user name [group]": one or two names or numeric ids.
+// Empty means not set. Whether they exist on this system is internal/confio's Check, for
+// conf reads nothing but the config file.
 func (l *loader) user(path string, v *yaml.Node) (string, bool) {
 	s, ok := l.scalarString(path, v)
 	if !ok {
@@ -700,59 +700,7 @@ func (l *loader) user(path string, v *yaml.Node) (string, bool) {
 		l.errorf(v.Line, path, `must be "user" or "user group", got %s`, describeYAML(v))
 		return "", false
 	}
-	if len(fields) > 0 {
-		if _, err := LookupUser(fields[0]); err != nil {
-			l.errorf(v.Line, path, "%v, got %s", err, describeYAML(v))
-			return "", false
-		}
-	}
-	if len(fields) > 1 {
-		if _, err := LookupGroup(fields[1]); err != nil {
-			l.errorf(v.Line, path, "%v, got %s", err, describeYAML(v))
-			return "", false
-		}
-	}
 	return strings.Join(fields, " "), true
-}
-
-// LookupUser finds a user by name, or by numeric id as nginx's user directive allows.
-func LookupUser(name string) (*user.User, error) {
-	if decimalDigits(name) {
-		u, err := user.LookupId(name)
-		if err != nil {
-			return nil, fmt.Errorf("no user with id %s on this system", name)
-		}
-		return u, nil
-	}
-	u, err := user.Lookup(name)
-	var unknown user.UnknownUserError
-	if errors.As(err, &unknown) {
-		return nil, fmt.Errorf("no user %q on this system", name)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("looking up user %q: %w", name, err)
-	}
-	return u, nil
-}
-
-// LookupGroup finds a group by name or numeric id.
-func LookupGroup(name string) (*user.Group, error) {
-	if decimalDigits(name) {
-		g, err := user.LookupGroupId(name)
-		if err != nil {
-			return nil, fmt.Errorf("no group with id %s on this system", name)
-		}
-		return g, nil
-	}
-	g, err := user.LookupGroup(name)
-	var unknown user.UnknownGroupError
-	if errors.As(err, &unknown) {
-		return nil, fmt.Errorf("no group %q on this system", name)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("looking up group %q: %w", name, err)
-	}
-	return g, nil
 }
 
 // scalarString takes a scalar's text as written, so `key: 12345` is the string "12345".

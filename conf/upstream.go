@@ -7,6 +7,60 @@ import (
 	"strings"
 )
 
+// Upstream is APISIX's upstream object, inline in a route or service or stored on its own.
+type Upstream struct {
+	ID            ID                `json:"id,omitempty"`
+	Name          string            `json:"name,omitempty"`
+	Desc          string            `json:"desc,omitempty"`
+	Labels        map[string]string `json:"labels,omitempty"`
+	Type          string            `json:"type,omitempty"`
+	Nodes         Nodes             `json:"nodes,omitempty"`
+	HashOn        string            `json:"hash_on,omitempty"`
+	Key           string            `json:"key,omitempty"`
+	Retries       *int              `json:"retries,omitempty"` // nil: APISIX's default, the number of nodes − 1
+	RetryTimeout  *float64          `json:"retry_timeout,omitempty"`
+	Timeout       *Timeout          `json:"timeout,omitempty"`
+	KeepalivePool *KeepalivePool    `json:"keepalive_pool,omitempty"`
+	Scheme        string            `json:"scheme,omitempty"`
+	PassHost      string            `json:"pass_host,omitempty"`
+	UpstreamHost  string            `json:"upstream_host,omitempty"`
+	Checks        *HealthChecks     `json:"checks,omitempty"`
+	TLS           *UpstreamTLS      `json:"tls,omitempty"`
+	CreateTime    int64             `json:"create_time,omitempty"`
+	UpdateTime    int64             `json:"update_time,omitempty"`
+}
+
+// MarshalJSON always writes "nodes", even empty (APISIX allows "nodes": {}), which
+// omitempty would drop: an upstream without it would no longer decode.
+func (u Upstream) MarshalJSON() ([]byte, error) {
+	type plain Upstream
+	nodes := u.Nodes
+	if nodes == nil {
+		nodes = Nodes{}
+	}
+	return json.Marshal(struct {
+		plain
+		Nodes Nodes `json:"nodes"`
+	}{plain(u), nodes})
+}
+
+// KeepalivePool is an upstream's connection pool per node.
+type KeepalivePool struct {
+	Size        int     `json:"size"`
+	IdleTimeout float64 `json:"idle_timeout"`
+	Requests    int     `json:"requests"`
+}
+
+// DecodeUpstream decodes and validates one upstream. Defaults are not filled in (Normalize
+// fills them for the worker), so that what the Admin API stores is what the client sent.
+func DecodeUpstream(data []byte) (*Upstream, error) {
+	raw, err := document(data)
+	if err != nil {
+		return nil, err
+	}
+	return decodeUpstreamAt("", raw)
+}
+
 // upstreamFields is APISIX's upstream schema (schema_def.lua upstream_schema):
 // additionalProperties is false, so any other field is rejected.
 var upstreamFields = fieldDecoders[Upstream]{
@@ -49,12 +103,17 @@ func decodeUpstreamAt(path string, raw json.RawMessage) (*Upstream, error) {
 	return &u, nil
 }
 
-// validate checks the rules that span several upstream fields.
+// validate checks the rules that span several upstream fields. nodes is required only of
+// what a client sends: an upstream built in code may leave it nil for none.
 func (u *Upstream) validate(path string) error {
-	switch {
-	case u.Nodes == nil:
+	if u.Nodes == nil {
 		return &ObjectError{Path: memberPath(path, "nodes"), Reason: "is required (service discovery is not supported yet)"}
-	case u.PassHost == "rewrite" && u.UpstreamHost == "":
+	}
+	return u.checkAcrossFields(path)
+}
+
+func (u *Upstream) checkAcrossFields(path string) error {
+	if u.PassHost == "rewrite" && u.UpstreamHost == "" {
 		return &ObjectError{Path: memberPath(path, "upstream_host"), Reason: `is required when pass_host is "rewrite"`}
 	}
 	if err := u.validateTLS(path); err != nil {
@@ -146,46 +205,112 @@ func isHashHeaderName(name string) bool {
 	return true
 }
 
+// Balancer is an upstream's type, parsed: the worker switches on it at build time.
+type Balancer uint8
+
+const (
+	BalanceRoundRobin Balancer = iota
+	BalanceChash
+	BalanceLeastConn
+	BalanceEWMA
+)
+
+func balancerOf(s string) (Balancer, error) {
+	switch s {
+	case "roundrobin":
+		return BalanceRoundRobin, nil
+	case "chash":
+		return BalanceChash, nil
+	case "least_conn":
+		return BalanceLeastConn, nil
+	case "ewma":
+		return BalanceEWMA, nil
+	}
+	return 0, fmt.Errorf(`unknown balancer type %q; the supported types are "roundrobin", "chash", "ewma" and "least_conn"`, s)
+}
+
 func readBalancerType(raw json.RawMessage) (string, error) {
-	return checkedString(raw, func(s string) error {
-		switch s {
-		case "roundrobin", "chash", "ewma", "least_conn":
-			return nil
-		}
-		return fmt.Errorf(`unknown balancer type %q; the supported types are "roundrobin", "chash", "ewma" and "least_conn"`, s)
-	})
+	return checkedString(raw, func(s string) error { _, err := balancerOf(s); return err })
+}
+
+// HashOn is where a chash upstream's key comes from, parsed.
+type HashOn uint8
+
+const (
+	HashOnVars HashOn = iota
+	HashOnHeader
+	HashOnCookie
+	HashOnConsumer
+	HashOnVarsCombinations
+)
+
+func hashOnOf(s string) (HashOn, error) {
+	switch s {
+	case "vars":
+		return HashOnVars, nil
+	case "header":
+		return HashOnHeader, nil
+	case "cookie":
+		return HashOnCookie, nil
+	case "consumer":
+		return HashOnConsumer, nil
+	case "vars_combinations":
+		return HashOnVarsCombinations, nil
+	}
+	return 0, fmt.Errorf("matches none of the enum values (vars, header, cookie, consumer, vars_combinations), got %q", s)
 }
 
 func readHashOn(raw json.RawMessage) (string, error) {
-	return checkedString(raw, func(s string) error {
-		switch s {
-		case "vars", "header", "cookie", "consumer", "vars_combinations":
-			return nil
-		}
-		return fmt.Errorf("matches none of the enum values (vars, header, cookie, consumer, vars_combinations), got %q", s)
-	})
+	return checkedString(raw, func(s string) error { _, err := hashOnOf(s); return err })
+}
+
+// Scheme is an upstream's scheme, parsed.
+type Scheme uint8
+
+const (
+	SchemeHTTP Scheme = iota
+	SchemeHTTPS
+)
+
+func schemeOf(s string) (Scheme, error) {
+	switch s {
+	case "http":
+		return SchemeHTTP, nil
+	case "https":
+		return SchemeHTTPS, nil
+	case "grpc", "grpcs", "tcp", "tls", "udp", "kafka":
+		return 0, fmt.Errorf("%q is not supported yet", s)
+	}
+	return 0, fmt.Errorf("matches none of the enum values (grpc, grpcs, http, https, tcp, tls, udp, kafka), got %q", s)
 }
 
 func readScheme(raw json.RawMessage) (string, error) {
-	return checkedString(raw, func(s string) error {
-		switch s {
-		case "http", "https":
-			return nil
-		case "grpc", "grpcs", "tcp", "tls", "udp", "kafka":
-			return fmt.Errorf("%q is not supported yet", s)
-		}
-		return fmt.Errorf("matches none of the enum values (grpc, grpcs, http, https, tcp, tls, udp, kafka), got %q", s)
-	})
+	return checkedString(raw, func(s string) error { _, err := schemeOf(s); return err })
+}
+
+// PassHost is an upstream's pass_host, parsed: which Host the request carries upstream.
+type PassHost uint8
+
+const (
+	PassHostPass PassHost = iota
+	PassHostNode
+	PassHostRewrite
+)
+
+func passHostOf(s string) (PassHost, error) {
+	switch s {
+	case "pass":
+		return PassHostPass, nil
+	case "node":
+		return PassHostNode, nil
+	case "rewrite":
+		return PassHostRewrite, nil
+	}
+	return 0, fmt.Errorf("matches none of the enum values (pass, node, rewrite), got %q", s)
 }
 
 func readPassHost(raw json.RawMessage) (string, error) {
-	return checkedString(raw, func(s string) error {
-		switch s {
-		case "pass", "node", "rewrite":
-			return nil
-		}
-		return fmt.Errorf("matches none of the enum values (pass, node, rewrite), got %q", s)
-	})
+	return checkedString(raw, func(s string) error { _, err := passHostOf(s); return err })
 }
 
 var keepalivePoolFields = fieldDecoders[KeepalivePool]{

@@ -11,6 +11,30 @@ import (
 	"strings"
 )
 
+// Node is one upstream server. The map form {"host:port": weight} and the array form
+// [{host, port, weight, priority}] decode to the same slice.
+type Node struct {
+	Host     string         `json:"host"`
+	Port     int            `json:"port,omitempty"`
+	Weight   int            `json:"weight"` // 0 to MaxNodeWeight
+	Priority int            `json:"priority,omitempty"`
+	Metadata map[string]any `json:"metadata,omitempty"`
+}
+
+// Nodes is an upstream's node list in a stable order.
+type Nodes []Node
+
+// MarshalJSON writes an IPv6 host in brackets again, the form decoding requires of it, so
+// that a decoded node (whose host has none) encodes to JSON that decodes back to it.
+func (n Node) MarshalJSON() ([]byte, error) {
+	type plain Node // plain has the fields and tags but not this method
+	p := plain(n)
+	if strings.IndexByte(p.Host, ':') >= 0 && !strings.HasPrefix(p.Host, "[") {
+		p.Host = "[" + p.Host + "]"
+	}
+	return json.Marshal(p)
+}
+
 // UnmarshalJSON accepts APISIX's two node forms. The map form {"host:port": weight} is
 // sorted by key, since JSON objects have no order and the balancer needs a stable one; the
 // port may be left out (0: the scheme's default) and an IPv6 host needs brackets. The
@@ -89,10 +113,20 @@ var nodeFields = fieldDecoders[Node]{
 }
 
 // readNodeHost keeps an IPv6 address without its brackets, the form net.JoinHostPort wants.
+// As in APISIX (upstream.lua check_schema), the client must write it in brackets.
 func readNodeHost(raw json.RawMessage) (string, error) {
-	host, err := checkedString(raw, checkNodeHost)
+	host, err := checkedString(raw, func(host string) error {
+		if ip, err := netip.ParseAddr(host); err == nil && ip.Is6() {
+			return fmt.Errorf("%s, got %q", errIPv6Brackets, host)
+		}
+		return checkNodeHost(host)
+	})
 	return trimBrackets(host), err
 }
+
+// errIPv6Brackets is APISIX's refusal of a node host that is an IPv6 address without
+// brackets (t/admin/upstream.t TEST 23).
+const errIPv6Brackets = "IPv6 address must be enclosed with '[' and ']'"
 
 func readPort(raw json.RawMessage) (int, error) {
 	port, err := asInt(raw)
@@ -135,7 +169,7 @@ func splitNodeAddr(addr string) (host string, port int, err error) {
 		}
 		portText = strings.TrimPrefix(portText, ":")
 	} else if colons := strings.Count(addr, ":"); colons > 1 {
-		return "", 0, errors.New("an IPv6 address needs brackets, e.g. \"[::1]:80\"")
+		return "", 0, errors.New(errIPv6Brackets + `, e.g. "[::1]:80"`)
 	} else if colons == 1 {
 		host, portText, _ = strings.Cut(addr, ":")
 	}

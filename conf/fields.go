@@ -15,6 +15,25 @@ import (
 // Readers and checks for the fields routes, upstreams and services share, with APISIX's
 // limits (schema_def.lua). Lengths count characters, as APISIX's JSON schema does.
 
+// ID is an object id. APISIX accepts a string (1–64 chars of [a-zA-Z0-9-_.]) or a
+// positive integer; both are kept as the string form (ids.go reads them).
+type ID string
+
+// Timeout is APISIX's {connect, send, read} in seconds, each MinSeconds to MaxSeconds.
+type Timeout struct {
+	Connect float64 `json:"connect"`
+	Send    float64 `json:"send"`
+	Read    float64 `json:"read"`
+}
+
+// presentMap tells a given but empty map (non-nil pointer) from a missing one (nil).
+func presentMap(m map[string]json.RawMessage) *map[string]json.RawMessage {
+	if m == nil {
+		return nil
+	}
+	return &m
+}
+
 func readName(raw json.RawMessage) (string, error) {
 	return checkedString(raw, func(s string) error {
 		if err := checkLength(s, 1, 256); err != nil {

@@ -2,6 +2,18 @@ package conf
 
 import "encoding/json"
 
+// PluginConfig is APISIX's plugin_config object: a set of plugins that routes reuse by
+// plugin_config_id. Plugin configurations are kept raw, for the plugin registry.
+type PluginConfig struct {
+	ID         ID                         `json:"id"`
+	Name       string                     `json:"name,omitempty"`
+	Desc       string                     `json:"desc,omitempty"`
+	Labels     map[string]string          `json:"labels,omitempty"`
+	Plugins    map[string]json.RawMessage `json:"plugins"`
+	CreateTime int64                      `json:"create_time,omitempty"`
+	UpdateTime int64                      `json:"update_time,omitempty"`
+}
+
 // pluginConfigFields is APISIX's plugin_config schema (schema_def.lua _M.plugin_config):
 // additionalProperties is false, so any other field is rejected.
 var pluginConfigFields = fieldDecoders[PluginConfig]{
@@ -12,14 +24,6 @@ var pluginConfigFields = fieldDecoders[PluginConfig]{
 	"plugins":     into(func(p *PluginConfig) *map[string]json.RawMessage { return &p.Plugins }, readPlugins),
 	"create_time": into(func(p *PluginConfig) *int64 { return &p.CreateTime }, asInteger),
 	"update_time": into(func(p *PluginConfig) *int64 { return &p.UpdateTime }, asInteger),
-}
-
-// globalRuleFields is APISIX's global_rule schema (schema_def.lua _M.global_rule).
-var globalRuleFields = fieldDecoders[GlobalRule]{
-	"id":          into(func(g *GlobalRule) *ID { return &g.ID }, parseID),
-	"plugins":     into(func(g *GlobalRule) *map[string]json.RawMessage { return &g.Plugins }, readPlugins),
-	"create_time": into(func(g *GlobalRule) *int64 { return &g.CreateTime }, asInteger),
-	"update_time": into(func(g *GlobalRule) *int64 { return &g.UpdateTime }, asInteger),
 }
 
 // DecodePluginConfig decodes and validates one plugin_config. APISIX's schema requires
@@ -39,22 +43,4 @@ func DecodePluginConfig(data []byte) (*PluginConfig, error) {
 		return nil, err
 	}
 	return &p, nil
-}
-
-// DecodeGlobalRule decodes and validates one global_rule; like a plugin_config it must
-// have "id" and "plugins".
-func DecodeGlobalRule(data []byte) (*GlobalRule, error) {
-	raw, err := document(data)
-	if err != nil {
-		return nil, err
-	}
-	var g GlobalRule
-	members, err := globalRuleFields.decode(&g, "", raw)
-	if err != nil {
-		return nil, err
-	}
-	if err := require(members, "", "id", "plugins"); err != nil {
-		return nil, err
-	}
-	return &g, nil
 }

@@ -61,7 +61,7 @@ func (l *loader) sslSection(path string, n *yaml.Node, t *TLSListener, trust *Up
 			}
 			t.FallbackSNI = s
 		}},
-		{trustedCertificateKey, func(p string, v *yaml.Node) {
+		{TrustedCertificateKey, func(p string, v *yaml.Node) {
 			if isYAMLNull(v) {
 				return // the default: the system's roots alone
 			}

@@ -6,6 +6,77 @@ import (
 	"net/netip"
 )
 
+// Route is APISIX's route object.
+type Route struct {
+	ID              ID                         `json:"id,omitempty"`
+	Name            string                     `json:"name,omitempty"`
+	Desc            string                     `json:"desc,omitempty"`
+	Labels          map[string]string          `json:"labels,omitempty"`
+	URI             string                     `json:"uri,omitempty"`
+	URIs            []string                   `json:"uris,omitempty"`
+	Methods         []string                   `json:"methods,omitempty"`
+	Host            string                     `json:"host,omitempty"`
+	Hosts           []string                   `json:"hosts,omitempty"`
+	RemoteAddr      string                     `json:"remote_addr,omitempty"`
+	RemoteAddrs     []string                   `json:"remote_addrs,omitempty"`
+	Vars            json.RawMessage            `json:"vars,omitempty"`
+	Priority        int                        `json:"priority,omitempty"`
+	Plugins         map[string]json.RawMessage `json:"plugins,omitempty"`
+	PluginConfigID  ID                         `json:"plugin_config_id,omitempty"`
+	ServiceID       ID                         `json:"service_id,omitempty"`
+	UpstreamID      ID                         `json:"upstream_id,omitempty"`
+	Upstream        *Upstream                  `json:"upstream,omitempty"`
+	Timeout         *Timeout                   `json:"timeout,omitempty"`
+	EnableWebsocket bool                       `json:"enable_websocket,omitempty"`
+	// Status is 1 (enabled, the default) or 0 (left out of the router).
+	Status     *int  `json:"status,omitempty"`
+	CreateTime int64 `json:"create_time,omitempty"`
+	UpdateTime int64 `json:"update_time,omitempty"`
+}
+
+// Enabled reports whether the route takes part in routing: status unset or 1.
+func (r *Route) Enabled() bool {
+	return r.Status == nil || *r.Status == 1
+}
+
+// Paths returns the route's uri or uris, whichever it has.
+func (r *Route) Paths() []string {
+	if r.URI != "" {
+		return []string{r.URI}
+	}
+	return r.URIs
+}
+
+// MarshalJSON keeps an empty "plugins": {}, which omitempty would drop: a route with
+// only empty plugins is valid, and without them it would no longer decode.
+func (r Route) MarshalJSON() ([]byte, error) {
+	type plain Route // plain has the fields and tags but not this method
+	return json.Marshal(struct {
+		plain
+		Plugins *map[string]json.RawMessage `json:"plugins,omitempty"`
+	}{plain(r), presentMap(r.Plugins)})
+}
+
+// DecodeRoute decodes and validates one route as the Admin API received it. Every error
+// is an *ObjectError naming the offending field, in APISIX's wording where APISIX has one,
+// except for a vars expression that does not compile: that is a *VarsError, which APISIX
+// words without the "invalid configuration" prefix.
+// The route's plugin configurations are kept raw; the plugin registry checks them.
+func DecodeRoute(data []byte) (*Route, error) {
+	raw, err := document(data)
+	if err != nil {
+		return nil, err
+	}
+	var r Route
+	if _, err := routeFields.decode(&r, "", raw); err != nil {
+		return nil, err
+	}
+	if err := r.validate(); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
 // routeFields is APISIX's route schema (schema_def.lua _M.route): additionalProperties is
 // false, so any other field is rejected.
 var routeFields = fieldDecoders[Route]{

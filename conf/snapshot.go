@@ -1,5 +1,82 @@
 package conf
 
+// Snapshot is everything a worker serves from: the whole object set at one version.
+// The master builds one per accepted write and sends it whole; workers never see a
+// partial update.
+type Snapshot struct {
+	Version   uint64     `json:"version"`
+	Routes    []Route    `json:"routes"`
+	Upstreams []Upstream `json:"upstreams"`
+	Services  []Service  `json:"services"`
+	Consumers []Consumer `json:"consumers"`
+	// PluginConfigs and GlobalRules are in the store's order (creation order).
+	PluginConfigs []PluginConfig `json:"plugin_configs"`
+	GlobalRules   []GlobalRule   `json:"global_rules"`
+	// SSLs carry private keys: the snapshot travels only over the workers' socketpairs.
+	SSLs []SSL `json:"ssls"`
+	// LeftOut names the stored objects this snapshot does not serve, each with why: one
+	// that no longer decodes (written by an older binary, edited by hand) or that failed
+	// to build. They are absent from the lists above, and whatever references them sees
+	// them as missing (a route whose upstream is left out answers 503).
+	LeftOut []LeftOut `json:"left_out,omitempty"`
+}
+
+// LeftOut is one stored object a snapshot does not serve. Kind is the Admin API's word
+// for its collection ("routes", "upstreams", ...).
+type LeftOut struct {
+	Kind   string `json:"kind"`
+	ID     ID     `json:"id"`
+	Reason string `json:"reason"`
+}
+
+// Key is "kind/id", the object's path under /apisix/admin.
+func (l LeftOut) Key() string { return l.Kind + "/" + string(l.ID) }
+
+func (l LeftOut) String() string { return l.Key() + ": " + l.Reason }
+
+// LeaveOut removes the objects in failed from the snapshot's lists and adds them to
+// LeftOut. A route, service or upstream referencing one then sees it as missing.
+func (s *Snapshot) LeaveOut(failed []LeftOut) {
+	if len(failed) == 0 {
+		return
+	}
+	gone := make(map[string]bool, len(failed))
+	for _, l := range failed {
+		gone[l.Key()] = true
+	}
+	s.Routes = without(s.Routes, gone, func(r *Route) string { return "routes/" + string(r.ID) })
+	s.Upstreams = without(s.Upstreams, gone, func(u *Upstream) string { return "upstreams/" + string(u.ID) })
+	s.Services = without(s.Services, gone, func(v *Service) string { return "services/" + string(v.ID) })
+	s.Consumers = without(s.Consumers, gone, func(c *Consumer) string { return "consumers/" + c.Username })
+	s.PluginConfigs = without(s.PluginConfigs, gone, func(p *PluginConfig) string { return "plugin_configs/" + string(p.ID) })
+	s.GlobalRules = without(s.GlobalRules, gone, func(g *GlobalRule) string { return "global_rules/" + string(g.ID) })
+	s.SSLs = without(s.SSLs, gone, func(x *SSL) string { return "ssls/" + string(x.ID) })
+	s.LeftOut = append(s.LeftOut, failed...)
+}
+
+func without[T any](list []T, gone map[string]bool, key func(*T) string) []T {
+	kept := list[:0:0]
+	for i := range list {
+		if !gone[key(&list[i])] {
+			kept = append(kept, list[i])
+		}
+	}
+	if len(kept) == len(list) {
+		return list
+	}
+	return kept
+}
+
+// IsLeftOut reports whether the object kind/id is in LeftOut.
+func (s *Snapshot) IsLeftOut(kind string, id ID) bool {
+	for i := range s.LeftOut {
+		if s.LeftOut[i].Kind == kind && s.LeftOut[i].ID == id {
+			return true
+		}
+	}
+	return false
+}
+
 // Delta is one accepted write as the workers apply it: the objects it stores, whole, and
 // the ones it deletes, taking a snapshot from version From to version To. The master
 // sends a worker that serves From this instead of the whole snapshot, so that a write

@@ -379,10 +379,7 @@ func (snap *Snapshot) CheckedUpstreams() []CheckedUpstream {
 func (u *Upstream) NodeAddress(n *Node) string {
 	port := n.Port
 	if port == 0 {
-		port = 80
-		if u.Scheme == "https" {
-			port = 443
-		}
+		port = defaultPort(u.Scheme)
 	}
 	return net.JoinHostPort(n.Host, strconv.Itoa(port))
 }
