@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	"gw/internal/atomicfile"
 	"gw/master/etcdstore"
 	"gw/master/store"
+	"gw/plugins"
 )
 
 // etcdState is what a master on config_provider etcd adds (see master/etcdstore/doc.go).
@@ -325,4 +327,40 @@ func nodeID(path string) (string, error) {
 		return "", fmt.Errorf("writing the node id: %w", err)
 	}
 	return id, nil
+}
+
+// etcdMetrics writes APISIX's etcd metrics (exporter.lua) and gw's cached-config gauge.
+type etcdMetrics struct{ m *Master }
+
+// modifyIndexKinds are the kinds APISIX's apisix_etcd_modify_indexes names, in its order.
+var modifyIndexKinds = []store.Kind{store.Routes, store.Services, store.SSLs, store.Consumers, store.GlobalRules, store.Upstreams}
+
+func (e etcdMetrics) WriteMetrics(w io.Writer, _ plugins.HostFacts) {
+	m := e.m
+	var b strings.Builder
+	reachable := 0
+	if m.etcd.client.Reachable() {
+		reachable = 1
+	}
+	b.WriteString("# HELP apisix_etcd_reachable Config server etcd reachable from APISIX, 0 is unreachable\n# TYPE apisix_etcd_reachable gauge\n")
+	fmt.Fprintf(&b, "apisix_etcd_reachable %d\n", reachable)
+	b.WriteString("# HELP apisix_etcd_modify_indexes Etcd modify index for APISIX keys\n# TYPE apisix_etcd_modify_indexes gauge\n")
+	var maxIndex uint64
+	for _, kind := range modifyIndexKinds {
+		var kindMax uint64
+		for _, obj := range m.store.List(kind) {
+			kindMax = max(kindMax, obj.ModifiedIndex)
+		}
+		maxIndex = max(maxIndex, kindMax)
+		fmt.Fprintf(&b, "apisix_etcd_modify_indexes{key=%q} %d\n", kind, kindMax)
+	}
+	fmt.Fprintf(&b, "apisix_etcd_modify_indexes{key=\"max_modify_index\"} %d\n", maxIndex)
+	fmt.Fprintf(&b, "apisix_etcd_modify_indexes{key=\"x_etcd_index\"} %d\n", m.etcd.client.Revision())
+	cached := 0
+	if m.etcd.cached.Load() {
+		cached = 1
+	}
+	b.WriteString("# HELP gw_config_cached 1 while the node serves its cached copy of etcd's config because etcd has not answered since it started\n# TYPE gw_config_cached gauge\n")
+	fmt.Fprintf(&b, "gw_config_cached %d\n", cached)
+	io.WriteString(w, b.String())
 }
