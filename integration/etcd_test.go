@@ -192,3 +192,19 @@ func TestEtcdTwoNodes(t *testing.T) {
 		t.Fatal("the data_plane node listens on admin.listen")
 	}
 }
+
+// A control_plane node serves the Admin API alone: no data listener, and what it writes
+// a data_plane node serves.
+func TestEtcdControlPlane(t *testing.T) {
+	srv, _ := startEtcd(t)
+	up := startUpstream(t, "up")
+	cp := etcdNode(t, srv, "control_plane")
+	cp.start()
+	dp := etcdNode(t, srv, "data_plane")
+	dp.start()
+	cp.putRoute("1", "/cp", up.addr)
+	servedWithin(t, dp, "/cp", "up")
+	if _, err := http.Get("http://" + cp.data + "/cp"); err == nil {
+		t.Fatal("the control_plane node listens on node_listen")
+	}
+}

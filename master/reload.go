@@ -127,6 +127,9 @@ func (m *Master) newGeneration(cfg *conf.Config, id uint64) (*generation, error)
 	if m.opts.Workers > 0 {
 		workers = m.opts.Workers
 	}
+	if !cfg.Deployment.ServesData() {
+		workers = 0 // a control_plane serves the Admin API alone
+	}
 	cfgJSON, err := json.Marshal(cfg)
 	if err != nil {
 		return nil, err
