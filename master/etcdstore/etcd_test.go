@@ -198,3 +198,22 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+func TestWithID(t *testing.T) {
+	tests := []struct {
+		kind       store.Kind
+		value, out string
+	}{
+		{store.Routes, `{"uri":"/a"}`, `{"id":"7","uri":"/a"}`},
+		{store.Routes, ` {} `, `{"id":"7"}`},
+		{store.Routes, `{"id":"x","uri":"/a"}`, `{"id":"x","uri":"/a"}`},
+		{store.Routes, `[1]`, `[1]`},
+		{store.Routes, `not json`, `not json`},
+		{store.Consumers, `{"username":"jack"}`, `{"username":"jack"}`},
+	}
+	for _, tt := range tests {
+		if got := string(withID(tt.kind, "7", []byte(tt.value))); got != tt.out {
+			t.Errorf("withID(%s, %s) = %s, want %s", tt.kind, tt.value, got, tt.out)
+		}
+	}
+}
