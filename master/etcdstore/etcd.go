@@ -3,9 +3,9 @@ package etcdstore
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"

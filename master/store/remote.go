@@ -309,4 +309,3 @@ func (s *Store) remoteNewID() (string, error) {
 	defer cancel()
 	return s.remote.remote.NewID(ctx)
 }
-
