@@ -37,6 +37,8 @@ type Config struct {
 	Router Router      `json:"router"`
 	// UpstreamTrust is ssl.ssl_trusted_certificate; see conf/config_upstream_tls.go.
 	UpstreamTrust
+	// Deployment is the node's role and config provider; see conf/config_deployment.go.
+	Deployment Deployment `json:"deployment"`
 }
 
 // Status configures the master's status API (/status, /status/ready), as APISIX's

@@ -331,6 +331,7 @@ func (l *loader) config(root *yaml.Node, c *Config) {
 				{"listen", yamlInto(&c.Status.Listen, l.listenAddr)},
 			})
 		}},
+		{"deployment", func(p string, v *yaml.Node) { l.deployment(p, v, &c.Deployment) }},
 		{"router", func(p string, v *yaml.Node) {
 			l.mapping(v, p, []yamlField{{"http", func(p string, v *yaml.Node) {
 				if s, ok := l.oneOf(p, v, RouterHostURI, RouterURI, RouterURIWithParameter); ok {
@@ -733,8 +734,9 @@ func (l *loader) list(path string, v *yaml.Node) ([]*yaml.Node, bool) {
 func (l *loader) crossCheck(c *Config) {
 	l.crossCheckEdge(c)
 	l.crossCheckTLS(c)
-	if c.Admin.Listen == "" {
-		return // already reported
+	l.crossCheckDeployment(c)
+	if c.Admin.Listen == "" || !c.Deployment.ServesAdmin() {
+		return // already reported, or admin.* is not used (data_plane)
 	}
 	if j := listenCollision(c.Admin.Listen, c.NodeListen); j >= 0 {
 		node := fmt.Sprintf("node_listen[%d]", j)

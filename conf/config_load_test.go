@@ -38,6 +38,7 @@ func wantDefault() *Config {
 		Status:     Status{Enabled: false, Listen: "127.0.0.1:7085"},
 		SSL:        TLSListener{Listen: []string{"0.0.0.0:9443"}},
 		Edge:       wantDefaultEdge(),
+		Deployment: wantDefaultDeployment(),
 	}
 }
 

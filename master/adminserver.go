@@ -73,13 +73,16 @@ func (m *Master) prepareAdmin(cfg *conf.Config) (*adminChange, error) {
 		Builder:   m,
 		Keys:      cfg.AdminKeys(),
 		Allow:     cfg.AllowNets(),
-		Publisher: m,
+		Publisher: m.adminPublisher(),
 		Version:   m.opts.Version,
 		Log:       m.log,
 		Audit:     a.audit,
 	})}
 	if a.tcp != nil && a.address == cfg.Admin.Listen {
 		return next, nil
+	}
+	if !cfg.Deployment.ServesAdmin() {
+		return next, nil // the data port's forwarding finds the API off (serve)
 	}
 	m.mu.Lock()
 	next.previous = m.handOverListeners[handOverAdmin]
@@ -155,6 +158,12 @@ func (a *adminServers) serve(ln net.Listener, internal bool, m *Master) *http.Se
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if internal {
 				w = &bodyFirstWriter{ResponseWriter: w, body: r.Body}
+			}
+			if !m.currentConfig().Deployment.ServesAdmin() {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusNotFound)
+				fmt.Fprintf(w, "{\"error_msg\":%q}\n", "this node's deployment.role is data_plane: it has no Admin API; write through a traditional or control_plane node, or into etcd")
+				return
 			}
 			if m.readOnly.Load() && r.Method != http.MethodGet && r.Method != http.MethodHead {
 				w.Header().Set("Content-Type", "application/json")

@@ -25,6 +25,20 @@ type Facts struct {
 	LeftOut []conf.LeftOut `json:",omitempty"`
 	// ConfigRejections counts the snapshots workers refused (see WorkerFacts.Rejected).
 	ConfigRejections uint64
+	// Etcd is the node's view of etcd; nil on config_provider local.
+	Etcd *EtcdFacts `json:",omitempty"`
+}
+
+// EtcdFacts is a node on etcd: its id, whether etcd answers, the revision its workers
+// serve, and whether that is the cached copy of a node started while etcd was down.
+type EtcdFacts struct {
+	NodeID         string
+	Endpoints      []string
+	Prefix         string
+	Reachable      bool
+	ServedRevision uint64
+	Cached         bool
+	CachePath      string
 }
 
 // WorkerFacts describes one live worker process.
@@ -52,6 +66,10 @@ func (m *Master) Facts() Facts {
 		ConfigVersion: m.version, ConfigSource: m.paths.Config,
 		WorkerRestarts: sup.restarts, Reloads: m.reloads, ReloadFailures: m.reloadFailures,
 		LeftOut: m.leftOut, ConfigRejections: m.configRejections,
+	}
+	if e := m.etcd; e != nil {
+		f.Etcd = &EtcdFacts{NodeID: e.nodeID, Endpoints: m.currentConfig().Deployment.Etcd.Host, Prefix: e.prefix,
+			Reachable: e.client.Reachable(), ServedRevision: e.served, Cached: e.cached.Load(), CachePath: e.cachePath}
 	}
 	for _, w := range sup.workers {
 		wf := WorkerFacts{Slot: w.slot, PID: w.pid, Generation: w.generation, State: w.state(), Started: w.started}

@@ -66,6 +66,7 @@ type Master struct {
 	health   *health.Checker         // active health checks; nil until the segments exist
 	checker  SnapshotChecker         // nil without Options.NewChecker
 	store    *store.Store
+	etcd     *etcdState // nil on config_provider local
 	admin    *adminServers
 	control  net.Listener
 	metrics  *http.Server
@@ -210,6 +211,7 @@ func (m *Master) start() error {
 	if err := m.takeOverSharedPaths(); err != nil {
 		return err
 	}
+	m.startEtcdSync()
 	m.announceStart(gen, cfg, snap)
 	return nil
 }
@@ -303,7 +305,11 @@ func (m *Master) openSharedMemory(cfg *conf.Config) error {
 // and the segments owner-only.
 func (m *Master) openStore(cfg *conf.Config) error {
 	var err error
-	m.store, err = store.Open(m.paths.DataDir(cfg.DataDir))
+	if cfg.Deployment.ConfigProvider == conf.ProviderEtcd {
+		err = m.openEtcdStore(cfg)
+	} else {
+		m.store, err = store.Open(m.paths.DataDir(cfg.DataDir))
+	}
 	if err != nil {
 		return err
 	}
@@ -498,6 +504,7 @@ func (m *Master) teardown() {
 	for _, seg := range m.segments {
 		_ = seg.Close()
 	}
+	m.stopEtcdSync()
 	if m.store != nil {
 		_ = m.store.Close()
 	}

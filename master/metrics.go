@@ -27,6 +27,9 @@ func (m *Master) serveMetrics() error {
 	if len(writers) == 0 {
 		return errors.New("prometheus.enabled: no plugin in this binary writes metrics")
 	}
+	if m.etcd != nil {
+		writers = append(writers, etcdMetrics{m})
+	}
 	ln, err := m.listenTCP(handOverMetrics, cfg.ExportAddr)
 	if err != nil {
 		return fmt.Errorf("prometheus.export_addr %s: %w", cfg.ExportAddr, err)

@@ -3,6 +3,7 @@ package master
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"time"
 
@@ -112,6 +113,11 @@ func staticChangeAllowed(old, cfg *conf.Config) error {
 	if old.Prometheus != cfg.Prometheus {
 		return fmt.Errorf("prometheus settings are fixed at start: restart to change them")
 	}
+	// The store, its watch and the listeners a role opens are made once, at start.
+	if !reflect.DeepEqual(old.Deployment, cfg.Deployment) {
+		return fmt.Errorf("the deployment section is fixed at start (role %s → %s, config_provider %s → %s): restart to change it",
+			old.Deployment.Role, cfg.Deployment.Role, old.Deployment.ConfigProvider, cfg.Deployment.ConfigProvider)
+	}
 	if old.Status != cfg.Status {
 		return fmt.Errorf("status settings are fixed at start (status.enabled %t → %t, status.listen %s → %s): restart to change them",
 			old.Status.Enabled, cfg.Status.Enabled, old.Status.Listen, cfg.Status.Listen)
@@ -138,6 +144,9 @@ func (m *Master) newGeneration(cfg *conf.Config, id uint64) (*generation, error)
 	workers := cfg.Workers()
 	if m.opts.Workers > 0 {
 		workers = m.opts.Workers
+	}
+	if !cfg.Deployment.ServesData() {
+		workers = 0 // a control_plane serves the Admin API alone
 	}
 	cfgJSON, err := json.Marshal(cfg)
 	if err != nil {

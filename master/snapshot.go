@@ -119,6 +119,9 @@ func (m *Master) Check(d *conf.Delta) ([]conf.LeftOut, error) {
 	if m.checker == nil {
 		return nil, nil
 	}
+	// On etcd the watch publishes while the Admin API checks: one at a time.
+	m.publishMu.Lock()
+	defer m.publishMu.Unlock()
 	return m.checker.CheckDelta(d, m.currentConfig())
 }
 

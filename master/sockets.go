@@ -174,7 +174,11 @@ func (m *Master) ensureSockets(gen *generation) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var opened []*slotSockets
-	for _, address := range gen.cfg.DataListen() {
+	var addresses []string
+	if gen.cfg.Deployment.ServesData() {
+		addresses = gen.cfg.DataListen()
+	}
+	for _, address := range addresses {
 		set, ok := m.sockets[address]
 		if !ok {
 			inherited, err := m.inheritedSockets(address)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -117,6 +118,16 @@ func statusCommand() *cli.Command {
 			fmt.Printf("master pid %d, version %s, generation %d, up %s\n", s.PID, s.Version, s.Generation, now.Sub(s.Started).Round(time.Second))
 			fmt.Printf("config %s, snapshot version %d, reloads %d (failed %d), worker restarts %d\n",
 				s.ConfigSource, s.ConfigVersion, s.Reloads, s.ReloadFailures, s.WorkerRestarts)
+			if e := s.Etcd; e != nil {
+				reach := "reachable"
+				if !e.Reachable {
+					reach = "UNREACHABLE"
+				}
+				fmt.Printf("etcd %s (prefix %s) %s, node id %s, serving revision %d\n", strings.Join(e.Endpoints, ","), e.Prefix, reach, e.NodeID, e.ServedRevision)
+				if e.Cached {
+					fmt.Printf("serving the CACHED config from %s: etcd has not answered since this node started\n", e.CachePath)
+				}
+			}
 			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "SLOT\tPID\tGEN\tSTATE\tUPTIME\tREQUESTS\tCONNECTIONS")
 			for _, w := range s.Workers {

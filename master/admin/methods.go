@@ -25,6 +25,9 @@ type request struct {
 	query   url.Values
 	body    any // decoded JSON: map[string]any, []any, string, json.Number, bool or nil
 	ctx     context.Context
+	// ifModified, when set (PATCH), makes the write a compare-and-swap on the object's
+	// ModifiedIndex: on etcd another node may change it between the read and the write.
+	ifModified uint64
 }
 
 // item is one object in APISIX v3's envelope; writes answer without the indexes.
@@ -392,6 +395,7 @@ func (h *Handler) patch(req request) (int, any) {
 		}
 	}
 	obj["id"] = req.id
+	req.ifModified = prev.ModifiedIndex
 	return h.write(req, req.id, obj, func(bool) int { return http.StatusOK })
 }
 
@@ -446,7 +450,14 @@ func (h *Handler) write(req request, id string, obj map[string]any, status func(
 	if code != 0 {
 		return code, body
 	}
-	stored, created, err := h.opts.Store.Put(req.res.kind, id, encodeJSON(obj))
+	var stored store.Object
+	var created bool
+	var err error
+	if req.ifModified != 0 {
+		stored, err = h.opts.Store.PutIf(req.res.kind, id, encodeJSON(obj), req.ifModified)
+	} else {
+		stored, created, err = h.opts.Store.Put(req.res.kind, id, encodeJSON(obj))
+	}
 	if errors.Is(err, store.ErrInvalidID) {
 		return badRequest("invalid configuration: property \"id\" validation failed: " + err.Error())
 	}

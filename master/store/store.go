@@ -91,12 +91,15 @@ func specOf(kind Kind) *kindSpec {
 // (a stored object this binary refuses, which snapshots leave out).
 type row struct {
 	Object
+	// Order is the row's place in its kind's list, unique: the CreatedIndex, except where
+	// an etcd transaction created two objects at one revision (remote.go).
+	Order     uint64
 	decoded   any
 	decodeErr error
 }
 
 func newRow(obj Object) *row {
-	r := &row{Object: obj}
+	r := &row{Object: obj, Order: obj.CreatedIndex}
 	r.decoded, r.decodeErr = specOf(obj.Kind).decode(obj.Value)
 	return r
 }
@@ -154,7 +157,7 @@ func schema() *memdb.DBSchema {
 			Name: name,
 			Indexes: map[string]*memdb.IndexSchema{
 				"id":      {Name: "id", Unique: true, Indexer: &memdb.StringFieldIndex{Field: "ID"}},
-				"created": {Name: "created", Unique: true, Indexer: &memdb.UintFieldIndex{Field: "CreatedIndex"}},
+				"created": {Name: "created", Unique: true, Indexer: &memdb.UintFieldIndex{Field: "Order"}},
 			},
 		}
 	}
@@ -187,7 +190,8 @@ type batchBackend interface {
 // safe for concurrent use; writes are serialised, reads run concurrently with them.
 type Store struct {
 	db      *memdb.MemDB
-	backend Backend
+	backend Backend // nil for a store over a Remote
+	remote  *remoteState
 
 	writeMu sync.Mutex // serialises Put, Delete, NewID and Close
 	closed  bool
@@ -320,6 +324,9 @@ func (s *Store) Put(kind Kind, id string, value json.RawMessage) (obj Object, cr
 	if err := json.Compact(&compact, value); err != nil {
 		return Object{}, false, fmt.Errorf("store: value of %s/%s is not JSON: %w", kind, id, err)
 	}
+	if s.remote != nil {
+		return s.remotePut(kind, id, compact.Bytes(), 0)
+	}
 
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
@@ -374,6 +381,9 @@ func (s *Store) PutAll(objs []Object) ([]Object, error) {
 			return nil, fmt.Errorf("store: value of %s/%s is not JSON: %w", obj.Kind, obj.ID, err)
 		}
 		batch[i] = Object{Kind: obj.Kind, ID: obj.ID, Value: compact.Bytes()}
+	}
+	if s.remote != nil {
+		return s.remotePutAll(batch)
 	}
 
 	s.writeMu.Lock()
@@ -444,6 +454,9 @@ func (s *Store) Delete(kind Kind, id string) (bool, error) {
 	if !knownKind(kind) {
 		return false, fmt.Errorf("%w %q", ErrUnknownKind, kind)
 	}
+	if s.remote != nil {
+		return s.remoteDelete(kind, id)
+	}
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	if s.closed {
@@ -470,6 +483,9 @@ func (s *Store) Delete(kind Kind, id string) (bool, error) {
 // NewID consumes a revision and returns it as an id for POST, zero-padded to 20 digits
 // like APISIX ("00000000000000000089"). The id is unique across restarts.
 func (s *Store) NewID() (string, error) {
+	if s.remote != nil {
+		return s.remoteNewID()
+	}
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	if s.closed {
@@ -585,5 +601,9 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
+	if s.remote != nil {
+		s.remote.closeWaiters()
+		return s.remote.remote.Close()
+	}
 	return s.backend.Close()
 }
