@@ -85,7 +85,6 @@ func Parse(raw json.RawMessage) (*Config, error) {
 		return nil, err
 	}
 	c := &Config{}
-	settings := 0
 	for _, m := range members {
 		switch m.Name {
 		case "uri":
@@ -107,24 +106,21 @@ func Parse(raw json.RawMessage) (*Config, error) {
 			err = c.parseHeaders(m)
 		case "use_real_request_uri_unsafe":
 			c.RealRequestURI, err = m.Bool()
-			if !c.RealRequestURI {
-				settings-- // false sets nothing
-			}
 		case "scheme":
 			err = errors.New("scheme: removed in APISIX 3.0; set the upstream's scheme instead")
 		case "_meta":
 			err = m.Object()
-			settings--
 		default:
 			err = fmt.Errorf("%s: unknown field; known fields: uri, regex_uri, host, method, headers, use_real_request_uri_unsafe", m.Name)
 		}
 		if err != nil {
 			return nil, err
 		}
-		settings++
 	}
-	if settings < 1 {
-		return nil, errors.New("configuration must set at least one of uri, regex_uri, host, method, headers or use_real_request_uri_unsafe: true")
+	// APISIX's schema asks for one property, any of them (minProperties = 1): one that
+	// changes nothing, use_real_request_uri_unsafe false or _meta, is served as nothing.
+	if len(members) == 0 {
+		return nil, errors.New("configuration must set at least one of uri, regex_uri, host, method, headers or use_real_request_uri_unsafe")
 	}
 	c.readsNames = c.templatesReadNames()
 	c.forwarded = c.forwardedNamed()
