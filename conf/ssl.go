@@ -1,6 +1,7 @@
 package conf
 
 import (
+	"cmp"
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/rsa"
@@ -11,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 )
@@ -102,12 +104,12 @@ var sslFields = fieldDecoders[SSL]{
 	"desc":          into(func(s *SSL) *string { return &s.Desc }, readDesc),
 	"labels":        intoAt(func(s *SSL) *map[string]string { return &s.Labels }, decodeLabels),
 	"type":          into(func(s *SSL) *string { return &s.Type }, readSSLType),
-	"cert":          into(func(s *SSL) *string { return &s.Cert }, readPEM),
-	"key":           into(func(s *SSL) *string { return &s.Key }, readPEM),
+	"cert":          into(func(s *SSL) *string { return &s.Cert }, readSSLPEM),
+	"key":           into(func(s *SSL) *string { return &s.Key }, readSSLPEM),
 	"sni":           into(func(s *SSL) *string { return &s.SNI }, readSNI),
 	"snis":          into(func(s *SSL) *[]string { return &s.SNIs }, readSNIs),
-	"certs":         into(func(s *SSL) *[]string { return &s.Certs }, readPEMs),
-	"keys":          into(func(s *SSL) *[]string { return &s.Keys }, readPEMs),
+	"certs":         into(func(s *SSL) *[]string { return &s.Certs }, readSSLPEMs),
+	"keys":          into(func(s *SSL) *[]string { return &s.Keys }, readSSLPEMs),
 	"status":        into(func(s *SSL) **int { return &s.Status }, optional(readStatus)),
 	"ssl_protocols": into(func(s *SSL) *[]string { return &s.SSLProtocols }, readSSLProtocols),
 	"create_time":   into(func(s *SSL) *int64 { return &s.CreateTime }, asInteger),
@@ -118,19 +120,126 @@ var sslFields = fieldDecoders[SSL]{
 }
 
 // DecodeSSL decodes and validates one ssl as the Admin API received it: the fields as
-// APISIX's schema has them, then the certificates and keys themselves. Every certificate
-// must parse, every key must parse and belong to its certificate, RSA keys must have at
-// least 2048 bits and no certificate may have expired by now. Errors name the field and
-// never hold key material.
-func DecodeSSL(data []byte) (*SSL, error) {
+// APISIX's schema has them, then the certificates and keys themselves, with their secret
+// references ($env://NAME) resolved by lookup (the master passes os.LookupEnv). Every
+// certificate must parse, every key must parse and belong to its certificate, and RSA
+// keys must have at least 2048 bits. An expired certificate passes, as in APISIX and
+// nginx, which serve it: the master warns of it and exports its expiry instead. A
+// reference without a value is refused, naming the field and the variable. Errors never
+// hold key material. The SSL returned keeps its references as written.
+func DecodeSSL(data []byte, lookup func(string) (string, bool)) (*SSL, error) {
 	s, err := DecodeStoredSSL(data)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.checkPairs(time.Now()); err != nil {
+	resolved, err := s.ResolveSecrets(lookup)
+	if err != nil {
+		return nil, err
+	}
+	if err := resolved.checkPairs(); err != nil {
 		return nil, err
 	}
 	return s, nil
+}
+
+// ResolveSecrets returns s with each secret reference in cert, key, certs and keys
+// replaced by its value from lookup, or s itself when it holds none. s is not modified.
+// A reference without a value (unset, empty, or without the member named) is an error
+// naming the field and the reference; the SSL returned with it has every other reference
+// resolved and that one as written (UnresolvedRef names it). A nil lookup has no values.
+func (s *SSL) ResolveSecrets(lookup func(string) (string, bool)) (*SSL, error) {
+	if !s.holdsSecretRef() {
+		return s, nil
+	}
+	if lookup == nil {
+		lookup = func(string) (string, bool) { return "", false }
+	}
+	out := *s
+	out.Certs, out.Keys = slices.Clone(s.Certs), slices.Clone(s.Keys)
+	var first error
+	resolve := func(field, item string, text *string) {
+		value, err := resolvePEM(field, item, *text, lookup)
+		if err != nil {
+			first = cmp.Or(first, err)
+			return
+		}
+		*text = value
+	}
+	resolve("cert", "", &out.Cert)
+	resolve("key", "", &out.Key)
+	for i := range out.Certs {
+		resolve("certs", fmt.Sprintf("item %d: ", i+1), &out.Certs[i])
+	}
+	for i := range out.Keys {
+		resolve("keys", fmt.Sprintf("item %d: ", i+1), &out.Keys[i])
+	}
+	return &out, first
+}
+
+// UnresolvedRef names the first of s's fields that still holds a secret reference, which
+// a worker is given only when the master's environment had no value for it; nil when
+// none does.
+func (s *SSL) UnresolvedRef() error {
+	check := func(field, text string) error {
+		if IsSecretRef(text) {
+			return fmt.Errorf("%s: %s has no value in the master's environment", field, text)
+		}
+		return nil
+	}
+	if err := check("cert", s.Cert); err != nil {
+		return err
+	}
+	if err := check("key", s.Key); err != nil {
+		return err
+	}
+	for i := range s.Certs {
+		if err := check(fmt.Sprintf("certs item %d", i+1), s.Certs[i]); err != nil {
+			return err
+		}
+	}
+	for i := range s.Keys {
+		if err := check(fmt.Sprintf("keys item %d", i+1), s.Keys[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *SSL) holdsSecretRef() bool {
+	return IsSecretRef(s.Cert) || IsSecretRef(s.Key) ||
+		slices.ContainsFunc(s.Certs, IsSecretRef) || slices.ContainsFunc(s.Keys, IsSecretRef)
+}
+
+// resolvePEM is text's value when it is a secret reference, text itself otherwise.
+func resolvePEM(field, item, text string, lookup func(string) (string, bool)) (string, error) {
+	ref, isRef, err := ParseSecretRef(text)
+	switch {
+	case !isRef:
+		return text, nil
+	case err != nil:
+		return "", &ObjectError{Path: field, Reason: item + err.Error()}
+	}
+	value, ok := ref.Resolve(lookup)
+	if !ok {
+		return "", &ObjectError{Path: field, Reason: fmt.Sprintf("%s%s has no value in the gateway's environment "+
+			"(unset, empty, or without that member); set it where the master starts, or give the PEM text", item, ref)}
+	}
+	return value, nil
+}
+
+// Expiry is when an ssl's certificates stop being valid: for each pair, the leaf's
+// NotAfter, in the order cert, then certs. A certificate that does not parse has the
+// zero time. s must hold no unresolved secret reference (ResolveSecrets).
+func (s *SSL) Expiry() []time.Time {
+	out := make([]time.Time, 0, 1+len(s.Certs))
+	for _, text := range append([]string{s.Cert}, s.Certs...) {
+		var notAfter time.Time
+		if chain, err := ParseCertificates(text); err == nil {
+			notAfter = chain[0].NotAfter
+		}
+		out = append(out, notAfter)
+	}
+	return out
 }
 
 // DecodeStoredSSL decodes an ssl and checks its fields, but not the certificates against
@@ -168,13 +277,13 @@ func DecodeStoredSSL(data []byte) (*SSL, error) {
 }
 
 // checkPairs parses every certificate and key and checks that they belong together.
-func (s *SSL) checkPairs(now time.Time) error {
-	if err := checkPair("cert", "key", s.Cert, s.Key, now); err != nil {
+func (s *SSL) checkPairs() error {
+	if err := checkPair("cert", "key", s.Cert, s.Key, time.Time{}); err != nil {
 		return err
 	}
 	for i := range s.Certs {
 		item := fmt.Sprintf("item %d", i+1)
-		if err := checkPair("certs", "keys", s.Certs[i], s.Keys[i], now); err != nil {
+		if err := checkPair("certs", "keys", s.Certs[i], s.Keys[i], time.Time{}); err != nil {
 			oe := err.(*ObjectError)
 			oe.Reason = item + ": " + oe.Reason
 			return oe
@@ -184,14 +293,15 @@ func (s *SSL) checkPairs(now time.Time) error {
 }
 
 // checkPair checks one certificate chain and its private key; certField and keyField
-// name them in messages.
-func checkPair(certField, keyField, certPEM, keyPEM string, now time.Time) error {
+// name them in messages. A certificate that has expired by refuseExpiredAt is refused;
+// the zero time lets expired ones pass (an ssl's: nginx serves them).
+func checkPair(certField, keyField, certPEM, keyPEM string, refuseExpiredAt time.Time) error {
 	chain, err := ParseCertificates(certPEM)
 	if err != nil {
 		return &ObjectError{Path: certField, Reason: err.Error()}
 	}
 	leaf := chain[0]
-	if now.After(leaf.NotAfter) {
+	if !refuseExpiredAt.IsZero() && refuseExpiredAt.After(leaf.NotAfter) {
 		return &ObjectError{Path: certField, Reason: fmt.Sprintf("the certificate for %s expired on %s; upload its renewal",
 			describeCert(leaf), leaf.NotAfter.UTC().Format(time.RFC3339))}
 	}
@@ -237,6 +347,9 @@ func ParseCertificates(text string) ([]*x509.Certificate, error) {
 			return nil, fmt.Errorf("failed to parse cert: PEM block %d: %v", n, err)
 		}
 		chain = append(chain, cert)
+	}
+	if len(chain) == 0 && IsSecretRef(text) {
+		return nil, fmt.Errorf("failed to parse cert: %q is a secret reference the master did not resolve", text)
 	}
 	if len(chain) == 0 {
 		return nil, errors.New("failed to parse cert: no PEM CERTIFICATE block found (expected -----BEGIN CERTIFICATE-----)")
@@ -293,9 +406,32 @@ func keyAlgorithm(c *x509.Certificate) string {
 	return c.PublicKeyAlgorithm.String()
 }
 
-// readPEM reads a cert or key: a string of at most 64 KiB. What is wrong with the PEM is
-// checkPair's to say, with the field's partner at hand.
+// readPEM reads a cert or key where no secret reference is resolved (an upstream's
+// client certificate): readPEMText, refusing references.
 func readPEM(raw json.RawMessage) (string, error) {
+	s, err := readPEMText(raw)
+	if err == nil && IsSecretRef(s) {
+		return "", errors.New("secret references ($secret://, $env://) are not supported here; give the PEM text")
+	}
+	return s, err
+}
+
+// readSSLPEM reads an ssl's cert or key: readPEMText, or an $env:// reference, which
+// DecodeSSL resolves before it checks the pair.
+func readSSLPEM(raw json.RawMessage) (string, error) {
+	s, err := readPEMText(raw)
+	if err != nil {
+		return "", err
+	}
+	if _, isRef, err := ParseSecretRef(s); isRef && err != nil {
+		return "", err
+	}
+	return s, nil
+}
+
+// readPEMText reads a cert or key: a string of at most 64 KiB. What is wrong with the PEM
+// is checkPair's to say, with the field's partner at hand.
+func readPEMText(raw json.RawMessage) (string, error) {
 	if jsonKind(raw) != "string" {
 		return "", wrongType("string", raw) // not a string, so nothing secret to show
 	}
@@ -308,13 +444,12 @@ func readPEM(raw json.RawMessage) (string, error) {
 		return "", errors.New("must not be empty")
 	case len(s) > maxPEMLength:
 		return "", fmt.Errorf("must be at most %d bytes, got %d", maxPEMLength, len(s))
-	case strings.HasPrefix(s, "$secret://") || strings.HasPrefix(s, "$env://"):
-		return "", errors.New("secret references ($secret://, $env://) are not supported; give the PEM text")
 	}
 	return s, nil
 }
 
-func readPEMs(raw json.RawMessage) ([]string, error) {
+// readSSLPEMs reads an ssl's certs or keys: an array of readSSLPEM.
+func readSSLPEMs(raw json.RawMessage) ([]string, error) {
 	if jsonKind(raw) != "array" {
 		return nil, wrongType("array", raw)
 	}
@@ -324,7 +459,7 @@ func readPEMs(raw json.RawMessage) ([]string, error) {
 	}
 	list := make([]string, len(items))
 	for i, item := range items {
-		s, err := readPEM(item)
+		s, err := readSSLPEM(item)
 		if err != nil {
 			return nil, fmt.Errorf("failed to validate item %d: %w", i+1, err)
 		}

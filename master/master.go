@@ -118,6 +118,9 @@ type Master struct {
 	// guarded by publishMu.
 	secretsWarned map[string]bool
 	secretsMu     sync.Mutex
+	// certs is when the ssls' certificates expire, for the metric and the warning
+	// (certificates.go).
+	certs certExpiries
 	// healthChecked names the upstreams the health checker was last given (publishMu).
 	healthChecked map[string]bool
 }

@@ -62,6 +62,7 @@ func (h *metricsHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// Each renders into its own reused buffer and writes it in one call.
 		mw.WriteMetrics(w, facts)
 	}
+	h.m.certs.writeMetrics(w) // the master's own, which no plugin knows of
 }
 
 // metricsFacts is the master's part of a scrape.

@@ -23,17 +23,19 @@ type SnapshotChecker interface {
 // setSnapshot makes snap, whole, what every worker is to serve: the start's, with the
 // stored objects checked. Later writes come as deltas (Publish).
 func (m *Master) setSnapshot(snap *conf.Snapshot) error {
-	data, err := json.Marshal(m.forWorkers(snap))
+	forWorkers := m.forWorkers(snap)
+	data, err := json.Marshal(forWorkers)
 	if err != nil {
 		return fmt.Errorf("encoding snapshot: %w", err)
 	}
+	m.certs.reset(forWorkers.SSLs, m.log.Warnf)
 	// Before any worker sees snap: workers look up the health entries it needs.
 	if m.health != nil {
 		m.health.Update(snap)
 		m.healthChecked = checkedNames(snap)
 	}
 	if m.checker != nil {
-		m.checker.Reset(snap)
+		m.checker.Reset(forWorkers) // the checker builds what workers build: secrets resolved
 	}
 	m.mu.Lock()
 	m.snapshot, m.version, m.leftOut = data, snap.Version, snap.LeftOut
@@ -78,7 +80,7 @@ func (m *Master) touchesHealthChecks(d *conf.Delta) bool {
 func (m *Master) loadStored(cfg *conf.Config) (*conf.Snapshot, error) {
 	snap := m.store.Snapshot()
 	if m.checker != nil {
-		failed, err := m.checker.Check(snap, cfg)
+		failed, err := m.checker.Check(m.forWorkers(snap), cfg)
 		if err != nil {
 			return nil, err
 		}
@@ -97,7 +99,7 @@ func (m *Master) servesUnder(cfg *conf.Config) error {
 	if m.checker == nil {
 		return nil
 	}
-	failed, err := m.checker.Check(m.store.Snapshot(), cfg)
+	failed, err := m.checker.Check(m.forWorkers(m.store.Snapshot()), cfg)
 	if err != nil {
 		return err
 	}
@@ -122,7 +124,7 @@ func (m *Master) Check(d *conf.Delta) ([]conf.LeftOut, error) {
 	// On etcd the watch publishes while the Admin API checks: one at a time.
 	m.publishMu.Lock()
 	defer m.publishMu.Unlock()
-	return m.checker.CheckDelta(d, m.currentConfig())
+	return m.checker.CheckDelta(m.deltaForWorkers(d), m.currentConfig())
 }
 
 // LeftOut is the Admin API's Builder: what the snapshot published last leaves out.
@@ -142,13 +144,15 @@ func (m *Master) Publish(ctx context.Context, d *conf.Delta) error {
 	m.mu.Lock()
 	d.From = m.version
 	m.mu.Unlock()
+	resolved := m.deltaForWorkers(d)
 	if m.checker != nil {
-		m.checker.Commit(d, m.currentConfig())
+		m.checker.Commit(resolved, m.currentConfig())
 	}
-	forWorkers, err := json.Marshal(m.deltaForWorkers(d))
+	forWorkers, err := json.Marshal(resolved)
 	if err != nil {
 		return fmt.Errorf("encoding config version %d: %w", d.To, err)
 	}
+	m.certs.apply(resolved.Changes, m.log.Warnf)
 	if m.health != nil && m.touchesHealthChecks(d) {
 		// Before any worker sees d: workers look up the health entries it needs.
 		snap := m.storedSnapshot(d.To, d.LeftOut)

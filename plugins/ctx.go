@@ -2,6 +2,7 @@ package plugins
 
 import (
 	"net"
+	"strconv"
 	"sync"
 
 	"github.com/valyala/fasthttp"
@@ -49,6 +50,12 @@ type Ctx struct {
 	// It must stay valid until the request ends (plugins point it at their configuration).
 	UpstreamHost []byte
 
+	// forwarded are the X-Forwarded-* headers a plugin took over (TakeForwarded); port is
+	// scratch for X-Forwarded-Port's value.
+	forwarded Forwarded
+	port      []byte
+	// argsChanged is set by DelQueryArg.
+	argsChanged bool
 	// answered is set by Respond: a plugin has answered the request.
 	answered bool
 	// args holds QueryArg's private parse of the query string.
@@ -95,6 +102,7 @@ func (c *Ctx) AnsweredAt() int64 {
 // End clears c after its request, keeping its buffers for the next.
 func (c *Ctx) End() {
 	c.Request, c.Route, c.Consumer, c.UpstreamHost = nil, nil, "", nil
+	c.forwarded, c.argsChanged = 0, false
 	c.AnsweredNanos = 0
 	c.answered = false
 	c.merged, c.mergedBase = nil, nil
@@ -143,7 +151,14 @@ func (c *Ctx) QueryArg(name []byte) []byte {
 
 // DelQueryArg removes the query argument name from the request sent upstream, which then
 // carries its remaining arguments re-encoded.
-func (c *Ctx) DelQueryArg(name []byte) { c.Request.Request.URI().QueryArgs().DelBytes(name) }
+func (c *Ctx) DelQueryArg(name []byte) {
+	c.Request.Request.URI().QueryArgs().DelBytes(name)
+	c.argsChanged = true
+}
+
+// ArgsChanged reports whether a plugin has removed a query argument (DelQueryArg): the
+// query sent upstream is then AppendQueryArgs's, no longer QueryString.
+func (c *Ctx) ArgsChanged() bool { return c.argsChanged }
 
 // AppendQueryArgs appends the query arguments as they stand (after DelQueryArg), encoded,
 // to dst.
@@ -170,6 +185,72 @@ func (c *Ctx) AddRequestHeader(name, value []byte) {
 
 // DelRequestHeader removes every request header field name from what is sent upstream.
 func (c *Ctx) DelRequestHeader(name []byte) { c.Request.Request.Header.DelBytes(name) }
+
+// Forwarded is a set of the X-Forwarded-* headers the proxy sets from the connection
+// (X-Forwarded-For, which it appends to, is not one of them).
+type Forwarded uint8
+
+// The headers of a Forwarded set.
+const (
+	ForwardedProto Forwarded = 1 << iota // X-Forwarded-Proto: $scheme
+	ForwardedHost                        // X-Forwarded-Host: the client's Host
+	ForwardedPort                        // X-Forwarded-Port: $server_port
+)
+
+// The header names of a Forwarded set.
+const (
+	HeaderForwardedProto = "X-Forwarded-Proto"
+	HeaderForwardedHost  = "X-Forwarded-Host"
+	HeaderForwardedPort  = "X-Forwarded-Port"
+)
+
+// TakeForwarded sets the headers in which to the values the proxy would send, in place of
+// the client's, and leaves them to the chain from then on: the proxy sends them as the
+// chain leaves them. A plugin that sets, adds to or removes one of them calls it first,
+// so that its change applies on top of the proxy's value, as in APISIX (where
+// X-Forwarded-* are set before any plugin runs). It allocates nothing.
+func (c *Ctx) TakeForwarded(which Forwarded) {
+	which &^= c.forwarded
+	h := &c.Request.Request.Header
+	if which&ForwardedProto != 0 {
+		h.SetBytesV(HeaderForwardedProto, ForwardedProtoOf(c.Request))
+	}
+	if which&ForwardedHost != 0 {
+		h.SetBytesV(HeaderForwardedHost, h.Host())
+	}
+	if which&ForwardedPort != 0 {
+		if c.port = AppendServerPort(c.port[:0], c.Request); len(c.port) > 0 {
+			h.SetBytesV(HeaderForwardedPort, c.port)
+		} else {
+			h.Del(HeaderForwardedPort) // not TCP: the proxy sends none either
+		}
+	}
+	c.forwarded |= which
+}
+
+// TakenForwarded is the set of headers the chain took over (TakeForwarded), which the
+// proxy must leave as they are.
+func (c *Ctx) TakenForwarded() Forwarded { return c.forwarded }
+
+var protoHTTP, protoHTTPS = []byte("http"), []byte("https")
+
+// ForwardedProtoOf is X-Forwarded-Proto's value for ctx: the scheme the client spoke to
+// gw. Read it, never change it.
+func ForwardedProtoOf(ctx *fasthttp.RequestCtx) []byte {
+	if ctx.IsTLS() {
+		return protoHTTPS
+	}
+	return protoHTTP
+}
+
+// AppendServerPort appends X-Forwarded-Port's value for ctx, the port the client
+// connected to ($server_port); nothing when the connection is not TCP.
+func AppendServerPort(dst []byte, ctx *fasthttp.RequestCtx) []byte {
+	if a, ok := ctx.LocalAddr().(*net.TCPAddr); ok {
+		return strconv.AppendInt(dst, int64(a.Port), 10)
+	}
+	return dst
+}
 
 // RemoteAddr is the client's address: the TCP peer, or the address real_ip_header names
 // when the peer is trusted.

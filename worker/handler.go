@@ -191,6 +191,7 @@ func (w *Worker) route(ctx *fasthttp.RequestCtx, x *requestState) {
 	case !c.Answered():
 		x.up.Consumer = c.Consumer // for a chash upstream with hash_on consumer
 		x.up.Host = c.UpstreamHost
+		x.up.Forwarded = c.TakenForwarded() // proxy-rewrite's X-Forwarded-* win over the proxy's
 		r.proxy(ctx, &x.up)
 		c.UpstreamNanos = x.up.UpstreamNanos
 		c.Node = append(c.Node[:0], x.up.Node...) // a copy: the Ctx outlives nothing, but is pooled

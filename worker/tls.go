@@ -156,6 +156,9 @@ func (s *certStore) compile(ssls []conf.SSL) (*certTable, map[[sha256.Size]byte]
 
 // configOf is the served config of one ssl, its pairs parsed into pairs.
 func (s *certStore) configOf(ssl *conf.SSL, pairs map[[sha256.Size]byte]*tls.Certificate) (*tls.Config, error) {
+	if err := ssl.UnresolvedRef(); err != nil {
+		return nil, err // said in words, rather than as PEM that does not parse
+	}
 	cfg := serverTLSConfig()
 	if err := s.addPair(cfg, pairs, ssl.Cert, ssl.Key); err != nil {
 		return nil, fmt.Errorf("cert: %w", err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"os"
 
 	"gw/conf"
 	"gw/master/store"
@@ -21,7 +22,9 @@ var sslResource = &resource{
 	kind:     store.SSLs,
 	singular: "ssl",
 	validate: func(value []byte) error {
-		_, err := conf.DecodeSSL(value)
+		// $env:// references are resolved from the master's environment, as workers will
+		// get them (master/secrets.go); the store keeps them as written.
+		_, err := conf.DecodeSSL(value, os.LookupEnv)
 		return err
 	},
 	inUse:     "can not delete this ssl",

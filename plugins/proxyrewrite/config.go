@@ -52,8 +52,14 @@ type Config struct {
 	// Headers are applied in APISIX's order: add, then set, then remove.
 	Add, Set []headerValue
 	Remove   [][]byte
+	// RealRequestURI is use_real_request_uri_unsafe: the request target is the client's as
+	// sent, not rebuilt from the normalised path (realRequestURI in handler.go).
+	RealRequestURI bool
 	// readsNames is set when a template reads the route's, service's or consumer's names.
 	readsNames bool
+	// forwarded are the X-Forwarded-* headers add, set or remove name, which the plugin
+	// takes over from the proxy (plugins.Ctx.TakeForwarded) before changing them.
+	forwarded plugins.Forwarded
 }
 
 type regexRewrite struct {
@@ -79,7 +85,6 @@ func Parse(raw json.RawMessage) (*Config, error) {
 		return nil, err
 	}
 	c := &Config{}
-	settings := 0
 	for _, m := range members {
 		switch m.Name {
 		case "uri":
@@ -100,29 +105,51 @@ func Parse(raw json.RawMessage) (*Config, error) {
 		case "headers":
 			err = c.parseHeaders(m)
 		case "use_real_request_uri_unsafe":
-			var unsafe bool
-			if unsafe, err = m.Bool(); err == nil && unsafe {
-				err = errors.New("use_real_request_uri_unsafe: true is not supported; the uri is rewritten from the normalised path")
-			}
-			settings-- // it sets nothing by itself
+			c.RealRequestURI, err = m.Bool()
 		case "scheme":
 			err = errors.New("scheme: removed in APISIX 3.0; set the upstream's scheme instead")
 		case "_meta":
 			err = m.Object()
-			settings--
 		default:
 			err = fmt.Errorf("%s: unknown field; known fields: uri, regex_uri, host, method, headers, use_real_request_uri_unsafe", m.Name)
 		}
 		if err != nil {
 			return nil, err
 		}
-		settings++
 	}
-	if settings < 1 {
-		return nil, errors.New("configuration must set at least one of uri, regex_uri, host, method or headers")
+	// APISIX's schema asks for one property, any of them (minProperties = 1): one that
+	// changes nothing, use_real_request_uri_unsafe false or _meta, is served as nothing.
+	if len(members) == 0 {
+		return nil, errors.New("configuration must set at least one of uri, regex_uri, host, method, headers or use_real_request_uri_unsafe")
 	}
 	c.readsNames = c.templatesReadNames()
+	c.forwarded = c.forwardedNamed()
 	return c, nil
+}
+
+// forwardedNamed is the set of the proxy's X-Forwarded-* headers c's header operations
+// name.
+func (c *Config) forwardedNamed() plugins.Forwarded {
+	var set plugins.Forwarded
+	mark := func(name []byte) {
+		switch {
+		case strings.EqualFold(string(name), plugins.HeaderForwardedProto):
+			set |= plugins.ForwardedProto
+		case strings.EqualFold(string(name), plugins.HeaderForwardedHost):
+			set |= plugins.ForwardedHost
+		case strings.EqualFold(string(name), plugins.HeaderForwardedPort):
+			set |= plugins.ForwardedPort
+		}
+	}
+	for _, list := range [][]headerValue{c.Add, c.Set} {
+		for i := range list {
+			mark(list[i].name)
+		}
+	}
+	for _, name := range c.Remove {
+		mark(name)
+	}
+	return set
 }
 
 func (c *Config) parseURI(s string) error {

@@ -29,7 +29,13 @@ func TestParseAccepts(t *testing.T) {
 		`{"headers":{"set":{"X-A":"${helle ?? x}"},"add":{"X-B":"$http_"}}}`,
 		`{"headers":{"X-Api-Test":""}}`,
 		`{"uri":"/a","use_real_request_uri_unsafe":false}`,
+		// t/plugin/proxy-rewrite3.t TEST 8: use_real_request_uri_unsafe alone.
+		`{"use_real_request_uri_unsafe":true}`,
+		`{"uri":"/a?x=$arg_x","use_real_request_uri_unsafe":true}`,
 		`{"uri":"/a","_meta":{}}`,
+		// APISIX's minProperties = 1: any property will do, even one that changes nothing.
+		`{"use_real_request_uri_unsafe":false}`,
+		`{"_meta":{"disable":false}}`,
 	} {
 		if _, err := Parse([]byte(raw)); err != nil {
 			t.Errorf("Parse(%s): %v", raw, err)
@@ -40,7 +46,6 @@ func TestParseAccepts(t *testing.T) {
 func TestParseRejects(t *testing.T) {
 	cases := map[string]struct{ raw, want string }{
 		"empty":                {`{}`, "must set at least one of"},
-		"only unsafe false":    {`{"use_real_request_uri_unsafe":false}`, "must set at least one of"},
 		"not an object":        {`"x"`, "must be a JSON object"},
 		"unknown field":        {`{"url":"/a"}`, "url: unknown field"},
 		"scheme":               {`{"scheme":"https"}`, "scheme: removed in APISIX 3.0"},
@@ -65,7 +70,7 @@ func TestParseRejects(t *testing.T) {
 		"host underscore":      {`{"host":"a_b.com"}`, "host: must be a host name"},
 		"method lowercase":     {`{"method":"get"}`, "method: must be one of"},
 		"method number":        {`{"method":1}`, "method: must be a string"},
-		"unsafe true":          {`{"uri":"/a","use_real_request_uri_unsafe":true}`, "use_real_request_uri_unsafe: true is not supported"},
+		"unsafe not a boolean": {`{"use_real_request_uri_unsafe":"yes"}`, "use_real_request_uri_unsafe"},
 		"headers empty":        {`{"headers":{}}`, "headers: must not be empty"},
 		"headers not object":   {`{"headers":[]}`, "headers: configuration must be a JSON object"},
 		"flat header bool":     {`{"headers":{"X-A":true}}`, "headers.X-A: must be a string or a number"},

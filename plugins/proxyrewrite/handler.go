@@ -37,6 +37,8 @@ func (c *Config) Access(pc *plugins.Ctx) error {
 		pc.UpstreamHost = c.Host
 	}
 	switch {
+	case c.RealRequestURI:
+		c.realRequestURI(pc, st, &r)
 	case c.URI != nil:
 		st.uri = expandURI(st.uri[:0], &r, c.URI)
 		c.setURI(pc, st, true)
@@ -60,6 +62,9 @@ func (c *Config) Access(pc *plugins.Ctx) error {
 			c.setURI(pc, st, bytes.IndexByte(st.subject, '?') < 0)
 			break
 		}
+	}
+	if c.forwarded != 0 {
+		pc.TakeForwarded(c.forwarded) // the proxy's values first, the plugin's on top
 	}
 	// A value that expands to nothing is no header, as in APISIX (nginx drops a header
 	// set to ""): add adds none, set removes the client's.
@@ -124,6 +129,89 @@ func (c *Config) setURI(pc *plugins.Ctx, st *state, splitQuery bool) {
 		pc.SetQueryString(st.query)
 	}
 	pc.SetPath(st.out)
+}
+
+// realRequestURI is use_real_request_uri_unsafe, as APISIX's proxy-rewrite: the target
+// sent upstream starts from the client's, as sent (nginx's $request_uri, no decoding or
+// normalising). With uri, it is uri's expansion, with the client's query after it (joined
+// by '&' when uri has a query of its own); with regex_uri, the first match in the whole
+// target (query included) is substituted; with neither, it is the client's target. Nothing
+// is percent-encoded but the bytes that would break the request line (controls and space,
+// which only a template can bring), so the client's bytes go through as they are, an
+// empty query's '?' too. An argument an earlier plugin removed (key-auth's
+// hide_credentials) stays removed, where APISIX would send it again.
+func (c *Config) realRequestURI(pc *plugins.Ctx, st *state, r *vars.Request) {
+	st.subject = append(st.subject[:0], pc.RequestURI()...)
+	if len(st.subject) > 0 && st.subject[0] != '/' {
+		// absolute form, "http://host/path": $request_uri is from the path on
+		if i := bytes.Index(st.subject, schemeEnd); i >= 0 {
+			if j := bytes.IndexByte(st.subject[i+len(schemeEnd):], '/'); j >= 0 {
+				st.subject = append(st.subject[:0], st.subject[i+len(schemeEnd)+j:]...)
+			}
+		}
+	}
+	if pc.ArgsChanged() {
+		if q := bytes.IndexByte(st.subject, '?'); q >= 0 {
+			st.subject = st.subject[:q]
+		}
+		if st.args = pc.AppendQueryArgs(st.args[:0]); len(st.args) > 0 {
+			st.subject = append(st.subject, '?')
+			st.subject = append(st.subject, st.args...)
+		}
+	}
+	switch {
+	case c.URI != nil:
+		st.uri = expandURI(st.uri[:0], r, c.URI)
+		if q := bytes.IndexByte(st.subject, '?'); q >= 0 {
+			if bytes.IndexByte(st.uri, '?') >= 0 {
+				st.uri = append(st.uri, '&')
+				q++
+			}
+			st.uri = append(st.uri, st.subject[q:]...)
+		}
+	case c.RegexURI != nil:
+		st.uri = append(st.uri[:0], st.subject...)
+		for i := range c.RegexURI {
+			rw := &c.RegexURI[i]
+			match := rw.re.FindSubmatchIndex(st.subject)
+			if match == nil {
+				continue
+			}
+			st.match = vars.Match{Subject: st.subject, Captures: match}
+			r.Match = &st.match
+			st.uri = append(st.uri[:0], st.subject[:match[0]]...)
+			st.uri, _ = vars.Expand(st.uri, r, &rw.replacement)
+			st.uri = append(st.uri, st.subject[match[1]:]...)
+			break
+		}
+	default:
+		st.uri = append(st.uri[:0], st.subject...)
+	}
+	st.out = appendLineSafe(st.out[:0], st.uri)
+	// The request line is the path as given (the proxy sends it unnormalised) and the
+	// query after it. A '?' with nothing after it stays with the path: fasthttp writes no
+	// empty query.
+	path, query := st.out, st.out[len(st.out):]
+	if q := bytes.IndexByte(st.out, '?'); q >= 0 && q+1 < len(st.out) {
+		path, query = st.out[:q], st.out[q+1:]
+	}
+	pc.SetQueryString(query)
+	pc.SetPath(path)
+}
+
+var schemeEnd = []byte("://")
+
+// appendLineSafe escapes the bytes a request target must not hold (controls, space and
+// DEL) and keeps every other byte as it is.
+func appendLineSafe(dst, target []byte) []byte {
+	for _, c := range target {
+		if c <= 0x20 || c == 0x7f {
+			dst = append(dst, '%', upperHex[c>>4], upperHex[c&15])
+		} else {
+			dst = append(dst, c)
+		}
+	}
+	return dst
 }
 
 // unsafeInPath marks the bytes ngx_escape_uri(NGX_ESCAPE_URI) escapes: space, '#', '%',

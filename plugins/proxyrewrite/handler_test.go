@@ -112,13 +112,20 @@ func TestAccess(t *testing.T) {
 			[]string{"GET /user HTTP/1.1", "X-User: ann@10.0.0.7 ann", "X-Missing: []", "X-Host: gw.example"}, nil},
 		{"captures are empty without a match", `{"regex_uri":["^/u/(\\w+)","/user"],"headers":{"X-User":"<$1>"}}`,
 			"GET /other HTTP/1.1\r\nHost: gw\r\n\r\n", []string{"GET /other HTTP/1.1", "X-User: <>"}, nil},
+		// t/plugin/proxy-rewrite.t TEST 38 "set route(nginx variable does not exist)" and
+		// TEST 39 "hit route(get nginx variable is nil)".
 		{"apisix: a header naming an unknown or unset variable is dropped",
 			`{"uri":"/uri","headers":{"x-api":"$helle","name":"$arg_world","x-key":"$http_key","Version":"nginx_var_does_not_exist"}}`,
 			"GET /hello HTTP/1.1\r\nHost: gw\r\nX-Api: client\r\nName: client\r\n\r\n",
 			[]string{"GET /uri HTTP/1.1", "Version: nginx_var_does_not_exist"}, []string{"X-Api:", "Name:", "X-Key:"}},
+		// t/plugin/proxy-rewrite.t TEST 19 and TEST 20 "remove header".
 		{"apisix: an empty header value removes the header", `{"uri":"/u","headers":{"X-Api-Engine":"APISIX","X-Api-Test":""}}`,
 			"GET /hello HTTP/1.1\r\nHost: gw\r\nX-Api-Test: foo\r\nX-Api-Engine: bar\r\n\r\n",
 			[]string{"X-Api-Engine: APISIX"}, []string{"X-Api-Test", "X-Api-Engine: bar"}},
+		// t/plugin/proxy-rewrite.t TEST 13 "set route(rewrite empty headers)" and TEST 14
+		// "rewrite empty headers": "headers.set" with "" removes, as the flat form does.
+		{"apisix: headers.set with an empty value removes the header", `{"headers":{"set":{"X-Api-Test":""}}}`,
+			"GET /p HTTP/1.1\r\nHost: gw\r\nX-Api-Test: hello\r\n\r\n", nil, []string{"X-Api-Test"}},
 		{"set skips empty values, add adds none", `{"headers":{"set":{"X-S":"","X-T":["","$http_none","t"]},"add":{"X-A":"$http_none"}}}`,
 			"GET /p HTTP/1.1\r\nHost: gw\r\nX-S: s\r\nX-T: old\r\nX-A: a\r\n\r\n",
 			[]string{"X-T: t", "X-A: a"}, []string{"X-S", "X-T: old", "X-T: \r\n", "X-A: \r\n"}},
@@ -214,6 +221,8 @@ func TestAccessAllocations(t *testing.T) {
 	}{
 		{`{"uri":"/api/values","host":"h","headers":{"set":{"X-A":"$arg_a"},"remove":["X-B"]}}`, 0},
 		{`{"uri":"/v?x=$http_x"}`, 0},
+		{`{"uri":"/v?x=1","use_real_request_uri_unsafe":true}`, 0},
+		{`{"headers":{"set":{"X-Forwarded-Proto":"https","X-Forwarded-Port":"1"},"add":{"X-Forwarded-Host":"h"}}}`, 0},
 		// Go's regexp returns a fresh slice of submatch indexes.
 		{`{"regex_uri":["^/api1/(.*)","/api/$1"],"headers":{"X-C":"$1"}}`, 1},
 	}
@@ -254,4 +263,150 @@ func BenchmarkURI(b *testing.B)      { benchmark(b, `{"uri":"/api/values"}`) }
 func BenchmarkRegexURI(b *testing.B) { benchmark(b, `{"regex_uri":["^/api1/(.*)","/api/$1"]}`) }
 func BenchmarkHostAndHeaders(b *testing.B) {
 	benchmark(b, `{"host":"backend","headers":{"set":{"X-A":"1"},"add":{"X-B":"$arg_a"},"remove":["User-Agent"]}}`)
+}
+
+// The X-Forwarded-* headers the proxy sets from the connection are set before the
+// plugin's header operations apply, so the plugin wins and can remove them
+// (plugins.Ctx.TakeForwarded; the proxy leaves the ones taken, worker/proxy tests that).
+func TestForwardedHeadersAreTheProxysThenThePlugins(t *testing.T) {
+	cases := []struct {
+		name, cfg string
+		want      []string
+		notWant   []string
+		taken     plugins.Forwarded
+	}{
+		// t/plugin/proxy-rewrite2.t TEST 4 "customize X-Forwarded-Proto".
+		{"set proto", `{"headers":{"X-Forwarded-Proto":"https"}}`,
+			[]string{"X-Forwarded-Proto: https"}, []string{"grpc"}, plugins.ForwardedProto},
+		// t/plugin/proxy-rewrite2.t TEST 7 "customize X-Forwarded-Port"; proxy-rewrite3.t
+		// TEST 34 "test if X-Forwarded-Port can be set before proxy".
+		{"set port", `{"headers":{"X-Forwarded-Port":10080}}`,
+			[]string{"X-Forwarded-Port: 10080"}, []string{"8080"}, plugins.ForwardedPort},
+		// t/plugin/proxy-rewrite2.t TEST 11 "customize X-Forwarded-Host"; proxy-rewrite3.t
+		// TEST 13 "rewrite X-Forwarded-Host".
+		{"set host", `{"headers":{"set":{"x-forwarded-host":"my-upstream.example.com"}}}`,
+			[]string{"X-Forwarded-Host: my-upstream.example.com"}, []string{"client.example.com"}, plugins.ForwardedHost},
+		// t/plugin/proxy-rewrite2.t TEST 9 and TEST 10 "remove X-Forwarded-Host".
+		{"remove host", `{"headers":{"remove":["X-Forwarded-Host"]}}`,
+			nil, []string{"X-Forwarded-Host"}, plugins.ForwardedHost},
+		// add comes on top of the proxy's value, never the client's.
+		{"add proto", `{"headers":{"add":{"X-Forwarded-Proto":"h2"}}}`,
+			[]string{"X-Forwarded-Proto: http", "X-Forwarded-Proto: h2"}, []string{"grpc"}, plugins.ForwardedProto},
+		// An empty value removes, as for any header.
+		{"set port empty", `{"headers":{"X-Forwarded-Port":"$http_none"}}`,
+			nil, []string{"X-Forwarded-Port"}, plugins.ForwardedPort},
+		{"other headers take nothing", `{"headers":{"X-Forwarded-For":"22.22.22.22"}}`,
+			[]string{"X-Forwarded-For: 22.22.22.22"}, nil, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := serverRequest(t, "GET /echo HTTP/1.1\r\nHost: gw\r\nX-Forwarded-Proto: grpc\r\n"+
+				"X-Forwarded-Port: 8080\r\nX-Forwarded-Host: client.example.com\r\n\r\n")
+			c, err := Parse([]byte(tc.cfg))
+			if err != nil {
+				t.Fatal(err)
+			}
+			pc := plugins.AcquireCtx(ctx, &plugins.RouteInfo{}, 0)
+			defer plugins.ReleaseCtx(pc)
+			c.Access(pc)
+			if got := pc.TakenForwarded(); got != tc.taken {
+				t.Errorf("taken over: %b, want %b", got, tc.taken)
+			}
+			out := sent(t, ctx)
+			lines := strings.Split(out, "\r\n")
+			for _, w := range tc.want {
+				if !containsLine(lines, w) {
+					t.Errorf("upstream request lacks %q:\n%s", w, out)
+				}
+			}
+			for _, nw := range tc.notWant {
+				if strings.Contains(out, nw) {
+					t.Errorf("upstream request still holds %q:\n%s", nw, out)
+				}
+			}
+		})
+	}
+}
+
+// use_real_request_uri_unsafe sends the client's target as it was sent; the upstream's
+// echo of its request line in APISIX's tests is the request line here.
+func TestRealRequestURI(t *testing.T) {
+	cases := []struct{ name, cfg, request, want string }{
+		// t/plugin/proxy-rewrite.t TEST 45 "set route(rewrite uri args with unsafe
+		// allowed)" and TEST 46 "rewrite uri args".
+		{"uri keeps the client's query", `{"uri":"/plugin_proxy_rewrite_args","use_real_request_uri_unsafe":true}`,
+			"/hello?q=apisix&a=iresty", "/plugin_proxy_rewrite_args?q=apisix&a=iresty"},
+		// TEST 47 and TEST 48 "rewrite uri empty args".
+		{"uri without a client query", `{"uri":"/plugin_proxy_rewrite_args","use_real_request_uri_unsafe":true}`,
+			"/hello", "/plugin_proxy_rewrite_args"},
+		// TEST 49 and TEST 50 "merge conf.uri query with incoming query (use '&', not
+		// double '?')".
+		{"uri's query and the client's joined by &", `{"uri":"/plugin_proxy_rewrite_args?x=1","use_real_request_uri_unsafe":true}`,
+			"/hello?q=apisix", "/plugin_proxy_rewrite_args?x=1&q=apisix"},
+		// TEST 51 and TEST 52 "query string reaches upstream exactly once without conf.uri".
+		{"alone: the client's target", `{"use_real_request_uri_unsafe":true}`,
+			"/plugin_proxy_rewrite_args?q=apisix", "/plugin_proxy_rewrite_args?q=apisix"},
+		// TEST 53 and TEST 54 "query with special characters passed through unchanged
+		// (unsafe)".
+		{"query bytes unchanged", `{"uri":"/print_uri_detailed","use_real_request_uri_unsafe":true}`,
+			"/hello?name=a%20b&x=%E4%B8%AD", "/print_uri_detailed?name=a%20b&x=%E4%B8%AD"},
+		// TEST 55 "query with multiple '?' passed through unchanged (unsafe)".
+		{"several '?' unchanged", `{"uri":"/print_uri_detailed","use_real_request_uri_unsafe":true}`,
+			"/hello?a=1?b=2", "/print_uri_detailed?a=1?b=2"},
+		// TEST 57, for contrast: without it, the same query is kept too.
+		{"disabled: the query is still kept", `{"uri":"/print_uri_detailed","use_real_request_uri_unsafe":false}`,
+			"/hello?name=a%20b&x=1", "/print_uri_detailed?name=a%20b&x=1"},
+		// t/plugin/proxy-rewrite3.t TEST 8 and TEST 9 "unsafe uri not normalized at
+		// request".
+		{"alone: the path is not normalised", `{"use_real_request_uri_unsafe":true}`,
+			"/print%5Furi%5Fdetailed", "/print%5Furi%5Fdetailed"},
+		// t/plugin/proxy-rewrite3.t TEST 42 and TEST 43 differ on purpose (README, "Where gw
+		// answers differently"): a target no uri or regex_uri rewrote goes as it was sent,
+		// where APISIX sends the normalised path.
+		{"without it and without uri the target is the client's", `{"use_real_request_uri_unsafe":false,"headers":{"X":"1"}}`,
+			"/print%5Furi%5Fdetailed", "/print%5Furi%5Fdetailed"},
+		// t/plugin/proxy-rewrite3.t TEST 40 "use regex uri with unsafe allowed" and TEST 41.
+		{"regex_uri on the raw target", `{"regex_uri":["/hello/(.+)","/hello?unsafe_variable=$1"],"use_real_request_uri_unsafe":true}`,
+			"/hello/%ED%85%8C%EC%8A%A4%ED%8A%B8", "/hello?unsafe_variable=%ED%85%8C%EC%8A%A4%ED%8A%B8"},
+		{"regex_uri sees the query", `{"regex_uri":["a=(\\d)","b=$1"],"use_real_request_uri_unsafe":true}`,
+			"/p//./x?a=1&c", "/p//./x?b=1&c"},
+		{"regex_uri without a match", `{"regex_uri":["^/nope","/"],"use_real_request_uri_unsafe":true}`,
+			"/a/../b?%zz", "/a/../b?%zz"},
+		{"an empty query's '?' is kept", `{"use_real_request_uri_unsafe":true}`, "/p?", "/p?"},
+		{"a template cannot break the request line", `{"uri":"/u/$http_x","use_real_request_uri_unsafe":true}`,
+			"/p?q", "/u/a%20b%3F?q"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := serverRequest(t, "GET "+tc.request+" HTTP/1.1\r\nHost: gw\r\nX: a b?\r\n\r\n")
+			run(t, tc.cfg, ctx)
+			out := sent(t, ctx)
+			if line, _, _ := strings.Cut(out, "\r\n"); line != "GET "+tc.want+" HTTP/1.1" {
+				t.Errorf("request line %q, want %q", line, "GET "+tc.want+" HTTP/1.1")
+			}
+		})
+	}
+}
+
+// An argument key-auth removed (hide_credentials) stays removed with
+// use_real_request_uri_unsafe.
+func TestRealRequestURIKeepsRemovedArguments(t *testing.T) {
+	ctx := serverRequest(t, "GET /p?apikey=secret&a=%41 HTTP/1.1\r\nHost: gw\r\n\r\n")
+	c, err := Parse([]byte(`{"use_real_request_uri_unsafe":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := plugins.AcquireCtx(ctx, &plugins.RouteInfo{}, 0)
+	defer plugins.ReleaseCtx(pc)
+	pc.DelQueryArg([]byte("apikey"))
+	c.Access(pc)
+	if out := sent(t, ctx); !strings.HasPrefix(out, "GET /p?a=A HTTP/1.1") {
+		t.Errorf("upstream request:\n%s", out)
+	}
+}
+func BenchmarkRealRequestURI(b *testing.B) {
+	benchmark(b, `{"uri":"/api/values?x=1","use_real_request_uri_unsafe":true}`)
+}
+func BenchmarkForwardedHeaders(b *testing.B) {
+	benchmark(b, `{"headers":{"set":{"X-Forwarded-Proto":"https"},"remove":["X-Forwarded-Host"]}}`)
 }

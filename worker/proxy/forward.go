@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -168,6 +167,9 @@ type Info struct {
 	// Route is an input: the matched route, whose ids and names a chash key may name
 	// ($route_id, $service_name); nil reads as none. ForwardInfo leaves it as it is.
 	Route *plugins.RouteInfo
+	// Forwarded is an input: the X-Forwarded-* headers the chain took over
+	// (plugins.Ctx.TakeForwarded), sent as it left them; the proxy sets the others.
+	Forwarded plugins.Forwarded
 	// Host is an input: when not empty, the Host header sent upstream, whatever pass_host
 	// says (proxy-rewrite's host, as APISIX's upstream_host). X-Forwarded-Host keeps the
 	// client's. ForwardInfo leaves it as it is; the caller owns the bytes.
@@ -353,14 +355,20 @@ func (u *Upstream) prepareRequest(ctx *fasthttp.RequestCtx, x *exchange, info *I
 	h.SetBytesV("X-Real-IP", x.ip)
 	h.Del(fasthttp.HeaderXForwardedFor)
 	h.SetBytesV(fasthttp.HeaderXForwardedFor, x.xff)
-	proto := protoHTTP
-	if ctx.IsTLS() {
-		proto = protoHTTPS
+	// The ones the chain took over hold the proxy's value with the plugin's change on top
+	// (plugins.Ctx.TakeForwarded): they go as they are.
+	var taken plugins.Forwarded
+	if info != nil {
+		taken = info.Forwarded
 	}
-	h.SetBytesV(fasthttp.HeaderXForwardedProto, proto)
-	h.SetBytesV(fasthttp.HeaderXForwardedHost, h.Host())
-	if x.port = appendLocalPort(x.port[:0], ctx); len(x.port) > 0 {
-		h.SetBytesV("X-Forwarded-Port", x.port)
+	if taken&plugins.ForwardedProto == 0 {
+		h.SetBytesV(plugins.HeaderForwardedProto, plugins.ForwardedProtoOf(ctx))
+	}
+	if taken&plugins.ForwardedHost == 0 {
+		h.SetBytesV(plugins.HeaderForwardedHost, h.Host())
+	}
+	if x.port = plugins.AppendServerPort(x.port[:0], ctx); len(x.port) > 0 && taken&plugins.ForwardedPort == 0 {
+		h.SetBytesV(plugins.HeaderForwardedPort, x.port)
 	}
 
 	x.hostSet = info != nil && len(info.Host) > 0
@@ -382,22 +390,10 @@ func (u *Upstream) prepareRequest(ctx *fasthttp.RequestCtx, x *exchange, info *I
 }
 
 var (
-	// X-Forwarded-Proto: the scheme the client spoke to gw ($scheme).
-	protoHTTP, protoHTTPS = []byte("http"), []byte("https")
-
 	comma               = []byte(",")
 	headerHost          = []byte(fasthttp.HeaderHost)
 	headerContentLength = []byte(fasthttp.HeaderContentLength)
 )
-
-// appendLocalPort appends the port the client connected to ($server_port), nothing when
-// the connection is not TCP.
-func appendLocalPort(dst []byte, ctx *fasthttp.RequestCtx) []byte {
-	if a, ok := ctx.LocalAddr().(*net.TCPAddr); ok {
-		return strconv.AppendInt(dst, int64(a.Port), 10)
-	}
-	return dst
-}
 
 // appendPeerIP appends the client's IP without allocating for TCP peers.
 func appendPeerIP(dst []byte, ctx *fasthttp.RequestCtx) []byte {

@@ -21,6 +21,7 @@ import (
 
 	"gw/conf"
 	"gw/internal/monotime"
+	"gw/plugins"
 )
 
 // stub is an upstream started by a test: a fasthttp server on loopback that counts the
@@ -855,5 +856,35 @@ func TestForwardedProto(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	if string(body) != "https" {
 		t.Errorf("TLS client: X-Forwarded-Proto %q, want https", body)
+	}
+}
+
+// TestForwardLeavesTakenForwardedHeaders: the X-Forwarded-* headers the chain took over
+// (Info.Forwarded, proxy-rewrite's) go as the chain left them, set or removed; the proxy
+// sets the others over the client's.
+func TestForwardLeavesTakenForwardedHeaders(t *testing.T) {
+	s := startStub(t, func(ctx *fasthttp.RequestCtx) {
+		h := &ctx.Request.Header
+		fmt.Fprintf(ctx, "proto=%q host=%q port=%q", h.Peek("X-Forwarded-Proto"), h.Peek("X-Forwarded-Host"), h.Peek("X-Forwarded-Port"))
+	})
+	up, _ := newUpstream(t, &conf.Upstream{Nodes: conf.Nodes{s.node(1)}})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	srv := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) {
+		// As proxy-rewrite leaves them: Proto set, Host removed; Port not taken.
+		ctx.Request.Header.Set("X-Forwarded-Proto", "https")
+		ctx.Request.Header.Del("X-Forwarded-Host")
+		up.ForwardInfo(ctx, &Info{Forwarded: plugins.ForwardedProto | plugins.ForwardedHost})
+	}}
+	go srv.Serve(ln) //nolint:errcheck
+	t.Cleanup(func() { ln.Close() })
+	req, _ := http.NewRequest(http.MethodGet, "http://"+ln.Addr().String()+"/", nil)
+	req.Header.Set("X-Forwarded-Port", "1")
+	want := `proto="https" host="" port="` + port + `"`
+	if status, body := do(t, req); status != 200 || body != want {
+		t.Errorf("upstream saw %s (status %d), want %s", body, status, want)
 	}
 }

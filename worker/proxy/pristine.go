@@ -5,6 +5,8 @@ import (
 	"bytes"
 
 	"github.com/valyala/fasthttp"
+
+	"gw/plugins"
 )
 
 // A pristine request is one nothing has changed since the client sent it: no plugin of its
@@ -43,7 +45,7 @@ func preparePristine(ctx *fasthttp.RequestCtx, x *exchange, info *Info) {
 		}
 	}
 	x.xff = append(x.xff, x.ip...)
-	x.port = appendLocalPort(x.port[:0], ctx)
+	x.port = plugins.AppendServerPort(x.port[:0], ctx)
 	x.hostSet = len(info.Host) > 0
 	x.host = info.Host
 }
@@ -69,11 +71,7 @@ func writePristine(bw *bufio.Writer, ctx *fasthttp.RequestCtx, x *exchange, host
 	}
 	writeHeader(bw, "X-Real-IP", x.ip)
 	writeHeader(bw, fasthttp.HeaderXForwardedFor, x.xff)
-	proto := protoHTTP
-	if ctx.IsTLS() {
-		proto = protoHTTPS
-	}
-	writeHeader(bw, fasthttp.HeaderXForwardedProto, proto)
+	writeHeader(bw, fasthttp.HeaderXForwardedProto, plugins.ForwardedProtoOf(ctx))
 	writeHeader(bw, fasthttp.HeaderXForwardedHost, h.Host())
 	if len(x.port) > 0 {
 		writeHeader(bw, "X-Forwarded-Port", x.port)
