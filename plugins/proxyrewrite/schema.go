@@ -33,11 +33,9 @@ var schema = []byte(`{
       {"type": "object", "minProperties": 1, "additionalProperties": false,
         "patternProperties": {"^[!-9;-~]+$": {"anyOf": [{"type": "number"}, {"type": "string", "pattern": "^[ -~]*$"}]}}}
     ]},
-    "use_real_request_uri_unsafe": {"type": "boolean", "enum": [false], "default": false},
+    "use_real_request_uri_unsafe": {"type": "boolean", "default": false},
     "_meta": {"type": "object"}
   },
-  "anyOf": [
-    {"required": ["uri"]}, {"required": ["regex_uri"]}, {"required": ["host"]}, {"required": ["method"]}, {"required": ["headers"]}
-  ],
+  "minProperties": 1,
   "additionalProperties": false
 }`)
