@@ -76,7 +76,8 @@ func FuzzBuildAndMatch(f *testing.F) {
 		}
 
 		req := fuzzRequest(method, host, path, query, header, peer)
-		got, gotOK := r.MatchCtx([]byte(method), []byte(host), []byte(path), req)
+		m, gotOK := r.MatchCtx([]byte(method), []byte(host), []byte(path), req)
+		got := m.Value
 		want, wantOK := referenceMatchAll(entries, parameters, method, host, path, func(e *Entry) bool {
 			return referenceAdmits(e, req)
 		})
