@@ -214,7 +214,10 @@ func placementsOf(e *Entry, order int, opts Options) ([]placement, error) {
 		hosts[j] = spec
 	}
 	methods := slices.Clone(e.Methods)
-	hostNames := slices.Clone(e.Hosts)
+	var hostNames []string // only candidates that check their hosts themselves name them
+	if opts.HostsAsCondition {
+		hostNames = slices.Clone(e.Hosts)
+	}
 	cond := newConditions(e)
 	var places []placement
 	for j, spec := range paths {
@@ -338,13 +341,13 @@ func (r *Router) Match(method, host, path []byte) (value int, ok bool) {
 func (r *Router) MatchCtx(method, host, path []byte, req *fasthttp.RequestCtx) (Matched, bool) {
 	if r.withHosts != nil {
 		name := vars.HostName(host)
-		n, whole, prefix := r.withHosts.lookup(name, true)
+		n, whole, prefix := r.withHosts.lookupHost(name)
 		if whole && n.hasExact {
 			if c := matchPath(n.exact, method, nil, path, req); c != nil {
 				return c.matched(nil), true
 			}
 		}
-		for n := prefix; n != nil; n = r.withHosts.nextPrefix(name, true, n) {
+		for n := prefix; n != nil; n = r.withHosts.nextPrefixHost(name, n) {
 			if c := matchPath(n.prefix, method, nil, path, req); c != nil {
 				return c.matched(nil), true
 			}
@@ -369,7 +372,7 @@ func (c *candidate) matched(host []byte) Matched {
 // matchPath finds the first candidate of tree for the request, nil for none. host is
 // only read by candidates that check their hosts themselves (Options.HostsAsCondition).
 func matchPath(tree *node[[]candidate], method, host, path []byte, req *fasthttp.RequestCtx) *candidate {
-	n, whole, prefix := tree.lookup(path, false)
+	n, whole, prefix := tree.lookup(path)
 	if whole && n.hasExact {
 		for i := range n.exact {
 			if n.exact[i].matches(method, host, path, req) {
@@ -377,7 +380,7 @@ func matchPath(tree *node[[]candidate], method, host, path []byte, req *fasthttp
 			}
 		}
 	}
-	for n := prefix; n != nil; n = tree.nextPrefix(path, false, n) {
+	for n := prefix; n != nil; n = tree.nextPrefix(path, n) {
 		for i := range n.prefix {
 			if n.prefix[i].matches(method, host, path, req) {
 				return &n.prefix[i]
@@ -396,14 +399,7 @@ func matchHosts(hosts []keySpec, host []byte) int {
 		if len(h.key) > len(name) || (!h.prefix && len(h.key) != len(name)) {
 			continue
 		}
-		same := true
-		for j := range len(h.key) {
-			if lowerASCII(name[len(name)-1-j]) != h.key[j] {
-				same = false
-				break
-			}
-		}
-		if same {
+		if endsWithReversed(name, h.key) {
 			return i
 		}
 	}
