@@ -322,3 +322,56 @@ func TestPrometheusRequestsTotalAfterManyReloadsWithoutScrape(t *testing.T) {
 		t.Errorf("error.log reports a worker without a metrics area:\n%s", lastLines(log, 5))
 	}
 }
+
+// A route with several uris and hosts counts each request under the uri and host it
+// matched: t/plugin/prometheus2.t TEST 8 (route 9: uris ["/foo*", "/bar*"], hosts
+// ["foo.com", "bar.com"]), TEST 12-13 (GET /foo1, Host: foo.com → matched_uri="/foo*",
+// matched_host="foo.com") and TEST 14-15 (GET /bar1, Host: bar.com → "/bar*",
+// "bar.com"); a wildcard host is reported as the route wrote it.
+func TestPrometheusMatchedURIAndHost(t *testing.T) {
+	up := startUpstream(t, "ok")
+	in := newMetricsInstance(t, "")
+	in.start("--workers", "2")
+	in.mustPut("/apisix/admin/routes/9", fmt.Sprintf(`{"methods":["GET"],"plugins":{"prometheus":{}},
+		"upstream":{"type":"roundrobin","nodes":{%q:1}},
+		"hosts":["foo.com","bar.com","*.Baz.com"],"uris":["/foo*","/bar*"]}`, up.addr))
+
+	sends := []struct {
+		host, path string
+		times      int
+	}{
+		{"foo.com", "/foo1", 1},
+		{"bar.com", "/bar1", 2},
+		{"BAR.com:80", "/foo/2", 3},
+		{"a.b.baz.com", "/bar", 4},
+	}
+	for _, s := range sends {
+		for range s.times {
+			if resp, body := in.get(s.path, "Host", s.host); resp.StatusCode != 200 {
+				t.Fatalf("GET %s with Host %s: %d %s", s.path, s.host, resp.StatusCode, body)
+			}
+		}
+	}
+	status := in.scrape()["apisix_http_status"]
+	if status == nil {
+		t.Fatal("no apisix_http_status family")
+	}
+	for _, tt := range []struct {
+		uri, host string
+		want      float64
+	}{
+		{"/foo*", "foo.com", 1},
+		{"/bar*", "bar.com", 2},
+		{"/foo*", "bar.com", 3},
+		{"/bar*", "*.Baz.com", 4},
+		{"/foo*", "", 0},
+	} {
+		m := map[string]string{"code": "200", "route": "9", "matched_uri": tt.uri, "matched_host": tt.host}
+		if got := status.Sum("apisix_http_status", m); got != tt.want {
+			t.Errorf("apisix_http_status%v = %g, want %g", m, got, tt.want)
+		}
+	}
+	if got := status.Sum("apisix_http_status", map[string]string{"route": "9"}); got != 10 {
+		t.Errorf("route 9 counted %g requests, want 10", got)
+	}
+}

@@ -24,6 +24,13 @@ type Ctx struct {
 	// proxy-rewrite's templates), which the variable language moves onto the methods.
 	Request *fasthttp.RequestCtx
 	Route   *RouteInfo
+	// MatchedURI and MatchedHost are the route's path and host that this request matched,
+	// as the route gives them (APISIX's matched_uri and matched_host): a route with uris
+	// ["/foo*", "/bar*"] and hosts ["foo.com", "bar.com"] matches GET /bar1 with Host:
+	// bar.com under "/bar*" and "bar.com". MatchedHost is empty for a route without
+	// hosts, both are empty when no route matched. The router owns the strings; they
+	// outlive the request.
+	MatchedURI, MatchedHost string
 	// StartNanos is when the worker began handling the request, in Unix nanoseconds
 	// (fasthttp's coarse clock is not fine enough for latency): monotime.Unix, the
 	// monotonic clock since the process started, so latencies never run backwards.
@@ -103,6 +110,7 @@ func (c *Ctx) AnsweredAt() int64 {
 func (c *Ctx) End() {
 	c.Request, c.Route, c.Consumer, c.UpstreamHost = nil, nil, "", nil
 	c.forwarded, c.argsChanged = 0, false
+	c.MatchedURI, c.MatchedHost = "", ""
 	c.AnsweredNanos = 0
 	c.answered = false
 	c.merged, c.mergedBase = nil, nil

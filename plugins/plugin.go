@@ -121,16 +121,13 @@ type SegmentOwner interface {
 }
 
 // RouteInfo is what plugins may know about the route a request matched. It is built with
-// the snapshot and never changes; plugins may keep a pointer to it.
+// the snapshot and never changes; plugins may keep a pointer to it. Which of the route's
+// paths and hosts matched is the request's own: Ctx's MatchedURI and MatchedHost.
 type RouteInfo struct {
 	ID          string
 	Name        string
 	ServiceID   string
 	ServiceName string
-	// URI and Host are the route's first path and host pattern (APISIX's matched_uri and
-	// matched_host), "" when the route has none.
-	URI  string
-	Host string
 }
 
 // Env is what Build gets: the route the instance is for and the worker's shared state.

@@ -162,12 +162,12 @@ func (w *Worker) route(ctx *fasthttp.RequestCtx, x *requestState) {
 		writeJSON(ctx, fasthttp.StatusServiceUnavailable, t.closed)
 		return
 	}
-	value, ok := t.router.MatchCtx(ctx.Method(), ctx.Host(), path, ctx)
+	matched, ok := t.router.MatchCtx(ctx.Method(), ctx.Host(), path, ctx)
 	if !ok {
 		w.notFound(t, ctx, x)
 		return
 	}
-	r := t.routes[value]
+	r := t.routes[matched.Value]
 	x.routeID = r.info.ID
 	x.up.Route = &r.info // for a chash key naming $route_id and the like
 	x.up.Pristine = r.pristine
@@ -179,6 +179,7 @@ func (w *Worker) route(ctx *fasthttp.RequestCtx, x *requestState) {
 		return
 	}
 	c := x.pluginCtx(ctx, &r.info)
+	c.MatchedURI, c.MatchedHost = matched.Path, matched.Host
 	// Global rules' access phase runs before the route's, and one that answers (key-auth
 	// as a global rule, say) ends the request; their log phase runs before the route's.
 	err := accessAll(r.global, c)

@@ -327,7 +327,7 @@ func (b *builder) route(r *conf.Route) (route, router.Entry, error) {
 		Paths: r.Paths(), Methods: r.Methods, Hosts: hosts, Priority: r.Priority,
 		RemoteAddrs: remoteAddrs, Vars: vars,
 	}
-	rt := route{info: routeInfo(r, svc, hosts)}
+	rt := route{info: routeInfo(r, svc)}
 	if missing != nil {
 		rt.unavailable = missing
 		return rt, entry, nil
@@ -550,14 +550,8 @@ func healthTable(shared *plugins.Shared) (*shm.HealthTable, error) {
 	return table, nil
 }
 
-func routeInfo(r *conf.Route, svc *conf.Service, hosts []string) plugins.RouteInfo {
+func routeInfo(r *conf.Route, svc *conf.Service) plugins.RouteInfo {
 	info := plugins.RouteInfo{ID: string(r.ID), Name: r.Name}
-	if paths := r.Paths(); len(paths) > 0 {
-		info.URI = paths[0]
-	}
-	if len(hosts) > 0 {
-		info.Host = hosts[0]
-	}
 	if svc != nil {
 		info.ServiceID, info.ServiceName = string(svc.ID), svc.Name
 	}

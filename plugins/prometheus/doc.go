@@ -1,8 +1,9 @@
 // Package prometheus is APISIX's prometheus plugin (priority 500) and the metrics table
 // behind the master's export server. A route's instance (built once per snapshot)
-// resolves its fixed labels (route, matched_uri, matched_host, service, with
-// prefer_name) at build time; per request, Log hashes the status code, node and consumer
-// into a small copy-on-write cache of resolved entries and makes eight atomic adds into
+// resolves its fixed labels (route, service, with prefer_name) at build time; per
+// request, Log hashes the status code, node, consumer and the uri and host the request
+// matched (plugins.Ctx's MatchedURI and MatchedHost, which the router reports) into a
+// small copy-on-write cache of resolved entries and makes eight atomic adds into
 // shared memory: two per latency histogram (request, upstream when one answered, apisix)
 // and two for bandwidth. No lock, no allocation, no label formatting.
 //

@@ -13,8 +13,8 @@ import (
 
 func TestExpositionParsesWithEveryFamily(t *testing.T) {
 	tab, seg := newTable(t, 100)
-	r := buildRecorder(t, seg, `{}`, &plugins.RouteInfo{ID: `we"ird\id`, URI: "/a\nb"})
-	_, log := request(200, "x", "10.0.0.1:80", time.Millisecond, time.Millisecond/2)
+	r := buildRecorder(t, seg, `{}`, &plugins.RouteInfo{ID: `we"ird\id`})
+	_, log := requestMatching("/a\nb", "", 200, "x", "10.0.0.1:80", time.Millisecond, time.Millisecond/2)
 	log(r)
 	e := NewExporter(tab, ExporterOptions{
 		Hostname: "host-1", Version: "1.2.3",
@@ -103,9 +103,10 @@ func TestScrapesAreMonotonic(t *testing.T) {
 func BenchmarkScrape5000Routes(b *testing.B) {
 	tab, seg := newTable(b, 10000)
 	for i := 0; i < 5000; i++ {
-		r := buildRecorder(b, seg, `{}`, &plugins.RouteInfo{ID: fmt.Sprint(i), URI: fmt.Sprintf("/api/v1/resource-%d/*", i), ServiceID: "s1"})
+		r := buildRecorder(b, seg, `{}`, &plugins.RouteInfo{ID: fmt.Sprint(i), ServiceID: "s1"})
+		uri := fmt.Sprintf("/api/v1/resource-%d/*", i)
 		for _, code := range []int{200, 404} {
-			_, log := request(code, "x", "10.0.0.1:8080", time.Millisecond, time.Millisecond/2)
+			_, log := requestMatching(uri, "", code, "x", "10.0.0.1:8080", time.Millisecond, time.Millisecond/2)
 			log(r)
 		}
 	}

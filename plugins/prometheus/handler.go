@@ -18,12 +18,11 @@ const maxCachedPerRoute = 1024
 
 // recorder is the plugin's instance for one route in one worker and one config snapshot.
 // Everything fixed per route is resolved in build; per request it hashes (code, node,
-// consumer) to a cached entry and adds to its counters.
+// consumer, matched uri and host) to a cached entry and adds to its counters.
 type recorder struct {
-	table *Table
-	route string // the route label: id, or name with prefer_name
-	// service, matchedURI and matchedHost are the other per-route label values.
-	service, matchedURI, matchedHost string
+	table   *Table
+	route   string // the route label: id, or name with prefer_name
+	service string // the service label, likewise
 
 	cache   atomic.Pointer[map[uint64]*resolved] // copy-on-write; read without a lock
 	cacheMu sync.Mutex                           // serialises writers of cache
@@ -32,17 +31,30 @@ type recorder struct {
 	last atomic.Pointer[resolved]
 }
 
-// is reports whether s is the entry for (code, node, consumer).
-func (s *resolved) is(code int, node []byte, consumer string) bool {
-	return s.code == code && s.node == string(node) && s.consumer == consumer
+// is reports whether s is the entry for k.
+func (s *resolved) is(k *seriesKey) bool {
+	return s.code == k.code && s.node == string(k.node) && s.consumer == k.consumer &&
+		s.uri == k.uri && s.host == k.host
+}
+
+// seriesKey is what a request's label set has of its own: the rest is the route's.
+type seriesKey struct {
+	code     int
+	node     []byte
+	consumer string
+	// uri and host are the route's path and host the request matched (plugins.Ctx's
+	// MatchedURI and MatchedHost): strings the router holds, so the comparison of the
+	// same one mostly stops at its pointer.
+	uri, host string
 }
 
 // resolved is one label set this route has seen and the entry it counts in.
 type resolved struct {
-	code     int
-	node     string
-	consumer string
-	c        *counters
+	code      int
+	node      string
+	consumer  string
+	uri, host string
+	c         *counters
 }
 
 var _ plugins.LogPhase = (*recorder)(nil)
@@ -84,7 +96,7 @@ func tableFor(seg *shm.Segment) (*Table, error) {
 }
 
 func newRecorder(t *Table, cfg *Config, route *plugins.RouteInfo) *recorder {
-	r := &recorder{table: t, route: route.ID, service: route.ServiceID, matchedURI: route.URI, matchedHost: route.Host}
+	r := &recorder{table: t, route: route.ID, service: route.ServiceID}
 	if cfg.PreferName {
 		// APISIX: the name when there is one, else the id.
 		if route.Name != "" {
@@ -104,7 +116,7 @@ func newRecorder(t *Table, cfg *Config, route *plugins.RouteInfo) *recorder {
 // request histogram's count is also its apisix_http_status count.
 func (r *recorder) Log(c *plugins.Ctx) {
 	total := c.AnsweredAt() - c.StartNanos
-	s := r.series(c.Status(), c.Node, c.Consumer)
+	s := r.series(&seriesKey{c.Status(), c.Node, c.Consumer, c.MatchedURI, c.MatchedHost})
 	cs := s.c
 	cs.latency[latencyRequest].observe(total)
 	apisix := total
@@ -117,31 +129,33 @@ func (r *recorder) Log(c *plugins.Ctx) {
 	atomic.AddUint64(&cs.egress, uint64(c.ResponseSize()))
 }
 
-// series returns the cached entry for (code, node, consumer), resolving it on first use.
-func (r *recorder) series(code int, node []byte, consumer string) *resolved {
-	if s := r.last.Load(); s != nil && s.is(code, node, consumer) {
+// series returns the cached entry for k, resolving it on first use.
+func (r *recorder) series(k *seriesKey) *resolved {
+	if s := r.last.Load(); s != nil && s.is(k) {
 		return s
 	}
-	h := fnvByte(fnvByte(fnvOffset, byte(code>>8)), byte(code))
-	h = fnvByte(fnvBytes(h, node), 0xff)
-	h = fnvString(h, consumer)
+	h := fnvByte(fnvByte(fnvOffset, byte(k.code>>8)), byte(k.code))
+	h = fnvByte(fnvBytes(h, k.node), 0xff)
+	h = fnvByte(fnvString(h, k.consumer), 0xff)
+	h = fnvByte(fnvString(h, k.uri), 0xff)
+	h = fnvString(h, k.host)
 	s := (*r.cache.Load())[h]
-	if s == nil || !s.is(code, node, consumer) {
-		s = r.resolveSlow(h, code, node, consumer)
+	if s == nil || !s.is(k) {
+		s = r.resolveSlow(h, k)
 	}
 	r.last.Store(s)
 	return s
 }
 
-func (r *recorder) resolveSlow(h uint64, code int, node []byte, consumer string) *resolved {
-	l := labels{code: code}
+func (r *recorder) resolveSlow(h uint64, k *seriesKey) *resolved {
+	l := labels{code: k.code}
 	l.values[labelRoute] = r.route
-	l.values[labelMatchedURI] = r.matchedURI
-	l.values[labelMatchedHost] = r.matchedHost
+	l.values[labelMatchedURI] = k.uri
+	l.values[labelMatchedHost] = k.host
 	l.values[labelService] = r.service
-	l.values[labelConsumer] = consumer
-	l.values[labelNode] = nodeIP(node)
-	s := &resolved{code: code, node: string(node), consumer: consumer, c: r.table.counters(r.table.resolve(&l))}
+	l.values[labelConsumer] = k.consumer
+	l.values[labelNode] = nodeIP(k.node)
+	s := &resolved{code: k.code, node: string(k.node), consumer: k.consumer, uri: k.uri, host: k.host, c: r.table.counters(r.table.resolve(&l))}
 
 	r.cacheMu.Lock()
 	defer r.cacheMu.Unlock()

@@ -25,8 +25,14 @@ func buildRecorder(tb testing.TB, seg *shm.Segment, raw string, route *plugins.R
 	return inst.(*recorder)
 }
 
-// request prepares a finished request as the worker hands it to the log phase.
+// request prepares a finished request for /hello as the worker hands it to the log phase,
+// matched by route1's path and host.
 func request(status int, body string, node string, total, upstream time.Duration) (*fasthttp.RequestCtx, func(r *recorder)) {
+	return requestMatching("/hello", "example.com", status, body, node, total, upstream)
+}
+
+// requestMatching is request for a route whose path uri and host host matched it.
+func requestMatching(uri, host string, status int, body string, node string, total, upstream time.Duration) (*fasthttp.RequestCtx, func(r *recorder)) {
 	var ctx fasthttp.RequestCtx
 	ctx.Init(&fasthttp.Request{}, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1}, nil)
 	ctx.Request.Header.SetMethod("GET")
@@ -35,6 +41,7 @@ func request(status int, body string, node string, total, upstream time.Duration
 	ctx.Response.SetBodyString(body)
 	return &ctx, func(r *recorder) {
 		c := plugins.AcquireCtx(&ctx, nil, time.Now().UnixNano()-int64(total))
+		c.MatchedURI, c.MatchedHost = uri, host
 		c.UpstreamNanos = int64(upstream)
 		if upstream < 0 {
 			c.UpstreamNanos = -1
@@ -56,7 +63,7 @@ func scrape(tb testing.TB, tab *Table) map[string]*textparse.Family {
 	return fams
 }
 
-var route1 = &plugins.RouteInfo{ID: "1", Name: "hello", ServiceID: "s1", ServiceName: "svc", URI: "/hello", Host: "example.com"}
+var route1 = &plugins.RouteInfo{ID: "1", Name: "hello", ServiceID: "s1", ServiceName: "svc"}
 
 func TestLogRecordsStatusLatencyAndBandwidth(t *testing.T) {
 	tab, seg := newTable(t, 100)
@@ -242,6 +249,55 @@ func TestLogDoesNotAllocate(t *testing.T) {
 	if allocs := testing.AllocsPerRun(1000, func() { log(r) }); allocs != 0 {
 		t.Errorf("recording allocates %.1f times per request, want 0", allocs)
 	}
+	// Requests matching the route by turns under two of its paths miss the last-entry
+	// shortcut every time and find their entries in the cache.
+	_, logFoo := requestMatching("/foo*", "foo.com", 200, "", "10.0.0.1:8080", time.Millisecond, -1)
+	_, logBar := requestMatching("/bar*", "bar.com", 200, "", "10.0.0.1:8080", time.Millisecond, -1)
+	logFoo(r)
+	logBar(r)
+	if allocs := testing.AllocsPerRun(1000, func() { logFoo(r); logBar(r) }); allocs != 0 {
+		t.Errorf("recording alternate matched paths allocates %.1f times per pair, want 0", allocs)
+	}
+}
+
+// One route counts each request under the path and host it matched, not under its first
+// ones: t/plugin/prometheus2.t TEST 8 (route 9: uris ["/foo*", "/bar*"], hosts
+// ["foo.com", "bar.com"]) and TEST 12-15 (GET /foo1 with Host: foo.com counts under
+// matched_uri="/foo*", matched_host="foo.com"; GET /bar1 with Host: bar.com under "/bar*"
+// and "bar.com"). TEST 11: a request no route matched has both empty.
+func TestLogCountsTheMatchedPathAndHost(t *testing.T) {
+	tab, seg := newTable(t, 100)
+	r := buildRecorder(t, seg, `{}`, &plugins.RouteInfo{ID: "9"})
+	_, logFoo := requestMatching("/foo*", "foo.com", 404, "", "127.0.0.1:1980", time.Millisecond, -1)
+	_, logBar := requestMatching("/bar*", "bar.com", 404, "", "127.0.0.1:1980", time.Millisecond, -1)
+	_, logNoHost := requestMatching("/bar*", "", 404, "", "127.0.0.1:1980", time.Millisecond, -1)
+	logFoo(r)
+	for range 2 {
+		logBar(r)
+	}
+	for range 3 {
+		logNoHost(r)
+	}
+	unmatched := buildRecorder(t, seg, `{}`, &plugins.RouteInfo{})
+	_, logUnmatched := requestMatching("", "", 404, "", "", time.Millisecond, -1)
+	logUnmatched(unmatched)
+
+	status := scrape(t, tab)["apisix_http_status"]
+	for _, tt := range []struct {
+		route, uri, host string
+		want             float64
+	}{
+		{"9", "/foo*", "foo.com", 1},
+		{"9", "/bar*", "bar.com", 2},
+		{"9", "/bar*", "", 3},
+		{"9", "/foo*", "bar.com", 0},
+		{"", "", "", 1},
+	} {
+		match := map[string]string{"code": "404", "route": tt.route, "matched_uri": tt.uri, "matched_host": tt.host}
+		if got := status.Sum("apisix_http_status", match); got != tt.want {
+			t.Errorf("apisix_http_status%v = %g, want %g", match, got, tt.want)
+		}
+	}
 }
 
 // BenchmarkLog is the whole log phase of one request: clock, cache lookup, 9 atomic adds
@@ -258,6 +314,7 @@ func BenchmarkLog(b *testing.B) {
 		ctx.Response.Header.Set(kv[0], kv[1])
 	}
 	c := plugins.AcquireCtx(ctx, route1, time.Now().UnixNano())
+	c.MatchedURI, c.MatchedHost = "/hello", "example.com"
 	c.UpstreamNanos = int64(time.Millisecond)
 	c.Node = append(c.Node, "10.0.0.1:8080"...)
 	// A proxied request: the worker says when the answer was whole. A plugin's own answer
@@ -287,6 +344,7 @@ func BenchmarkLogParallel(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		ctx, _ := request(200, "hello", "10.0.0.1:8080", 0, 0)
 		c := plugins.AcquireCtx(ctx, route1, time.Now().UnixNano())
+		c.MatchedURI, c.MatchedHost = "/hello", "example.com"
 		c.UpstreamNanos = int64(time.Millisecond)
 		c.Node = append(c.Node, "10.0.0.1:8080"...)
 		for pb.Next() {

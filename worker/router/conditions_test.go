@@ -255,9 +255,9 @@ func TestMatchCtxConditions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		req := newRequest(t, tt.raw, tt.peer)
-		got, ok := r.MatchCtx(req.Method(), req.Host(), req.Path(), req)
-		if !ok || got != tt.want {
-			t.Errorf("%q from %s: MatchCtx = %d, %v; want %d", tt.raw, tt.peer, got, ok, tt.want)
+		m, ok := r.MatchCtx(req.Method(), req.Host(), req.Path(), req)
+		if !ok || m.Value != tt.want {
+			t.Errorf("%q from %s: MatchCtx = %d, %v; want %d", tt.raw, tt.peer, m.Value, ok, tt.want)
 		}
 	}
 	// Match has no request: every entry with conditions is skipped.
@@ -292,7 +292,7 @@ func TestMatchCtxAllocations(t *testing.T) {
 			t.Fatal(err)
 		}
 		method, host, path := req.Method(), req.Host(), req.Path()
-		if v, ok := r.MatchCtx(method, host, path, req); !ok || v != 1 {
+		if m, ok := r.MatchCtx(method, host, path, req); !ok || m.Value != 1 {
 			t.Fatalf("%s: no match", tt.vars)
 		}
 		allocs := testing.AllocsPerRun(100, func() { r.MatchCtx(method, host, path, req) })
@@ -315,8 +315,8 @@ func BenchmarkMatchCtxVars(b *testing.B) {
 	method, host, path := req.Method(), req.Host(), req.Path()
 	b.ReportAllocs()
 	for b.Loop() {
-		if v, _ := r.MatchCtx(method, host, path, req); v != 2 {
-			b.Fatalf("MatchCtx = %d, want 2", v)
+		if m, _ := r.MatchCtx(method, host, path, req); m.Value != 2 {
+			b.Fatalf("MatchCtx = %d, want 2", m.Value)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -76,13 +77,17 @@ func FuzzBuildAndMatch(f *testing.F) {
 		}
 
 		req := fuzzRequest(method, host, path, query, header, peer)
-		got, gotOK := r.MatchCtx([]byte(method), []byte(host), []byte(path), req)
+		m, gotOK := r.MatchCtx([]byte(method), []byte(host), []byte(path), req)
+		got := m.Value
 		want, wantOK := referenceMatchAll(entries, parameters, method, host, path, func(e *Entry) bool {
 			return referenceAdmits(e, req)
 		})
 		if got != want || gotOK != wantOK {
 			t.Fatalf("MatchCtx(%q, %q, %q) = %d, %v; the reference says %d, %v\ntable %+v",
 				method, host, path, got, gotOK, want, wantOK, entries)
+		}
+		if gotOK {
+			checkMatched(t, entries[got-1], m, Options{Parameters: parameters}, method, host, path, req)
 		}
 		// Without a request, no entry with a condition may match.
 		got, gotOK = r.Match([]byte(method), []byte(host), []byte(path))
@@ -94,6 +99,28 @@ func FuzzBuildAndMatch(f *testing.F) {
 				method, host, path, got, gotOK, want, wantOK, entries)
 		}
 	})
+}
+
+// checkMatched checks what MatchCtx said of the entry e it matched: m.Path is one of e's
+// paths and m.Host one of its hosts ("" when it has none), and e with that path and host
+// alone matches the request the same way.
+func checkMatched(t *testing.T, e Entry, m Matched, opts Options, method, host, path string, req *fasthttp.RequestCtx) {
+	t.Helper()
+	if !slices.Contains(e.Paths, m.Path) || (m.Host == "") != (len(e.Hosts) == 0) || (m.Host != "" && !slices.Contains(e.Hosts, m.Host)) {
+		t.Fatalf("MatchCtx(%q, %q, %q) = %+v: not a path and host of the entry %+v", method, host, path, m, e)
+	}
+	alone := e
+	alone.Paths = []string{m.Path}
+	if m.Host != "" {
+		alone.Hosts = []string{m.Host}
+	}
+	r, err := BuildWith([]Entry{alone}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, ok := r.MatchCtx([]byte(method), []byte(host), []byte(path), req); !ok || again != m {
+		t.Fatalf("MatchCtx(%q, %q, %q) = %+v, but the entry with that path and host alone gives %+v, %v", method, host, path, m, again, ok)
+	}
 }
 
 // parseFuzzTable reads the table format of FuzzBuildAndMatch. Values that do not parse

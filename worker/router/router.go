@@ -71,8 +71,14 @@ type candidate struct {
 	pattern []token
 	keyLen  int
 	cond    *conditions // nil: no condition on the request
-	// hosts, with Options.HostsAsCondition, are the entry's hosts as parseHost keys.
-	hosts []keySpec
+	// hosts, with Options.HostsAsCondition, are the entry's hosts as parseHost keys, and
+	// hostNames the same hosts as the entry gave them.
+	hosts     []keySpec
+	hostNames []string
+	// path is the entry's path this candidate is stored for, and host the entry's host
+	// whose path tree holds it ("" in the tree of entries without hosts): what Matched
+	// reports.
+	path, host string
 
 	// Build-time ordering only.
 	priority int
@@ -97,7 +103,7 @@ func (c *candidate) allows(method []byte) bool {
 // not visible because a candidate either passes all or is skipped.
 func (c *candidate) matches(method, host, path []byte, req *fasthttp.RequestCtx) bool {
 	return c.allows(method) &&
-		(c.hosts == nil || matchHosts(c.hosts, host)) &&
+		(c.hosts == nil || matchHosts(c.hosts, host) >= 0) &&
 		(c.pattern == nil || matchTokens(c.pattern, path[c.keyLen:])) &&
 		(c.cond == nil || c.cond.admits(req))
 }
@@ -208,6 +214,10 @@ func placementsOf(e *Entry, order int, opts Options) ([]placement, error) {
 		hosts[j] = spec
 	}
 	methods := slices.Clone(e.Methods)
+	var hostNames []string // only candidates that check their hosts themselves name them
+	if opts.HostsAsCondition {
+		hostNames = slices.Clone(e.Hosts)
+	}
 	cond := newConditions(e)
 	var places []placement
 	for j, spec := range paths {
@@ -220,15 +230,17 @@ func placementsOf(e *Entry, order int, opts Options) ([]placement, error) {
 			priority: e.Priority,
 			pathLen:  len(e.Paths[j]),
 			order:    order,
+			path:     e.Paths[j],
 		}
 		if len(hosts) == 0 || opts.HostsAsCondition {
 			if len(hosts) > 0 {
-				c.hosts = hosts
+				c.hosts, c.hostNames = hosts, hostNames
 			}
 			places = append(places, placement{path: spec, c: c})
 			continue
 		}
 		for k := range hosts {
+			c.host = e.Hosts[k]
 			places = append(places, placement{host: &hosts[k], path: spec, c: c})
 		}
 	}
@@ -297,6 +309,18 @@ func parseHost(h string) (keySpec, error) {
 // Len returns the number of entries the Router was built from.
 func (r *Router) Len() int { return r.entries }
 
+// Matched is what a lookup found: the entry's Value and which of its paths and hosts
+// the request matched, as the entry gave them (APISIX's matched_uri and matched_host).
+// Its strings are the entries' own, held by the Router: keeping them costs nothing.
+type Matched struct {
+	Value int
+	// Path is the entry's path that matched ("/bar*" for a request for "/bar1").
+	Path string
+	// Host is the entry's host that matched ("*.bar.com" for "a.bar.com"), "" when the
+	// entry has no hosts.
+	Host string
+}
+
 // Match returns the Value of the route for a request, or ok == false when no route
 // matches. host is the raw Host header (a port and one trailing dot are ignored, case does
 // not matter); path is the request path without the query string. Match has no request
@@ -304,72 +328,80 @@ func (r *Router) Len() int { return r.entries }
 // MatchCtx when any entry has them. Match allocates nothing and retains none of its
 // arguments.
 func (r *Router) Match(method, host, path []byte) (value int, ok bool) {
-	return r.MatchCtx(method, host, path, nil)
+	m, ok := r.MatchCtx(method, host, path, nil)
+	return m.Value, ok
 }
 
 // MatchCtx is Match that also checks each candidate's RemoteAddrs and Vars against req;
-// a candidate that fails them lets the next one try, as in APISIX. method, host and path
-// are passed apart from req so that the caller decides what they are (the handler's
-// path is the normalised ctx.Path()). MatchCtx allocates nothing, except where a vars
-// comparison must (regular expressions on formatted values; see compare).
-func (r *Router) MatchCtx(method, host, path []byte, req *fasthttp.RequestCtx) (value int, ok bool) {
+// a candidate that fails them lets the next one try, as in APISIX. It also says which of
+// the entry's paths and hosts matched. method, host and path are passed apart from req
+// so that the caller decides what they are (the handler's path is the normalised
+// ctx.Path()). MatchCtx allocates nothing, except where a vars comparison must (regular
+// expressions on formatted values; see compare).
+func (r *Router) MatchCtx(method, host, path []byte, req *fasthttp.RequestCtx) (Matched, bool) {
 	if r.withHosts != nil {
 		name := vars.HostName(host)
-		n, whole, prefix := r.withHosts.lookup(name, true)
+		n, whole, prefix := r.withHosts.lookupHost(name)
 		if whole && n.hasExact {
-			if value, ok = matchPath(n.exact, method, nil, path, req); ok {
-				return value, true
+			if c := matchPath(n.exact, method, nil, path, req); c != nil {
+				return c.matched(nil), true
 			}
 		}
-		for n := prefix; n != nil; n = r.withHosts.nextPrefix(name, true, n) {
-			if value, ok = matchPath(n.prefix, method, nil, path, req); ok {
-				return value, true
+		for n := prefix; n != nil; n = r.withHosts.nextPrefixHost(name, n) {
+			if c := matchPath(n.prefix, method, nil, path, req); c != nil {
+				return c.matched(nil), true
 			}
 		}
 	}
-	return matchPath(r.withoutHosts, method, host, path, req)
+	if c := matchPath(r.withoutHosts, method, host, path, req); c != nil {
+		return c.matched(host), true
+	}
+	return Matched{}, false
 }
 
-// matchPath finds the first candidate of tree for the request. host is only read by
-// candidates that check their hosts themselves (Options.HostsAsCondition).
-func matchPath(tree *node[[]candidate], method, host, path []byte, req *fasthttp.RequestCtx) (int, bool) {
-	n, whole, prefix := tree.lookup(path, false)
+// matched is the Matched of c for a request with the Host header host, which only a
+// candidate that checks its hosts itself reads.
+func (c *candidate) matched(host []byte) Matched {
+	m := Matched{Value: c.value, Path: c.path, Host: c.host}
+	if c.hosts != nil {
+		m.Host = c.hostNames[matchHosts(c.hosts, host)]
+	}
+	return m
+}
+
+// matchPath finds the first candidate of tree for the request, nil for none. host is
+// only read by candidates that check their hosts themselves (Options.HostsAsCondition).
+func matchPath(tree *node[[]candidate], method, host, path []byte, req *fasthttp.RequestCtx) *candidate {
+	n, whole, prefix := tree.lookup(path)
 	if whole && n.hasExact {
 		for i := range n.exact {
 			if n.exact[i].matches(method, host, path, req) {
-				return n.exact[i].value, true
+				return &n.exact[i]
 			}
 		}
 	}
-	for n := prefix; n != nil; n = tree.nextPrefix(path, false, n) {
+	for n := prefix; n != nil; n = tree.nextPrefix(path, n) {
 		for i := range n.prefix {
 			if n.prefix[i].matches(method, host, path, req) {
-				return n.prefix[i].value, true
+				return &n.prefix[i]
 			}
 		}
 	}
-	return 0, false
+	return nil
 }
 
-// matchHosts reports whether the Host header host matches one of hosts, parseHost keys:
-// the reversed, lower-cased name, a prefix for a wildcard. It compares from the name's end,
-// so nothing is reversed or allocated.
-func matchHosts(hosts []keySpec, host []byte) bool {
+// matchHosts returns the index of the first of hosts, parseHost keys (the reversed,
+// lower-cased name, a prefix for a wildcard), that the Host header host matches; -1 for
+// none. It compares from the name's end, so nothing is reversed or allocated.
+func matchHosts(hosts []keySpec, host []byte) int {
 	name := vars.HostName(host)
-	for _, h := range hosts {
+	for i, h := range hosts {
 		if len(h.key) > len(name) || (!h.prefix && len(h.key) != len(name)) {
 			continue
 		}
-		same := true
-		for i := range len(h.key) {
-			if lowerASCII(name[len(name)-1-i]) != h.key[i] {
-				same = false
-				break
-			}
-		}
-		if same {
-			return true
+		if endsWithReversed(name, h.key) {
+			return i
 		}
 	}
-	return false
+	return -1
 }

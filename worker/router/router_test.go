@@ -464,3 +464,62 @@ func BenchmarkMatchHostsAsCondition(b *testing.B) {
 		}
 	}
 }
+
+// TestMatchedPathAndHost: a lookup says which of the entry's paths and hosts matched, as
+// the entry gave them, under every router. t/plugin/prometheus2.t TEST 8 and 12-15: route
+// 9 with uris ["/foo*", "/bar*"] and hosts ["foo.com", "bar.com"] matches GET /foo1 with
+// Host: foo.com under "/foo*" and "foo.com", GET /bar1 with Host: bar.com under "/bar*"
+// and "bar.com".
+func TestMatchedPathAndHost(t *testing.T) {
+	entries := []Entry{
+		{Paths: paths("/foo*", "/bar*"), Hosts: []string{"foo.com", "bar.com"}, Methods: []string{"GET"}, Value: 9},
+		{Paths: paths("/w/*", "/w/exact"), Hosts: []string{"*.Example.com", "example.org"}, Value: 2},
+		{Paths: paths("/user/:id", "/users"), Value: 3},
+		{Paths: paths("/a/*/c", "/a/*"), Value: 4},
+	}
+	tests := []struct {
+		method, host, path string
+		want               Matched
+		// onlyWith, when set, is the one set of options the request is for (a ":id"
+		// segment is literal text without Options.Parameters).
+		onlyWith *Options
+	}{
+		{"GET", "foo.com", "/foo1", Matched{9, "/foo*", "foo.com"}, nil},
+		{"GET", "bar.com", "/bar1", Matched{9, "/bar*", "bar.com"}, nil},
+		{"GET", "BAR.com:8080", "/foo/x", Matched{9, "/foo*", "bar.com"}, nil},
+		{"GET", "a.b.example.COM", "/w/exact", Matched{2, "/w/exact", "*.Example.com"}, nil},
+		{"GET", "a.example.com", "/w/other", Matched{2, "/w/*", "*.Example.com"}, nil},
+		{"GET", "example.org", "/w/exact", Matched{2, "/w/exact", "example.org"}, nil},
+		{"GET", "any", "/users", Matched{3, "/users", ""}, nil},
+		{"GET", "any", "/user/7", Matched{3, "/user/:id", ""}, &Options{HostsAsCondition: true, Parameters: true}},
+		{"GET", "", "/a/b/c", Matched{4, "/a/*/c", ""}, nil},
+		{"GET", "", "/a/b/d", Matched{4, "/a/*", ""}, nil},
+	}
+	for _, opts := range []Options{{}, {HostsAsCondition: true}, {HostsAsCondition: true, Parameters: true}} {
+		r, err := BuildWith(entries, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// With and Without keep what each candidate reports as Build does.
+		grown, err := BuildWith(nil, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, e := range entries {
+			if grown, err = grown.With(e, i); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for name, r := range map[string]*Router{"Build": r, "With": grown} {
+			for _, tt := range tests {
+				if tt.onlyWith != nil && *tt.onlyWith != opts {
+					continue
+				}
+				got, ok := r.MatchCtx([]byte(tt.method), []byte(tt.host), []byte(tt.path), nil)
+				if !ok || got != tt.want {
+					t.Errorf("%+v %s: MatchCtx(%q, %q, %q) = %+v, %v; want %+v", opts, name, tt.method, tt.host, tt.path, got, ok, tt.want)
+				}
+			}
+		}
+	}
+}
