@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -967,5 +968,45 @@ func BenchmarkGetRoute(b *testing.B) {
 		if w.Code != 200 {
 			b.Fatal(w.Code)
 		}
+	}
+}
+
+// deadlinePublisher records how long each publication was given.
+type deadlinePublisher struct{ given []time.Duration }
+
+func (p *deadlinePublisher) Publish(ctx context.Context, d *conf.Delta) error {
+	deadline, _ := ctx.Deadline()
+	p.given = append(p.given, time.Until(deadline))
+	return nil
+}
+
+// An import of many objects gets more than one write's PublishTimeout: workers build it
+// for seconds on a busy machine, and it must not be reported as unserved for that.
+func TestABigImportGetsTimeToBeBuilt(t *testing.T) {
+	f := newFixture(t)
+	pub := &deadlinePublisher{}
+	h := New(Options{
+		Store: store.OpenMemory(), Keys: []conf.AdminKey{{Key: adminKey}}, Allow: []*net.IPNet{mustCIDR(t, "127.0.0.0/8")},
+		Publisher: pub, PublishTimeout: time.Second,
+	})
+	var backup strings.Builder
+	backup.WriteString(`{"gw_backup":1,"revision":0,"routes":[`)
+	for i := range 2000 {
+		if i > 0 {
+			backup.WriteByte(',')
+		}
+		fmt.Fprintf(&backup, `{"id":"r%d","uri":"/r%d","upstream":{"type":"roundrobin","nodes":{"127.0.0.1:1980":1}}}`, i, i)
+	}
+	backup.WriteString(`]}`)
+	if _, err := h.Import(context.Background(), []byte(backup.String()), "gwctl", "test"); err != nil {
+		t.Fatal(err)
+	}
+	w := f.callWith(h, "PUT", "/apisix/admin/routes/1", hello, "127.0.0.1:1", map[string]string{"X-API-KEY": adminKey})
+	expect(t, w, 201, "")
+	if len(pub.given) != 2 {
+		t.Fatalf("%d publications, want the import's and the PUT's", len(pub.given))
+	}
+	if imp, put := pub.given[0], pub.given[1]; imp < put+150*time.Millisecond || put > time.Second+time.Millisecond {
+		t.Errorf("the import of 2,000 routes was given %v to be served, a one-route PUT %v: want 0.2s more for the import, and PublishTimeout for the PUT", imp, put)
 	}
 }
