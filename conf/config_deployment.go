@@ -48,9 +48,12 @@ type Etcd struct {
 	// WriteTimeout bounds an Admin API write, so a write with etcd down answers 503
 	// instead of hanging.
 	WriteTimeout time.Duration `json:"write_timeout"`
-	User         string        `json:"user"`
-	Password     string        `json:"password"`
-	TLS          EtcdTLS       `json:"tls"`
+	// ClusterWaitTimeout bounds how long an Admin API write, once this node serves it,
+	// waits for every other live node to serve it too before it answers 503 naming them.
+	ClusterWaitTimeout time.Duration `json:"cluster_wait_timeout"`
+	User               string        `json:"user"`
+	Password           string        `json:"password"`
+	TLS                EtcdTLS       `json:"tls"`
 }
 
 // EtcdTLS is deployment.etcd.tls: the client certificate gw shows etcd and how it checks
@@ -92,6 +95,7 @@ func (l *loader) etcd(path string, n *yaml.Node, e *Etcd) {
 		{"prefix", yamlInto(&e.Prefix, l.etcdPrefix)},
 		{"timeout", yamlInto(&e.Timeout, l.positiveDuration)},
 		{"write_timeout", yamlInto(&e.WriteTimeout, l.positiveDuration)},
+		{"cluster_wait_timeout", yamlInto(&e.ClusterWaitTimeout, l.positiveDuration)},
 		{"user", yamlInto(&e.User, l.scalarString)},
 		{"password", yamlInto(&e.Password, l.scalarString)},
 		{"tls", func(p string, v *yaml.Node) {

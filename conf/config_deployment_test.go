@@ -12,7 +12,7 @@ func wantDefaultDeployment() Deployment {
 		Role: RoleTraditional, ConfigProvider: ProviderLocal,
 		Etcd: Etcd{
 			Host: []string{"http://127.0.0.1:2379"}, Prefix: "/apisix",
-			Timeout: 30 * time.Second, WriteTimeout: 5 * time.Second,
+			Timeout: 30 * time.Second, WriteTimeout: 5 * time.Second, ClusterWaitTimeout: 5 * time.Second,
 			TLS: EtcdTLS{Verify: true},
 		},
 	}
@@ -24,11 +24,12 @@ func TestDeploymentAccepts(t *testing.T) {
 		yaml string
 		want func(d *Deployment)
 	}{
-		{"etcd", "deployment: {config_provider: etcd, etcd: {host: ['http://10.0.0.1:2379', 'https://etcd.example:2379/'], prefix: /gw/prod, timeout: 3, write_timeout: 500ms}}",
+		{"etcd", "deployment: {config_provider: etcd, etcd: {host: ['http://10.0.0.1:2379', 'https://etcd.example:2379/'], prefix: /gw/prod, timeout: 3, write_timeout: 500ms, cluster_wait_timeout: 2s}}",
 			func(d *Deployment) {
 				d.ConfigProvider = ProviderEtcd
 				d.Etcd.Host = []string{"http://10.0.0.1:2379", "https://etcd.example:2379"}
 				d.Etcd.Prefix, d.Etcd.Timeout, d.Etcd.WriteTimeout = "/gw/prod", 3*time.Second, 500*time.Millisecond
+				d.Etcd.ClusterWaitTimeout = 2 * time.Second
 			}},
 		{"data plane", "deployment: {role: data_plane, config_provider: etcd}", func(d *Deployment) {
 			d.Role, d.ConfigProvider = RoleDataPlane, ProviderEtcd
@@ -73,6 +74,7 @@ func TestDeploymentRejects(t *testing.T) {
 		{"prefix without slash", "deployment: {etcd: {prefix: apisix}}", `deployment.etcd.prefix: must start with "/" and not end with one, such as "/apisix", got "apisix"`},
 		{"prefix with trailing slash", "deployment: {etcd: {prefix: /apisix/}}", "deployment.etcd.prefix: must start with"},
 		{"zero timeout", "deployment: {etcd: {write_timeout: 0}}", "deployment.etcd.write_timeout: must be more than zero"},
+		{"zero cluster wait", "deployment: {etcd: {cluster_wait_timeout: 0s}}", "deployment.etcd.cluster_wait_timeout: must be more than zero"},
 		{"password alone", "deployment: {etcd: {password: pw}}", "deployment.etcd.password: is set without deployment.etcd.user"},
 		{"cert alone", "deployment: {etcd: {tls: {cert: c.pem}}}", "deployment.etcd.tls.cert: deployment.etcd.tls.cert and deployment.etcd.tls.key go together"},
 		{"unknown key", "deployment: {etcd: {watch_timeout: 50}}", "deployment.etcd.watch_timeout: unknown key"},

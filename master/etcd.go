@@ -41,6 +41,12 @@ type etcdState struct {
 	// closed and replaced when it grows (guarded by Master.mu).
 	served   uint64
 	servedCh chan struct{}
+
+	// cluster is the node's record under <prefix>/gw/nodes/ and its view of every
+	// node's; an Admin API write waits up to clusterWait for the others to serve it.
+	cluster     *etcdstore.Cluster
+	role        string
+	clusterWait time.Duration
 }
 
 // The files a node on etcd keeps in data_dir.
@@ -57,7 +63,8 @@ func (m *Master) openEtcdStore(cfg *conf.Config) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("creating data_dir %s: %w", dir, err)
 	}
-	e := &etcdState{cachePath: filepath.Join(dir, cacheFile), prefix: cfg.Deployment.Etcd.Prefix, servedCh: make(chan struct{})}
+	e := &etcdState{cachePath: filepath.Join(dir, cacheFile), prefix: cfg.Deployment.Etcd.Prefix, servedCh: make(chan struct{}),
+		role: cfg.Deployment.Role, clusterWait: cfg.Deployment.Etcd.ClusterWaitTimeout}
 	var err error
 	if e.nodeID, err = nodeID(filepath.Join(dir, nodeIDFile)); err != nil {
 		return err
@@ -95,12 +102,18 @@ func (m *Master) openEtcdStore(cfg *conf.Config) error {
 }
 
 // startEtcdSync starts the watch that feeds the workers, once they serve the start's
-// snapshot, and the writer of the cached copy.
+// snapshot, the node's record in the cluster, and the writer of the cached copy.
 func (m *Master) startEtcdSync() {
 	e := m.etcd
 	if e == nil {
 		return
 	}
+	hostname, _ := os.Hostname()
+	cluster := e.client.Cluster(etcdstore.NodeRecord{ID: e.nodeID, Role: e.role, Hostname: hostname, PID: m.pid, Version: m.opts.Version},
+		etcdstore.NodeTTL, m.log)
+	m.mu.Lock()
+	e.cluster = cluster
+	m.mu.Unlock()
 	m.setServed(m.store.Revision())
 	ctx, stop := context.WithCancel(context.Background())
 	e.stop, e.done = stop, make(chan struct{})
@@ -111,12 +124,14 @@ func (m *Master) startEtcdSync() {
 	go m.writeCacheEvery(ctx, time.Second)
 }
 
-// stopEtcdSync ends the watch and writes the cached copy a last time.
+// stopEtcdSync ends the node's record first, so that writes stop waiting for a node
+// that is going, then the watch, and writes the cached copy a last time.
 func (m *Master) stopEtcdSync() {
 	e := m.etcd
 	if e == nil || e.stop == nil {
 		return
 	}
+	e.cluster.Close()
 	e.stop()
 	<-e.done
 	m.writeCache()
@@ -191,6 +206,9 @@ func (m *Master) setServed(revision uint64) {
 		m.etcd.served = revision
 		close(m.etcd.servedCh)
 		m.etcd.servedCh = make(chan struct{})
+		if m.etcd.cluster != nil {
+			m.etcd.cluster.Serve(revision)
+		}
 	}
 }
 
@@ -206,17 +224,24 @@ func (m *Master) ServedRevision() uint64 {
 }
 
 // etcdPublisher is the Admin API's Publisher on etcd: the watch publishes every change,
-// the node's own writes included, so a write waits until the workers serve its revision.
+// the node's own writes included, so a write waits until the workers serve its revision,
+// then until every other live node records that it serves it (cluster_wait_timeout).
 type etcdPublisher struct{ m *Master }
 
 func (p etcdPublisher) Publish(ctx context.Context, d *conf.Delta) error {
 	m := p.m
 	for {
 		m.mu.Lock()
-		served, ch := m.etcd.served, m.etcd.servedCh
+		served, ch, cluster := m.etcd.served, m.etcd.servedCh, m.etcd.cluster
 		m.mu.Unlock()
 		if served >= d.To {
-			return nil
+			if cluster == nil {
+				return nil
+			}
+			// Its own bound: the local wait may have used most of ctx's.
+			wait, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.etcd.clusterWait)
+			defer cancel()
+			return cluster.Wait(wait, d.To)
 		}
 		select {
 		case <-ch:
@@ -360,7 +385,37 @@ func (e etcdMetrics) WriteMetrics(w io.Writer, _ plugins.HostFacts) {
 	if m.etcd.cached.Load() {
 		cached = 1
 	}
+	m.mu.Lock()
+	cluster, served := m.etcd.cluster, m.etcd.served
+	m.mu.Unlock()
+	if cluster != nil {
+		writeClusterMetrics(&b, cluster, m.etcd.nodeID, served)
+	}
 	b.WriteString("# HELP gw_config_cached 1 while the node serves its cached copy of etcd's config because etcd has not answered since it started\n# TYPE gw_config_cached gauge\n")
 	fmt.Fprintf(&b, "gw_config_cached %d\n", cached)
 	io.WriteString(w, b.String())
+}
+
+// writeClusterMetrics writes gw_cluster_nodes, the live nodes that serve data by whether
+// they serve what this node serves (current) or not yet (lagging), and the histogram of
+// how long Admin API writes waited for them.
+func writeClusterMetrics(b *strings.Builder, cluster *etcdstore.Cluster, self string, served uint64) {
+	current, lagging := 0, 0
+	for _, n := range cluster.Nodes() {
+		switch {
+		case n.Role == conf.RoleControlPlane:
+		case n.ID == self || n.Revision >= served:
+			current++
+		default:
+			lagging++
+		}
+	}
+	b.WriteString("# HELP gw_cluster_nodes Live gw nodes serving data on this etcd, by whether they serve this node's revision\n# TYPE gw_cluster_nodes gauge\n")
+	fmt.Fprintf(b, "gw_cluster_nodes{state=\"current\"} %d\ngw_cluster_nodes{state=\"lagging\"} %d\n", current, lagging)
+	buckets, count, sum := cluster.WaitCounts()
+	b.WriteString("# HELP gw_cluster_write_wait_seconds How long Admin API writes waited for the other nodes to serve them\n# TYPE gw_cluster_write_wait_seconds histogram\n")
+	for i, bound := range etcdstore.WaitBuckets {
+		fmt.Fprintf(b, "gw_cluster_write_wait_seconds_bucket{le=\"%g\"} %d\n", bound, buckets[i])
+	}
+	fmt.Fprintf(b, "gw_cluster_write_wait_seconds_bucket{le=\"+Inf\"} %d\ngw_cluster_write_wait_seconds_sum %g\ngw_cluster_write_wait_seconds_count %d\n", count, sum, count)
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"gw/conf"
+	"gw/master/etcdstore"
 )
 
 // Facts is the master's own state, for `gwctl status` and the metrics endpoint.
@@ -39,6 +40,24 @@ type EtcdFacts struct {
 	ServedRevision uint64
 	Cached         bool
 	CachePath      string
+	// Nodes is every live node's record under <prefix>/gw/nodes/, this one's included:
+	// what an Admin API write waits for.
+	Nodes []NodeFacts `json:",omitempty"`
+	// NodeLease is the records' lease: a node that stops renewing it is gone this long
+	// after.
+	NodeLease time.Duration
+}
+
+// NodeFacts is one node's record: the etcd revision its workers serve.
+type NodeFacts struct {
+	ID       string
+	Role     string
+	Hostname string
+	PID      int
+	Version  string
+	Revision uint64
+	Updated  time.Time
+	Self     bool `json:",omitempty"`
 }
 
 // WorkerFacts describes one live worker process.
@@ -70,6 +89,13 @@ func (m *Master) Facts() Facts {
 	if e := m.etcd; e != nil {
 		f.Etcd = &EtcdFacts{NodeID: e.nodeID, Endpoints: m.currentConfig().Deployment.Etcd.Host, Prefix: e.prefix,
 			Reachable: e.client.Reachable(), ServedRevision: e.served, Cached: e.cached.Load(), CachePath: e.cachePath}
+		f.Etcd.NodeLease = etcdstore.NodeTTL
+		if e.cluster != nil {
+			for _, n := range e.cluster.Nodes() {
+				f.Etcd.Nodes = append(f.Etcd.Nodes, NodeFacts{ID: n.ID, Role: n.Role, Hostname: n.Hostname, PID: n.PID,
+					Version: n.Version, Revision: n.Revision, Updated: n.Updated, Self: n.ID == e.nodeID})
+			}
+		}
 	}
 	for _, w := range sup.workers {
 		wf := WorkerFacts{Slot: w.slot, PID: w.pid, Generation: w.generation, State: w.state(), Started: w.started}

@@ -127,6 +127,9 @@ func statusCommand() *cli.Command {
 				if e.Cached {
 					fmt.Printf("serving the CACHED config from %s: etcd has not answered since this node started\n", e.CachePath)
 				}
+				if err := printNodes(e, now); err != nil {
+					return err
+				}
 			}
 			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "SLOT\tPID\tGEN\tSTATE\tUPTIME\tREQUESTS\tCONNECTIONS")
@@ -151,6 +154,30 @@ func statusCommand() *cli.Command {
 			return nil
 		},
 	}
+}
+
+// printNodes lists the cluster's live nodes as their records say, each with its lag: how
+// many revisions it is behind the newest any node serves.
+func printNodes(e *master.EtcdFacts, now time.Time) error {
+	if len(e.Nodes) == 0 {
+		return nil
+	}
+	newest := e.ServedRevision
+	for _, n := range e.Nodes {
+		newest = max(newest, n.Revision)
+	}
+	fmt.Printf("cluster: %d live nodes (records under %s/gw/nodes/, lease %s)\n", len(e.Nodes), e.Prefix, e.NodeLease)
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tROLE\tHOST\tPID\tVERSION\tREVISION\tLAG\tRECORDED")
+	for _, n := range e.Nodes {
+		id := n.ID
+		if n.Self {
+			id += " (this)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%d\t%s ago\n", id, n.Role, n.Hostname, n.PID, n.Version, n.Revision,
+			newest-n.Revision, now.Sub(n.Updated).Round(time.Second))
+	}
+	return tw.Flush()
 }
 
 // runningInstance finds the master or says why not (not running, stale pid file).

@@ -17,11 +17,31 @@
 // are etcd's create and mod revisions.
 //
 // Consistency: the workers serve a prefix of etcd's history, one watch response at a time,
-// in revision order; the revision the workers serve is known (Master.ServedRevision), so
-// a cluster-wide read-your-writes can wait on it later. A compacted revision ends the
+// in revision order; the revision the workers serve is known (Master.ServedRevision). A
+// compacted revision ends the
 // watch: the node lists again and publishes the difference as one change, serving the old
 // config until then. An object that does not decode or does not build is left out and
 // reported, as one in data_dir is, and never stops the node.
+//
+// Read-your-writes across the cluster (cluster.go): each node keeps a record at
+// <prefix>/gw/nodes/<node-id> (the id made once and kept in data_dir), JSON {revision,
+// role, hostname, pid, version, updated}, under a lease of NodeTTL (10 s) that the etcd
+// client renews every third of it. The record is put whenever the revision the node's
+// workers serve grows, one put in flight at most, carrying the newest revision. Each node
+// watches <prefix>/gw/nodes/ apart from its config watch (a second watch on the same
+// connection), so its view of the records stays current while the config watch waits
+// for workers. An Admin API write, once this node's workers serve its revision R, waits
+// until every other record of a node that serves data is at R or more, or for
+// deployment.etcd.cluster_wait_timeout (default 5 s): then 503, naming the nodes that
+// lag; the write is kept and they catch up. Live means holding a lease: a node killed,
+// stopped, or cut off from etcd stops counting NodeTTL after its last renewal; one that
+// quits revokes its lease and stops counting at once; one that starts counts once it has
+// put its first record (it lists etcd anyway). A control_plane node has no workers: it
+// keeps a record (gwctl status lists it) with role control_plane and is never waited
+// for. The config watch skips <prefix>/gw/ and does not count its revisions, or each
+// record put would raise every node's served revision and be put again, without end.
+// APISIX sharing the etcd passes over <prefix>/gw/: it reads only the directories it
+// knows (apisix/core/config_etcd.lua filters its one watch by each directory's key).
 //
 // Crash and outage model: etcd is the truth. The node keeps a copy of the last config it
 // applied in <data_dir>/etcd-cache.json, written whole and atomically (temporary file,

@@ -154,6 +154,12 @@ func (c *Client) parseKey(key []byte) (store.Kind, string, bool) {
 	return "", "", false
 }
 
+// isNodeRecord reports whether key is under <prefix>/gw/, where nodes keep their records
+// (cluster.go) and which no config object is.
+func (c *Client) isNodeRecord(key []byte) bool {
+	return strings.HasPrefix(string(key), c.prefix+"/gw/")
+}
+
 // failed says what a failed call means for the Admin API's user.
 func (c *Client) failed(what string, err error) error {
 	if errors.Is(err, context.DeadlineExceeded) {
@@ -247,6 +253,11 @@ func (c *Client) watch(ctx context.Context, from uint64, apply func([]store.Appl
 		var changes []store.Applied
 		var revision uint64
 		for _, ev := range resp.Events {
+			if c.isNodeRecord(ev.Kv.Key) {
+				// Not config, and not counted: each node writes its record when the
+				// revision it serves grows, so counting the records would grow it again.
+				continue
+			}
 			revision = max(revision, uint64(ev.Kv.ModRevision))
 			kind, id, ok := c.parseKey(ev.Kv.Key)
 			if !ok {
@@ -257,6 +268,9 @@ func (c *Client) watch(ctx context.Context, from uint64, apply func([]store.Appl
 				ch.Value, ch.CreatedIndex, ch.ModifiedIndex = withID(kind, id, ev.Kv.Value), uint64(ev.Kv.CreateRevision), uint64(ev.Kv.ModRevision)
 			}
 			changes = append(changes, ch)
+		}
+		if revision == 0 {
+			continue // node records alone
 		}
 		apply(changes, revision)
 		from = revision + 1
