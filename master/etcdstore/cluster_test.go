@@ -130,10 +130,23 @@ func TestClusterRecordWrittenAgainWhenDeleted(t *testing.T) {
 	n.Serve(7)
 	sees(t, n, "n", 7, 10*time.Second)
 	_, _, raw := open(t, srv)
-	if _, err := raw.Delete(context.Background(), "/apisix/gw/nodes/n"); err != nil {
+	deleted, err := raw.Delete(context.Background(), "/apisix/gw/nodes/n")
+	if err != nil {
 		t.Fatal(err)
 	}
-	sees(t, n, "n", 0, 5*time.Second)
+	// The node may write it again before any view sees it gone: what must hold is that a
+	// record newer than the delete comes back, without the node serving anything new.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, err := raw.Get(context.Background(), "/apisix/gw/nodes/n")
+		if err == nil && len(got.Kvs) == 1 && got.Kvs[0].ModRevision > deleted.Header.Revision {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no record of node n written after its delete at revision %d within 10s: %v %v", deleted.Header.Revision, got, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	sees(t, n, "n", 7, 10*time.Second)
 }
 
