@@ -1,6 +1,8 @@
 // Package testetcd runs a real etcd server for tests: one member on loopback, on free
 // ports, with its data in a test's temp directory, stopped when the test ends. Tests skip
 // when no etcd binary is installed (Debian's etcd-server; .ci/run installs it).
+// GW_TEST_ETCD names another etcd binary to run instead (a newer release), so the same
+// tests hold gw to each version.
 //
 // The fault helpers do to the member what production does to one: Kill is a crash (no
 // shutdown, the data dir as the last fsync left it), Start after it recovers from that
@@ -47,8 +49,8 @@ func Start(t testing.TB) *Server {
 // such as the host side of a veth pair), all on clientPort.
 func StartOn(t testing.TB, clientPort, peerPort int, alsoHosts ...string) *Server {
 	t.Helper()
-	if _, err := exec.LookPath("etcd"); err != nil {
-		t.Skip("etcd is not installed (apt-get install etcd-server etcd-client): skipping the etcd tests")
+	if _, err := exec.LookPath(binary()); err != nil {
+		t.Skipf("%s is not installed (apt-get install etcd-server etcd-client, or set GW_TEST_ETCD): skipping the etcd tests", binary())
 	}
 	s := &Server{t: t, dir: t.TempDir(), clientPort: clientPort, peerPort: peerPort}
 	s.ClientURL = fmt.Sprintf("http://127.0.0.1:%d", s.clientPort)
@@ -71,7 +73,7 @@ func (s *Server) Start() {
 	s.t.Helper()
 	peer := fmt.Sprintf("http://127.0.0.1:%d", s.peerPort)
 	urls := strings.Join(s.listenURLs, ",")
-	s.cmd = exec.Command("etcd",
+	s.cmd = exec.Command(binary(),
 		"--name", "test", "--data-dir", filepath.Join(s.dir, "data"),
 		"--listen-client-urls", urls, "--advertise-client-urls", urls,
 		"--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
@@ -234,6 +236,14 @@ func (p *Proxy) Heal() {
 	p.mu.Lock()
 	p.cut = false
 	p.mu.Unlock()
+}
+
+// binary is the etcd the tests run: $GW_TEST_ETCD, else etcd on the PATH.
+func binary() string {
+	if b := os.Getenv("GW_TEST_ETCD"); b != "" {
+		return b
+	}
+	return "etcd"
 }
 
 func freePort(t testing.TB) int {
