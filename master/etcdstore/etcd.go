@@ -29,6 +29,7 @@ type Client struct {
 	timeout time.Duration
 
 	reachable atomic.Bool
+	probeErr  atomic.Pointer[string] // why the last probe failed, for the error log
 	// revision is etcd's revision as last seen by the probe (APISIX's x_etcd_index).
 	revision atomic.Int64
 	stop     context.CancelFunc
@@ -110,6 +111,9 @@ func (c *Client) probe(ctx context.Context) {
 		c.reachable.Store(err == nil)
 		if err == nil {
 			c.revision.Store(resp.Header.Revision)
+		} else {
+			why := err.Error()
+			c.probeErr.Store(&why)
 		}
 		select {
 		case <-ctx.Done():

@@ -30,6 +30,7 @@ func (c *Client) Load(ctx context.Context, st *store.Store) ([]store.Change, err
 // time. A compaction, or a watch that breaks, is followed by a new list; while etcd does
 // not answer it retries every second or two, and st keeps what it has.
 func (c *Client) Sync(ctx context.Context, st *store.Store, listed bool, publish func([]store.Change, uint64), log Logger) {
+	go c.reportReachability(ctx, st, listed, log)
 	down := false
 	for ctx.Err() == nil {
 		if !listed {
@@ -61,6 +62,38 @@ func (c *Client) Sync(ctx context.Context, st *store.Store, listed bool, publish
 			sleep(ctx, time.Second)
 		}
 		listed = false
+	}
+}
+
+// reportReachability writes a line to the error log each time etcd stops or starts
+// answering the probe. The client rides out an outage inside one watch, retrying
+// silently, so without it a running node's log would not say that it serves a config etcd
+// may have moved past. reachable is what the start found.
+func (c *Client) reportReachability(ctx context.Context, st *store.Store, reachable bool, log Logger) {
+	t := time.NewTicker(probeEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := c.Reachable()
+		if now == reachable {
+			continue
+		}
+		reachable = now
+		if now {
+			// At warn, the level of the line it ends: a log that shows an outage shows
+			// its end.
+			log.Warnf("etcd answers again, at revision %d", c.Revision())
+			continue
+		}
+		why := "no answer"
+		if p := c.probeErr.Load(); p != nil {
+			why = *p
+		}
+		log.Warnf("etcd does not answer (%s); serving the config of revision %d until it does", why, st.Revision())
 	}
 }
 
