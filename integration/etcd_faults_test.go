@@ -57,16 +57,44 @@ func etcdConfig(url, role string) string {
 	return fmt.Sprintf("worker_processes: 1\ndeployment:\n  role: %s\n  config_provider: etcd\n  etcd:\n    host: [%q]\n    write_timeout: 1s\n    timeout: 5s\n", role, url)
 }
 
-// etcdRevision is etcd's current revision.
+// etcdRevision is the revision of the newest config object in etcd: what every node must
+// serve at least. etcd's own revision is no measure, as the nodes' records under
+// /apisix/gw/ raise it too and are not config (a delete leaves no key behind: the paths
+// converge checks cover those).
 func etcdRevision(t *testing.T, cli *clientv3.Client) int64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	resp, err := cli.Get(ctx, "/apisix/", clientv3.WithPrefix(), clientv3.WithCountOnly())
-	if err != nil {
-		t.Fatalf("etcd get: %v", err)
+	var newest int64
+	for _, kind := range []string{"routes", "upstreams", "services", "consumers", "plugin_configs", "global_rules", "ssls"} {
+		resp, err := cli.Get(ctx, "/apisix/"+kind+"/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+		if err != nil {
+			t.Fatalf("etcd get: %v", err)
+		}
+		for _, kv := range resp.Kvs {
+			newest = max(newest, kv.ModRevision)
+		}
 	}
-	return resp.Header.Revision
+	return newest
+}
+
+// lagsBehind sends an Admin API write while a node cannot serve it: it must be kept and
+// answered 503 naming the node that lags.
+func lagsBehind(t *testing.T, in *instance, method, path, body string) {
+	t.Helper()
+	if status, resp := in.adminCall(method, path, body); status != 503 || !strings.Contains(resp, "not yet served by nodes") {
+		t.Fatalf("%s %s with a node cut off: %d %s, want 503 naming the node that lags", method, path, status, resp)
+	}
+}
+
+// putDirect writes value at /apisix/key straight into etcd.
+func putDirect(t *testing.T, cli *clientv3.Client, key, value string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := cli.Put(ctx, "/apisix/"+key, value); err != nil {
+		t.Fatalf("etcd put %s: %v", key, err)
+	}
 }
 
 // reachableAgain waits until in's etcd client answers again after an outage, and says how
@@ -79,9 +107,11 @@ func reachableAgain(t *testing.T, in *instance, since time.Time) time.Duration {
 	return time.Since(since)
 }
 
-// converge polls until every node serves the same revision, at least atLeast, and answers
-// each path in want as want says: 200 with that body, or 404 for "". It returns how long
-// that took; a generous deadline, since it bounds behaviour, not speed.
+// converge polls until every node serves at least revision atLeast and answers each path
+// in want as want says: 200 with that body, or 404 for "". The revisions may differ: a
+// node that lists again serves the list's revision, which counts the nodes' records under
+// /apisix/gw/ too. It returns how long that took; a generous deadline, since it bounds
+// behaviour, not speed.
 func converge(t *testing.T, nodes []*instance, atLeast int64, want map[string]string) time.Duration {
 	t.Helper()
 	begin := time.Now()
@@ -103,9 +133,9 @@ func converge(t *testing.T, nodes []*instance, atLeast int64, want map[string]st
 				}
 			}
 		}
-		state = fmt.Sprintf("served revisions %v, want all equal and >= %d; %s", revisions, atLeast, strings.Join(wrong, "; "))
+		state = fmt.Sprintf("served revisions %v, want all >= %d; %s", revisions, atLeast, strings.Join(wrong, "; "))
 		for _, r := range revisions {
-			if r != revisions[0] || r < atLeast {
+			if r < atLeast {
 				return false
 			}
 		}
@@ -273,12 +303,12 @@ func TestEtcdCompactionWhileNodeBehind(t *testing.T) {
 	if !waitFor(10*time.Second, func() bool { return !dp.etcdView().Reachable }) {
 		t.Fatal("the cut-off node still says etcd is reachable after 10s")
 	}
-	cp.deleteRoute("1")
-	cp.putRoute("2", "/two-moved", up.addr)
-	cp.putRoute("3", "/three", up.addr)
+	lagsBehind(t, cp, "DELETE", "/apisix/admin/routes/1", "")
+	putDirect(t, cli, "routes/2", fmt.Sprintf(`{"id":"2","uri":"/two-moved","upstream":{"type":"roundrobin","nodes":{%q:1}}}`, up.addr))
+	putDirect(t, cli, "routes/3", fmt.Sprintf(`{"id":"3","uri":"/three","upstream":{"type":"roundrobin","nodes":{%q:1}}}`, up.addr))
 	compactAt := etcdRevision(t, cli)
 	srv.Etcdctl("compact", fmt.Sprint(compactAt))
-	cp.putRoute("4", "/four", up.addr)
+	putDirect(t, cli, "routes/4", fmt.Sprintf(`{"id":"4","uri":"/four","upstream":{"type":"roundrobin","nodes":{%q:1}}}`, up.addr))
 	if v := dp.etcdView(); v.ServedRevision != behind {
 		t.Fatalf("the cut-off node serves revision %d, want %d: the cut did not hold", v.ServedRevision, behind)
 	}
@@ -421,9 +451,12 @@ func TestEtcdNodeCutOffByNetns(t *testing.T) {
 		t.Fatal("the node cut off still says etcd is reachable after 15s")
 	}
 	t.Logf("the cut-off node reported etcd unreachable after %v", time.Since(cutAt))
-	cp.deleteRoute("1")
-	cp.putRoute("2", "/two-moved", up)
-	cp.putRoute("3", "/three", up)
+	// A write through the Admin API is kept and answered 503 naming the node cut off,
+	// which cannot serve it (cluster-wide read-your-writes); the rest go straight into
+	// etcd, as etcdctl or a dashboard writes, without waiting for the node each time.
+	lagsBehind(t, cp, "DELETE", "/apisix/admin/routes/1", "")
+	putDirect(t, cli, "routes/2", fmt.Sprintf(`{"id":"2","uri":"/two-moved","upstream":{"type":"roundrobin","nodes":{%q:1}}}`, up))
+	putDirect(t, cli, "routes/3", fmt.Sprintf(`{"id":"3","uri":"/three","upstream":{"type":"roundrobin","nodes":{%q:1}}}`, up))
 	if status, body := link.getInside(dp.data, "/guarded"); !strings.Contains(status, " 401 ") {
 		t.Fatalf("GET /guarded on the cut-off node: %q %q, want key-auth's 401: its last config served", status, body)
 	}
