@@ -6,6 +6,7 @@ require (
 	github.com/VictoriaMetrics/metrics v1.45.0
 	github.com/cloudflare/tableflip v1.2.3
 	github.com/hashicorp/go-memdb v1.3.5
+	github.com/redis/rueidis v1.0.79
 	github.com/urfave/cli/v2 v2.27.7
 	github.com/valyala/fasthttp v1.78.0
 	go.yaml.in/yaml/v3 v3.0.6

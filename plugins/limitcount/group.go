@@ -26,6 +26,7 @@ func (c *Config) canonical() string {
 	b.WriteString(";show_limit_quota_header=" + strconv.FormatBool(c.ShowLimitQuotaHeader))
 	b.WriteString(";group=" + strconv.Quote(c.Group))
 	b.WriteString(";window_type=" + strconv.Quote(c.WindowType))
+	b.WriteString(c.canonicalRedis())
 	return b.String()
 }
 
