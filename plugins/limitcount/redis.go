@@ -1,7 +1,6 @@
 package limitcount
 
 import (
-	"context"
 	"errors"
 	"hash/crc32"
 	"runtime"
@@ -147,9 +146,7 @@ func (l *redisLimiter) Access(c *plugins.Ctx) error {
 
 // incr runs the script with args, bounded by redis_timeout.
 func (l *redisLimiter) incr(key string, args []string) (int64, time.Duration, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
-	defer cancel()
-	return l.client.incr(ctx, key, args)
+	return l.client.incr(l.client.deadlineFor(time.Now().UnixNano()), key, args)
 }
 
 // headers queues the X-RateLimit-* headers, Reset in whole seconds rounded up as with

@@ -117,6 +117,34 @@ type redisClient struct {
 
 	nextLog    atomic.Int64 // unix nanos before which failures are only counted
 	unreported atomic.Uint64
+
+	// deadline is the context requests bound their counts with (deadlineFor).
+	deadline atomic.Pointer[sharedDeadline]
+}
+
+// sharedDeadline is a context whose deadline is made, then shared by every request of
+// the next tenth of redis_timeout.
+type sharedDeadline struct {
+	ctx context.Context
+	// cancel is never called: requests may hold ctx until it expires, which frees it.
+	cancel context.CancelFunc
+	at     int64 // unix nanos
+}
+
+// deadlineFor returns a context that expires at most redis_timeout after now and at
+// least nine tenths of it after: one context, and one runtime timer, serves every request
+// of a tenth of the timeout, rather than one of each per request (4 of a request's 6
+// allocations, and the timer heap's lock). Each is left to expire by itself, so at most
+// about ten are alive at once.
+func (rc *redisClient) deadlineFor(now int64) context.Context {
+	timeout := int64(rc.target.timeout)
+	if d := rc.deadline.Load(); d != nil && d.at <= now+timeout && d.at >= now+timeout-timeout/10 {
+		return d.ctx
+	}
+	at := now + timeout
+	ctx, cancel := context.WithDeadline(context.Background(), time.Unix(0, at))
+	rc.deadline.Store(&sharedDeadline{ctx: ctx, cancel: cancel, at: at})
+	return ctx
 }
 
 type clientBox struct{ c rueidis.Client }
@@ -176,7 +204,16 @@ func (rc *redisClient) dial(done chan struct{}) {
 		ClientSetInfo:     rueidis.DisableClientSetInfo,
 		ForceSingleClient: !t.cluster,
 		ShuffleInit:       t.cluster,
+		// One connection per server (rueidis's default is four for one server): a worker
+		// runs on one processor, and its commands batch only if they share a connection.
+		// In benchmark/redis.sh Redis read 12.9 commands per read with one, 7.5 with four.
+		PipelineMultiplex: 0,
+		// The writer waits up to 20 µs (rueidis's suggestion) for more commands while
+		// others are in flight: 20.6 commands per read against 12.9, for gw 1.31× local's
+		// CPU per request against 1.39× (median of 6 rounds each, noisy).
+		MaxFlushDelay: 20 * time.Microsecond,
 	}
+
 	if t.tls {
 		host, _, _ := net.SplitHostPort(t.addrs[0])
 		opt.TLSConfig = &tls.Config{ServerName: host, InsecureSkipVerify: !t.verify, MinVersion: tls.VersionTLS12}
