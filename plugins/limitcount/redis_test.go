@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"net"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -441,5 +442,34 @@ func TestRedisAccessAllocations(t *testing.T) {
 		if allocs > tt.max {
 			t.Errorf("%s: %v allocations per request, want at most %v", tt.config, allocs, tt.max)
 		}
+	}
+}
+
+// A limiter no snapshot holds any more gives its client back when it is collected: the
+// last one closes it.
+func TestRedisClientClosedWithItsLastLimiter(t *testing.T) {
+	s := testredis.Start(t)
+	f := newFixture(t, 64<<10, "evict")
+	l := f.build("1", redisConf(s, `"redis_timeout": 777`)).(*redisLimiter)
+	if got := do(l, "1", now(), "10.0.0.1"); got.status != 200 {
+		t.Fatalf("request: %+v", got)
+	}
+	rc := l.client
+	l = nil
+	closed := func() bool {
+		rc.mu.Lock()
+		defer rc.mu.Unlock()
+		return rc.closed
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !closed() {
+		if time.Now().After(deadline) {
+			t.Fatal("the client is still open 10s after its last limiter was dropped")
+		}
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+	if rc.client.Load() != nil {
+		t.Error("a closed client still holds its connection")
 	}
 }
