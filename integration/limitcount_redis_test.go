@@ -10,8 +10,8 @@ import (
 	"gw/internal/testredis"
 )
 
-// Two gateways of two workers each on one Redis enforce one limit exactly: count=100,
-// 600 requests split over both (APISIX #6760: counted per node, each let 100 through).
+// Three gateways of two workers each on one Redis enforce one limit exactly: count=100,
+// 900 requests split over them (APISIX #6760: counted per node, each let 100 through).
 // The same holds with policy redis-cluster on a three-node cluster.
 func TestLimitCountRedisExactAcrossGateways(t *testing.T) {
 	up := startUpstream(t, "ok")
@@ -25,13 +25,13 @@ func TestLimitCountRedisExactAcrossGateways(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			config := `{"count": 100, "time_window": 60, "rejected_code": 503, "key": "remote_addr", ` + tt.policy + `}`
 			var gateways []*instance
-			for range 2 {
+			for range 3 {
 				in := newInstance(t, "")
 				in.start("--workers", "2")
 				in.putLimitedRoute("1", "/exact", up.addr, config)
 				gateways = append(gateways, in)
 			}
-			results := make(chan burst, 2)
+			results := make(chan burst, len(gateways))
 			for _, in := range gateways {
 				go func() { results <- sendBurst(t, in.data, "/exact", 300, 25) }()
 			}
@@ -47,17 +47,40 @@ func TestLimitCountRedisExactAcrossGateways(t *testing.T) {
 					}
 				}
 			}
-			if passed != 100 || rejected != 500 || errors != 0 {
-				t.Fatalf("passed %d, rejected %d, %d errors over two gateways; want exactly 100 and 500\nerror.log:\n%s",
+			if passed != 100 || rejected != 800 || errors != 0 {
+				t.Fatalf("passed %d, rejected %d, %d errors over three gateways; want exactly 100 and 800\nerror.log:\n%s",
 					passed, rejected, errors, lastLines(gateways[0].errorLog(), 20))
 			}
-			// Both gateways see the same window: one more request on either is rejected.
+			// Every gateway sees the same window: one more request on any is rejected.
 			for i, in := range gateways {
 				if status, remaining := in.remaining("/exact"); status != 503 || remaining != 0 {
 					t.Errorf("gateway %d after the burst: %d with remaining %d, want 503 and 0", i+1, status, remaining)
 				}
 			}
 		})
+	}
+}
+
+// A redis configuration the plugin cannot serve is refused by the Admin API, naming the
+// field, and changes nothing (APISIX t/plugin/limit-count-redis.t TEST 1,
+// limit-count-redis-cluster.t TEST 1).
+func TestLimitCountRedisRefusedConfigurations(t *testing.T) {
+	in := newInstance(t, "")
+	in.start("--workers", "1")
+	for _, tt := range []struct{ plugin, want string }{
+		{`{"count": 2, "time_window": 60, "policy": "redis", "redis_port": 6379}`, `redis_host: is required with policy \"redis\"`},
+		{`{"count": 2, "time_window": 60, "policy": "redis-cluster", "redis_cluster_name": "c"}`, `redis_cluster_nodes: is required with policy \"redis-cluster\"`},
+		{`{"count": 2, "time_window": 60, "policy": "redis", "redis_host": "127.0.0.1", "redis_port": 70000}`, `redis_port: must be an integer from 1 to 65535, got 70000`},
+		{`{"count": 2, "time_window": 60, "policy": "redis", "redis_host": "127.0.0.1", "sync_interval": 0.01}`, `sync_interval: should not be smaller than 0.1, got 0.01`},
+	} {
+		body := `{"uri":"/r","plugins":{"limit-count":` + tt.plugin + `},"upstream":{"type":"roundrobin","nodes":{"127.0.0.1:1980":1}}}`
+		status, resp := in.adminCall("PUT", "/apisix/admin/routes/1", body)
+		if status != 400 || !strings.Contains(resp, `"error_msg":"failed to check the configuration of plugin limit-count err: `+tt.want) {
+			t.Errorf("PUT %s: %d %s, want 400 naming %s", tt.plugin, status, resp, tt.want)
+		}
+	}
+	if status, _ := in.adminCall("GET", "/apisix/admin/routes/1", ""); status != 404 {
+		t.Errorf("a refused route was stored: GET answers %d", status)
 	}
 }
 
@@ -74,6 +97,31 @@ func TestLimitCountRedisDown(t *testing.T) {
 	in.putLimitedRoute("2", "/lenient", up.addr, `{"count": 100, "time_window": 60, "allow_degradation": true, `+redis+`}`)
 	if status, remaining := in.remaining("/strict"); status != 200 || remaining != 99 {
 		t.Fatalf("with Redis up: %d, remaining %d", status, remaining)
+	}
+	if status, remaining := in.remaining("/lenient"); status != 200 || remaining != 99 {
+		t.Fatalf("with Redis up: %d, remaining %d", status, remaining)
+	}
+	// Redis hung (SIGSTOP): its connections stay open and nothing answers; every answer
+	// still comes within redis_timeout.
+	s.Pause()
+	for _, path := range []string{"/strict", "/lenient", "/strict"} {
+		start := time.Now()
+		resp, _ := in.get(path)
+		took := time.Since(start)
+		want := map[string]int{"/strict": 500, "/lenient": 200}[path]
+		if resp.StatusCode != want {
+			t.Errorf("Redis hung: %s answers %d, want %d", path, resp.StatusCode, want)
+		}
+		if took > 500*time.Millisecond+2*time.Second {
+			t.Errorf("Redis hung: %s answered in %v, past redis_timeout (500ms) and a margin", path, took)
+		}
+	}
+	s.Resume()
+	if !waitFor(10*time.Second, func() bool {
+		status, remaining := in.remaining("/strict")
+		return status == 200 && remaining < 99
+	}) {
+		t.Fatalf("the limit does not count again once Redis resumes\n%s", lastLines(in.errorLog(), 20))
 	}
 	s.Stop()
 	for range 5 {
