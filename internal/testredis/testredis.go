@@ -6,6 +6,7 @@ package testredis
 
 import (
 	"bufio"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"os"
@@ -21,6 +22,8 @@ import (
 // Server is one running redis-server.
 type Server struct {
 	Port int
+	// tls is set for a server that speaks only TLS (StartTLS).
+	tls  bool
 	dir  string
 	args []string
 	cmd  *exec.Cmd
@@ -37,11 +40,34 @@ func Start(t testing.TB, extra ...string) *Server {
 	return start(t, freePort(t), extra)
 }
 
-func start(t testing.TB, port int, extra []string) *Server {
+// StartTLS runs a redis-server that speaks only TLS, with the certificate and key in
+// PEM, and asks no client for a certificate.
+func StartTLS(t testing.TB, certPEM, keyPEM string) *Server {
+	t.Helper()
+	dir := t.TempDir()
+	cert, key := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(cert, []byte(certPEM), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(key, []byte(keyPEM), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return startAs(t, freePort(t), true, []string{"--tls-cert-file", cert, "--tls-key-file", key, "--tls-ca-cert-file", cert,
+		"--tls-auth-clients", "no"})
+}
+
+func start(t testing.TB, port int, extra []string) *Server { return startAs(t, port, false, extra) }
+
+func startAs(t testing.TB, port int, useTLS bool, extra []string) *Server {
 	t.Helper()
 	bin := binary(t)
-	s := &Server{Port: port, dir: t.TempDir(), t: t}
-	s.args = append([]string{"--port", strconv.Itoa(s.Port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+	s := &Server{Port: port, tls: useTLS, dir: t.TempDir(), t: t}
+	portFlag := "--port"
+	if useTLS {
+		portFlag = "--tls-port"
+		extra = append([]string{"--port", "0"}, extra...)
+	}
+	s.args = append([]string{portFlag, strconv.Itoa(s.Port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
 		"--dir", s.dir, "--daemonize", "no", "--protected-mode", "no"}, extra...)
 	s.start(bin)
 	t.Cleanup(s.Stop)
@@ -121,7 +147,13 @@ func (s *Server) Restart() {
 // Do sends one command and returns its reply as text: a status, an integer, a bulk
 // string, or an array's elements joined by newlines; an error reply is an error.
 func (s *Server) Do(args ...string) (string, error) {
-	c, err := net.DialTimeout("tcp", s.Addr(), time.Second)
+	var c net.Conn
+	var err error
+	if s.tls {
+		c, err = tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", s.Addr(), &tls.Config{InsecureSkipVerify: true})
+	} else {
+		c, err = net.DialTimeout("tcp", s.Addr(), time.Second)
+	}
 	if err != nil {
 		return "", err
 	}

@@ -1,6 +1,7 @@
 package limitcount
 
 import (
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"hash/crc32"
@@ -16,6 +17,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"gw/internal/race"
+	"gw/internal/testcert"
 	"gw/internal/testnet"
 	"gw/internal/testredis"
 	"gw/plugins"
@@ -471,5 +473,26 @@ func TestRedisClientClosedWithItsLastLimiter(t *testing.T) {
 	}
 	if rc.client.Load() != nil {
 		t.Error("a closed client still holds its connection")
+	}
+}
+
+// APISIX t/plugin/limit-count-redis3.t TEST 5-9: redis_ssl talks TLS; with
+// redis_ssl_verify a certificate nobody vouches for fails the handshake, so requests get
+// 500, or pass with allow_degradation.
+func TestRedisTLS(t *testing.T) {
+	cert := testcert.SelfSigned(t, testcert.Options{Names: []string{"127.0.0.1"}, Usage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+	s := testredis.StartTLS(t, cert.CertPEM, cert.KeyPEM)
+	f := newFixture(t, 64<<10, "evict")
+	if got := do(f.build("1", redisConf(s, `"redis_ssl": true`)), "1", now(), "10.0.0.1"); got.status != 200 || got.remaining != "1" {
+		t.Errorf("redis_ssl: %+v, want 200 with remaining 1", got)
+	}
+	if got := do(f.build("1", redisConf(s, `"redis_ssl": true, "redis_ssl_verify": true, "redis_timeout": 300`)), "1", now(), "10.0.0.1"); got.status != 500 {
+		t.Errorf("redis_ssl_verify with an unknown certificate: %+v, want 500", got)
+	}
+	if got := do(f.build("1", redisConf(s, `"redis_ssl": true, "redis_ssl_verify": true, "redis_timeout": 300, "allow_degradation": true`)), "1", now(), "10.0.0.1"); got.status != 200 || got.limit != "" {
+		t.Errorf("redis_ssl_verify with allow_degradation: %+v, want 200 without quota headers", got)
+	}
+	if got := do(f.build("1", redisConf(s, `"redis_timeout": 300`)), "1", now(), "10.0.0.1"); got.status != 500 {
+		t.Errorf("plain text to a TLS server: %+v, want 500", got)
 	}
 }
