@@ -18,8 +18,9 @@ import (
 // other worker counting the key (on this gateway or another), what it saw left at its
 // last sync: at most count × the number of workers in the worst case, when they all
 // start a window together; once they have synced, each worker's view lags the others'
-// admissions by at most one interval, so about count + the key's whole rate × interval. APISIX counts per gateway in its shared dict; gw counts per worker, so the
-// bound is per worker.
+// admissions by at most one interval, so about count + the key's whole rate × interval.
+// APISIX counts per gateway in its shared dict; gw counts per worker, so the bound is per
+// worker.
 //
 // A syncer is safe for concurrent use. It must not refer to its limiter, whose cleanup
 // stops it.
