@@ -6,8 +6,11 @@ require (
 	github.com/VictoriaMetrics/metrics v1.45.0
 	github.com/cloudflare/tableflip v1.2.3
 	github.com/hashicorp/go-memdb v1.3.5
+	github.com/redis/rueidis v1.0.79
 	github.com/urfave/cli/v2 v2.27.7
 	github.com/valyala/fasthttp v1.78.0
+	github.com/valyala/fastjson v1.6.10
+	go.etcd.io/etcd/api/v3 v3.7.3
 	go.etcd.io/etcd/client/v3 v3.7.3
 	go.uber.org/zap v1.27.1
 	go.yaml.in/yaml/v3 v3.0.6
@@ -33,11 +36,9 @@ require (
 	github.com/molecule-man/go-brrr v1.3.1 // indirect
 	github.com/russross/blackfriday/v2 v2.1.0 // indirect
 	github.com/valyala/bytebufferpool v1.0.0 // indirect
-	github.com/valyala/fastjson v1.6.10 // indirect
 	github.com/valyala/fastrand v1.1.0 // indirect
 	github.com/valyala/histogram v1.2.0 // indirect
 	github.com/xrash/smetrics v0.0.0-20240521201337-686a1a2994c1 // indirect
-	go.etcd.io/etcd/api/v3 v3.7.3 // indirect
 	go.etcd.io/etcd/client/pkg/v3 v3.7.3 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
 	golang.org/x/image v0.30.0 // indirect

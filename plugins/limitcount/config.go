@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strings"
 	"time"
 
 	"gw/plugins"
@@ -72,7 +71,8 @@ type Config struct {
 	RejectedCode int `json:"rejected_code"`
 	// RejectedMsg, when set, is sent as {"error_msg": RejectedMsg} with a rejection.
 	RejectedMsg string `json:"rejected_msg,omitempty"`
-	// Policy is where counters live; only "local" is supported.
+	// Policy is where counters live: "local" (this gateway's shared memory), "redis" or
+	// "redis-cluster" (RedisConfig's servers, shared by every gateway using them).
 	Policy string `json:"policy"`
 	// AllowDegradation lets requests through when the counter store fails.
 	AllowDegradation bool `json:"allow_degradation"`
@@ -84,6 +84,11 @@ type Config struct {
 	WindowType string `json:"window_type"`
 	// Disable turns the plugin off on this route while keeping its configuration.
 	Disable bool `json:"disable,omitempty"`
+	// RedisConfig is the redis policies' servers; zero with policy local.
+	RedisConfig
+	// SyncInterval, in seconds, counts locally and reconciles with Redis this often
+	// (APISIX 3.18's delayed sync); 0 sends every request to Redis (APISIX's -1).
+	SyncInterval float64 `json:"sync_interval,omitempty"`
 }
 
 // Window is TimeWindow as a duration.
@@ -125,8 +130,8 @@ func Parse(raw json.RawMessage) (*Config, error) {
 			c.RejectedMsg, err = m.NonEmptyString()
 		case "policy":
 			c.Policy, err = m.OneOf("local", "redis", "redis-cluster", "redis-sentinel")
-			if err == nil && c.Policy != "local" {
-				err = fmt.Errorf("policy %q is not supported yet; use \"local\" (counters shared by every worker of this gateway)", c.Policy)
+			if err == nil && c.Policy == "redis-sentinel" {
+				err = fmt.Errorf("policy %q is not supported yet; use \"redis\", \"redis-cluster\" or \"local\"", c.Policy)
 			}
 		case "allow_degradation":
 			c.AllowDegradation, err = m.Bool()
@@ -146,9 +151,8 @@ func Parse(raw json.RawMessage) (*Config, error) {
 		case "_meta":
 			err = m.Object()
 		default:
-			// The redis policies' settings are accepted without a look, so that a redis
-			// configuration is refused for its policy rather than for its first setting.
-			if !isRedisField(m.Name) {
+			var handled bool
+			if handled, err = c.parseRedisMember(m); !handled {
 				err = fmt.Errorf("%s: unknown field", m.Name)
 			}
 		}
@@ -162,6 +166,9 @@ func Parse(raw json.RawMessage) (*Config, error) {
 	if !hasTimeWindow {
 		return nil, errors.New("time_window: is required (the window length in seconds)")
 	}
+	if err := c.finishRedis(); err != nil {
+		return nil, err
+	}
 	if _, err := parseKey(c.KeyType, c.Key); err != nil {
 		return nil, err
 	}
@@ -171,12 +178,4 @@ func Parse(raw json.RawMessage) (*Config, error) {
 			c.Count, c.TimeWindow)
 	}
 	return c, nil
-}
-
-func isRedisField(name string) bool {
-	switch name {
-	case "sync_interval", "sentinel_username", "sentinel_password":
-		return true
-	}
-	return strings.HasPrefix(name, "redis_")
 }

@@ -59,6 +59,41 @@ func TestParseAccepts(t *testing.T) {
 		{"policy local", `{"count": 100, "time_window": 60, "policy": "local"}`, func(c *Config) {}},
 		{"local policy ignores redis settings", `{"count": 100, "time_window": 60, "policy": "local", "redis_host": "127.0.0.1", "redis_port": 6379, "sync_interval": -1}`,
 			func(c *Config) {}},
+		{"local policy checks but drops redis settings", `{"count": 100, "time_window": 60, "redis_cluster_nodes": ["a:1"], "redis_cluster_name": "c", "sync_interval": 0}`,
+			func(c *Config) {}},
+		// APISIX t/plugin/limit-count-redis.t TEST 2.
+		{"policy redis", `{"count": 100, "time_window": 60, "policy": "redis", "redis_host": "127.0.0.1", "redis_port": 6379, "redis_timeout": 1001, "redis_password": "x"}`,
+			func(c *Config) {
+				c.Policy = "redis"
+				c.RedisConfig = RedisConfig{Host: "127.0.0.1", Port: 6379, Password: "x", Timeout: 1001, KeepaliveTimeout: 10000, KeepalivePool: 100}
+			}},
+		// APISIX t/plugin/limit-count-redis.t TEST 3 (default value: port and timeout).
+		{"policy redis, defaults", `{"count": 100, "time_window": 60, "redis_host": "127.0.0.1", "policy": "redis"}`,
+			func(c *Config) {
+				c.Policy = "redis"
+				c.RedisConfig = RedisConfig{Host: "127.0.0.1", Port: 6379, Timeout: 1000, KeepaliveTimeout: 10000, KeepalivePool: 100}
+			}},
+		{"policy redis, every setting", `{"count": 100, "time_window": 60, "policy": "redis", "redis_host": "redis.internal", "redis_port": 6380,
+			"redis_username": "alice", "redis_password": "", "redis_database": 3, "redis_timeout": 50, "redis_ssl": true, "redis_ssl_verify": true,
+			"redis_keepalive_timeout": 1000, "redis_keepalive_pool": 5, "sync_interval": 0.1}`,
+			func(c *Config) {
+				c.Policy, c.SyncInterval = "redis", 0.1
+				c.RedisConfig = RedisConfig{Host: "redis.internal", Port: 6380, Username: "alice", Database: 3, Timeout: 50, SSL: true,
+					SSLVerify: true, KeepaliveTimeout: 1000, KeepalivePool: 5}
+			}},
+		{"sync_interval -1 is off", `{"count": 100, "time_window": 60, "policy": "redis", "redis_host": "h1", "sync_interval": -1}`,
+			func(c *Config) {
+				c.Policy = "redis"
+				c.RedisConfig = RedisConfig{Host: "h1", Port: 6379, Timeout: 1000, KeepaliveTimeout: 10000, KeepalivePool: 100}
+			}},
+		// APISIX t/plugin/limit-count-redis-cluster.t TEST 2.
+		{"policy redis-cluster", `{"count": 100, "time_window": 60, "policy": "redis-cluster", "redis_cluster_nodes": ["127.0.0.1:5000", "[::1]:5001"],
+			"redis_cluster_name": "redis-cluster-1", "redis_timeout": 1001, "redis_cluster_ssl": true, "redis_cluster_ssl_verify": false, "sync_interval": 59.9}`,
+			func(c *Config) {
+				c.Policy, c.SyncInterval = "redis-cluster", 59.9
+				c.RedisConfig = RedisConfig{ClusterNodes: []string{"127.0.0.1:5000", "[::1]:5001"}, ClusterName: "redis-cluster-1", Timeout: 1001,
+					ClusterSSL: true, KeepaliveTimeout: 10000, KeepalivePool: 100}
+			}},
 		{"allow_degradation", `{"count": 100, "time_window": 60, "allow_degradation": true}`, func(c *Config) { c.AllowDegradation = true }},
 		{"hide quota headers", `{"count": 100, "time_window": 60, "show_limit_quota_header": false}`, func(c *Config) { c.ShowLimitQuotaHeader = false }},
 		{"group", `{"count": 100, "time_window": 60, "group": "shared"}`, func(c *Config) { c.Group = "shared" }},
@@ -80,7 +115,7 @@ func TestParseAccepts(t *testing.T) {
 			}
 			want := defaults(100, 60)
 			tt.want(&want)
-			if *got != want {
+			if !reflect.DeepEqual(*got, want) {
 				t.Fatalf("Parse(%s)\n got %+v\nwant %+v", tt.json, *got, want)
 			}
 		})
@@ -152,14 +187,54 @@ func TestParseRejects(t *testing.T) {
 		{"rejected_msg empty", `{` + base + `, "rejected_msg": ""}`, `rejected_msg: must not be empty`},
 		{"rejected_msg object", `{` + base + `, "rejected_msg": {"a": 1}}`, `rejected_msg: must be a string, got {"a":1}`},
 		{"policy unknown", `{` + base + `, "policy": "memcached"}`, `policy: must be one of "local", "redis", "redis-cluster", "redis-sentinel", got "memcached"`},
-		{"policy redis", `{` + base + `, "policy": "redis", "redis_host": "127.0.0.1", "redis_port": 6379, "redis_password": "x"}`,
-			`policy "redis" is not supported yet; use "local" (counters shared by every worker of this gateway)`},
-		{"policy redis, settings first", `{` + base + `, "redis_host": "127.0.0.1", "redis_timeout": 1001, "policy": "redis"}`,
-			`policy "redis" is not supported yet; use "local" (counters shared by every worker of this gateway)`},
-		{"policy redis-cluster", `{` + base + `, "policy": "redis-cluster", "redis_cluster_nodes": ["127.0.0.1:5000"], "redis_cluster_name": "c"}`,
-			`policy "redis-cluster" is not supported yet; use "local" (counters shared by every worker of this gateway)`},
 		{"policy redis-sentinel", `{` + base + `, "policy": "redis-sentinel", "redis_sentinels": [{"host": "a", "port": 1}], "redis_master_name": "m", "sentinel_password": "p"}`,
-			`policy "redis-sentinel" is not supported yet; use "local" (counters shared by every worker of this gateway)`},
+			`policy "redis-sentinel" is not supported yet; use "redis", "redis-cluster" or "local"`},
+		// APISIX t/plugin/limit-count-redis.t TEST 1 ("then clause did not match").
+		{"policy redis without redis_host", `{` + base + `, "policy": "redis", "redis_port": 6379}`, `redis_host: is required with policy "redis"`},
+		// APISIX t/plugin/limit-count-redis-cluster.t TEST 1 ("else clause did not match").
+		{"policy redis-cluster without nodes", `{` + base + `, "policy": "redis-cluster", "redis_cluster_name": "c"}`,
+			`redis_cluster_nodes: is required with policy "redis-cluster" (the cluster's "host:port" seeds)`},
+		{"policy redis-cluster without a name", `{` + base + `, "policy": "redis-cluster", "redis_cluster_nodes": ["127.0.0.1:5000"]}`,
+			`redis_cluster_name: is required with policy "redis-cluster"`},
+		// APISIX t/plugin/limit-count-redis-cluster.t TEST 12.
+		{"redis_cluster_ssl string", `{` + base + `, "policy": "redis-cluster", "redis_cluster_nodes": ["127.0.0.1:5000"], "redis_cluster_name": "c", "redis_cluster_ssl": "true"}`,
+			`redis_cluster_ssl: must be true or false, got "true"`},
+		{"redis_cluster_ssl_verify number", `{` + base + `, "redis_cluster_ssl_verify": 1}`, `redis_cluster_ssl_verify: must be true or false, got 1`},
+		{"redis_host one character", `{` + base + `, "policy": "redis", "redis_host": "a"}`, `redis_host: must be at least 2 characters, got "a"`},
+		{"redis_host number", `{` + base + `, "redis_host": 1}`, `redis_host: must be a string, got 1`},
+		{"redis_port 0", `{` + base + `, "redis_port": 0}`, `redis_port: must be an integer from 1 to 65535, got 0`},
+		{"redis_port 65536", `{` + base + `, "redis_port": 65536}`, `redis_port: must be an integer from 1 to 65535, got 65536`},
+		{"redis_port string", `{` + base + `, "redis_port": "6379"}`, `redis_port: must be an integer from 1 to 65535, got "6379"`},
+		{"redis_username empty", `{` + base + `, "redis_username": ""}`, `redis_username: must not be empty`},
+		{"redis_password number", `{` + base + `, "redis_password": 1}`, `redis_password: must be a string, got 1`},
+		{"redis_database negative", `{` + base + `, "redis_database": -1}`, `redis_database: must be an integer from 0 to 2147483647, got -1`},
+		{"redis_timeout 0", `{` + base + `, "redis_timeout": 0}`, `redis_timeout: must be an integer > 0, got 0`},
+		{"redis_timeout fraction", `{` + base + `, "redis_timeout": 0.5}`, `redis_timeout: must be an integer > 0, got 0.5`},
+		{"redis_ssl string", `{` + base + `, "redis_ssl": "yes"}`, `redis_ssl: must be true or false, got "yes"`},
+		{"redis_keepalive_timeout below a second", `{` + base + `, "redis_keepalive_timeout": 999}`,
+			`redis_keepalive_timeout: must be an integer from 1000 to 2147483647, got 999`},
+		{"redis_keepalive_pool 0", `{` + base + `, "redis_keepalive_pool": 0}`, `redis_keepalive_pool: must be an integer > 0, got 0`},
+		{"redis_cluster_nodes empty", `{` + base + `, "redis_cluster_nodes": []}`,
+			`redis_cluster_nodes: must be a non-empty array of "host:port" strings, got []`},
+		{"redis_cluster_nodes string", `{` + base + `, "redis_cluster_nodes": "127.0.0.1:5000"}`,
+			`redis_cluster_nodes: must be a non-empty array of "host:port" strings, got "127.0.0.1:5000"`},
+		{"redis_cluster_nodes without a port", `{` + base + `, "redis_cluster_nodes": ["127.0.0.1:5000", "127.0.0.1"]}`,
+			`redis_cluster_nodes[1]: must be "host:port" with a port from 1 to 65535, got "127.0.0.1"`},
+		{"redis_cluster_nodes port 0", `{` + base + `, "redis_cluster_nodes": ["h:0"]}`,
+			`redis_cluster_nodes[0]: must be "host:port" with a port from 1 to 65535, got "h:0"`},
+		{"redis_cluster_name empty", `{` + base + `, "redis_cluster_name": ""}`, `redis_cluster_name: must not be empty`},
+		{"unknown redis field", `{` + base + `, "policy": "redis", "redis_hots": "127.0.0.1"}`, `redis_hots: unknown field`},
+		// APISIX init.lua's check_schema: "sync_interval should not be smaller than 0.1" and
+		// "sync_interval should be smaller than time_window".
+		{"sync_interval below 0.1", `{` + base + `, "policy": "redis", "redis_host": "h1", "sync_interval": 0.05}`,
+			`sync_interval: should not be smaller than 0.1, got 0.05`},
+		{"sync_interval 0", `{` + base + `, "policy": "redis", "redis_host": "h1", "sync_interval": 0}`,
+			`sync_interval: should not be smaller than 0.1, got 0`},
+		{"sync_interval negative", `{` + base + `, "policy": "redis", "redis_host": "h1", "sync_interval": -2}`,
+			`sync_interval: should not be smaller than 0.1, got -2`},
+		{"sync_interval the window", `{` + base + `, "policy": "redis", "redis_host": "h1", "sync_interval": 60}`,
+			`sync_interval: should be smaller than time_window, got 60 with time_window 60`},
+		{"sync_interval string", `{` + base + `, "sync_interval": "1s"}`, `sync_interval: must be a number of seconds, got "1s"`},
 		{"allow_degradation string", `{` + base + `, "allow_degradation": "true"}`, `allow_degradation: must be true or false, got "true"`},
 		{"show_limit_quota_header number", `{` + base + `, "show_limit_quota_header": 1}`, `show_limit_quota_header: must be true or false, got 1`},
 		{"group empty", `{` + base + `, "group": ""}`, `group: must not be empty`},
@@ -232,6 +307,8 @@ func FuzzParse(f *testing.F) {
 	for _, seed := range []string{
 		`{"count": 2000000000000, "time_window": 60, "rejected_code": 503, "key": "remote_addr"}`,
 		`{"count": 1, "time_window": 1, "policy": "redis", "redis_host": "h"}`,
+		`{"count": 1, "time_window": 2, "policy": "redis", "redis_host": "hh", "sync_interval": 0.5}`,
+		`{"count": 1, "time_window": 1, "policy": "redis-cluster", "redis_cluster_nodes": ["a:1"], "redis_cluster_name": "c"}`,
 		`{"count": 1.0, "time_window": 1, "_meta": {"x": [1]}}`, `{}`, `[`, `null`,
 	} {
 		f.Add([]byte(seed))
@@ -241,7 +318,9 @@ func FuzzParse(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if c.Count < 1 || c.TimeWindow < 1 || c.Window() <= 0 || c.RejectedCode < 200 || c.RejectedCode > 599 || c.Policy != "local" || c.WindowType != "fixed" {
+		if c.Count < 1 || c.TimeWindow < 1 || c.Window() <= 0 || c.RejectedCode < 200 || c.RejectedCode > 599 || c.Policy == "redis-sentinel" || c.WindowType != "fixed" ||
+			c.Policy == "redis" && (c.Host == "" || c.Port == 0 || c.Timeout < 1) || c.Policy == "redis-cluster" && (len(c.ClusterNodes) == 0 || c.ClusterName == "") ||
+			c.SyncInterval != 0 && (c.SyncInterval < 0.1 || c.SyncInterval >= float64(c.TimeWindow)) {
 			t.Fatalf("accepted an invalid config: %+v", *c)
 		}
 		out, err := json.Marshal(c)

@@ -8,6 +8,10 @@
 // The counters live in one shared-memory window table (WindowTable) that the master
 // creates at start and every worker maps, so a count is exact across workers and survives
 // worker crashes, reloads and binary upgrades; a request costs one hash and one
-// compare-and-swap and allocates nothing. Only the local policy is supported; the redis
-// policies are refused by name.
+// compare-and-swap and allocates nothing. The redis and redis-cluster policies
+// (redis.go) count in Redis instead, with APISIX's script and key, so that every
+// gateway on one Redis counts a route's requests together; each worker keeps one
+// auto-pipelining client per Redis configuration (redisclient.go), dialled by the first
+// request that needs it, and with sync_interval counts in the worker between
+// reconciliations (sync.go). redis-sentinel is refused by name.
 package limitcount

@@ -29,7 +29,7 @@ type setting struct{ name, value string }
 
 // settings are the fields canonical is made of, in its order.
 func (c *Config) settings() []setting {
-	return []setting{
+	return append([]setting{
 		{"count", strconv.FormatInt(c.Count, 10)},
 		{"time_window", strconv.FormatInt(c.TimeWindow, 10)},
 		{"key_type", strconv.Quote(c.KeyType)},
@@ -41,7 +41,7 @@ func (c *Config) settings() []setting {
 		{"show_limit_quota_header", strconv.FormatBool(c.ShowLimitQuotaHeader)},
 		{"group", strconv.Quote(c.Group)},
 		{"window_type", strconv.Quote(c.WindowType)},
-	}
+	}, c.redisSettings()...)
 }
 
 // difference is the first setting in which c and other differ, as c has it and as other

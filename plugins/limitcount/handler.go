@@ -128,13 +128,6 @@ func (plugin) Build(raw json.RawMessage, env *plugins.Env) (any, error) {
 	if cfg.Disable {
 		return nil, nil
 	}
-	if env.Shared == nil || env.Shared.Segments[Name] == nil {
-		return nil, errNoSharedTable
-	}
-	table, err := OpenWindowTable(env.Shared.Segments[Name])
-	if err != nil {
-		return nil, err
-	}
 	if byGroup, _ := env.SnapshotState.(groups); cfg.Group != "" {
 		if other, mismatched := byGroup.mismatch(cfg); mismatched {
 			logf(env)("limit-count: route %s: group %q is configured differently on route %s (group conf mismatched); "+
@@ -142,6 +135,20 @@ func (plugin) Build(raw json.RawMessage, env *plugins.Env) (any, error) {
 				"(to change a group's limits, give it a new group name)", routeID(env), cfg.Group, other)
 			return groupMismatched{}, nil
 		}
+	}
+	if cfg.Policy != "local" {
+		common, err := newLimiter(cfg, env)
+		if err != nil {
+			return nil, err
+		}
+		return buildRedis(cfg, env, common)
+	}
+	if env.Shared == nil || env.Shared.Segments[Name] == nil {
+		return nil, errNoSharedTable
+	}
+	table, err := OpenWindowTable(env.Shared.Segments[Name])
+	if err != nil {
+		return nil, err
 	}
 	base := table.KeyHash()
 	if cfg.Group != "" {
@@ -166,9 +173,21 @@ func (plugin) Build(raw json.RawMessage, env *plugins.Env) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	l, err := newLimiter(cfg, env)
+	if err != nil {
+		return nil, err
+	}
+	l.table, l.keys = table, keys
+	if env.Shared.Config != nil && env.Shared.Config.Shm.LimitCountOnFull == "reject" {
+		l.policy = RejectOnFull
+	}
+	return l, nil
+}
+
+// newLimiter is the part of a limiter every policy has: the limit, the headers and the
+// rejection.
+func newLimiter(cfg *Config, env *plugins.Env) (*limiter, error) {
 	l := &limiter{
-		table:            table,
-		keys:             keys,
 		count:            uint64(cfg.Count),
 		window:           WindowTicks(cfg.Window()),
 		policy:           EvictOnFull,
@@ -177,9 +196,6 @@ func (plugin) Build(raw json.RawMessage, env *plugins.Env) (any, error) {
 		rejectedCode:     cfg.RejectedCode,
 		allowDegradation: cfg.AllowDegradation,
 		logf:             logf(env),
-	}
-	if env.Shared.Config != nil && env.Shared.Config.Shm.LimitCountOnFull == "reject" {
-		l.policy = RejectOnFull
 	}
 	if cfg.RejectedMsg != "" {
 		body, err := json.Marshal(struct {
@@ -195,7 +211,7 @@ func (plugin) Build(raw json.RawMessage, env *plugins.Env) (any, error) {
 
 // logf is the worker's error log, or nothing without one.
 func logf(env *plugins.Env) func(format string, args ...any) {
-	if env.Shared.Logf == nil {
+	if env.Shared == nil || env.Shared.Logf == nil {
 		return func(string, ...any) {}
 	}
 	return env.Shared.Logf

@@ -115,3 +115,59 @@ func (ks *keySource) fingerprint(c *plugins.Ctx) uint64 {
 	h.Write(v)
 	return h.Sum()
 }
+
+// textKey is the request's key value as text, as APISIX puts it into the Redis key (the
+// local policy hashes binary addresses instead, keySource). Its rule for a missing or
+// empty value is keySource's.
+type textKey struct {
+	constant string
+	isConst  bool
+	key      key
+	names    bool
+}
+
+func newTextKey(cfg *Config) (textKey, error) {
+	if cfg.KeyType == "constant" {
+		return textKey{constant: cfg.Key, isConst: true}, nil
+	}
+	k, err := parseKey(cfg.KeyType, cfg.Key)
+	t := textKey{key: k, names: vars.ReadsNames(&k.v)}
+	for i := range k.template.Parts {
+		t.names = t.names || vars.ReadsNames(&k.template.Parts[i].Var)
+	}
+	return t, err
+}
+
+func (t *textKey) append(dst []byte, c *plugins.Ctx) []byte {
+	if t.isConst {
+		return append(dst, t.constant...)
+	}
+	r := vars.Request{HTTP: c.Request}
+	if t.names {
+		r.Consumer = c.Consumer
+		if route := c.Route; route != nil {
+			r.RouteID, r.RouteName, r.ServiceID, r.ServiceName = route.ID, route.Name, route.ServiceID, route.ServiceName
+		}
+	}
+	start := len(dst)
+	if t.key.single {
+		if out, ok := vars.Append(dst, &r, &t.key.v); ok && len(out) > start {
+			return out
+		}
+	} else {
+		resolved := false
+		out := dst
+		for i := range t.key.template.Parts {
+			p := &t.key.template.Parts[i]
+			before := len(out)
+			var ok bool
+			out, ok = vars.AppendPart(out, &r, p)
+			resolved = resolved || ok && len(out) > before && p.Kind == conf.PartVar
+		}
+		if resolved {
+			return out
+		}
+	}
+	out, _ := vars.Append(dst[:start], &r, &remoteAddr)
+	return out
+}

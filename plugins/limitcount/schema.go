@@ -5,10 +5,10 @@ import "gw/plugins"
 var _ plugins.Described = plugin{}
 
 // Schema is the configuration's JSON Schema, what Parse accepts: the policies and window
-// types not supported yet are left out of their enums, and the redis settings, which Parse
-// lets through so that their policy is what it refuses, are allowed as anything. The
-// bounds are Parse's (maxTimeWindow); the rule tying a count above MaxUsed to a short
-// time_window is Parse's alone.
+// types not supported yet (redis-sentinel, sliding) are left out of their enums. The
+// redis settings' own rules (which a policy requires, their ranges: redisconf.go) are
+// Parse's, so the schema allows them as anything, as it does the bounds tying a count
+// above MaxUsed to a short time_window; the other bounds are Parse's (maxTimeWindow).
 func (plugin) Schema() []byte { return schema }
 
 var schema = []byte(`{
@@ -20,7 +20,7 @@ var schema = []byte(`{
     "key": {"type": "string", "default": "remote_addr"},
     "rejected_code": {"type": "integer", "minimum": 200, "maximum": 599, "default": 503},
     "rejected_msg": {"type": "string", "minLength": 1},
-    "policy": {"type": "string", "enum": ["local"], "default": "local"},
+    "policy": {"type": "string", "enum": ["local", "redis", "redis-cluster"], "default": "local"},
     "allow_degradation": {"type": "boolean", "default": false},
     "show_limit_quota_header": {"type": "boolean", "default": true},
     "group": {"type": "string", "minLength": 1},
