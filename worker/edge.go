@@ -124,13 +124,9 @@ func (l *edgeListener) Accept() (net.Conn, error) {
 		// same).
 		ec := &edgeConn{TCPConn: tcp, l: l, readPolicy: readAbsolute, readTimeout: l.e.headerTimeout}
 		ec.io.Init(raw, ec)
-		// Through the runtime's poller: fasthttp reads the next request right after it
-		// wrote a response, when the client cannot have sent it yet, and the Stream then
-		// waits first instead of reading nothing. Until a hijack, every read of the
-		// socket is the Stream's.
-		ec.io.WaitBeforeReads(true)
 		// From here on every close is the Stream's, which never frees the descriptor
-		// under a read or write in progress (rawio.Stream.Own).
+		// under a read or write in progress (rawio.Stream.Own). Its reads start to wait
+		// first when the connection first goes idle (stateChanged).
 		ec.io.Own(ec.TCPConn.Close)
 		if peer, ok := tcp.RemoteAddr().(*net.TCPAddr); ok {
 			ec.realAddr.Port = peer.Port
@@ -318,6 +314,15 @@ func (c *edgeConn) stateChanged(state fasthttp.ConnState, now int64) {
 	switch state {
 	case fasthttp.StateIdle:
 		c.readFor(readBetween, c.l.e.keepaliveTimeout)
+		// Through the runtime's poller: fasthttp reads the next request right after it
+		// wrote a response, when the client cannot have sent it yet, and the Stream then
+		// waits first instead of reading nothing. Only a connection kept alive gets here,
+		// so one that serves a single request never pays for the setsockopt(2) (TCP_INQ),
+		// as nginx sets nothing on it; a kept-alive one pays one read that finds nothing,
+		// the next, once. Until a hijack, every read of the socket is the Stream's.
+		if c.readPolicy != readManual {
+			c.io.WaitBeforeReads(true)
+		}
 	case fasthttp.StateActive:
 		// The first request's header deadline runs from the first wait: keep it.
 		if c.readPolicy == readBetween {
