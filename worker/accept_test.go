@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"io"
 	"net"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -160,4 +161,74 @@ func TestAKeptAliveConnectionStillReadsOncePerRequest(t *testing.T) {
 	if cost.reads > requests+3 {
 		t.Errorf("%d requests took %d reads, want at most %d", requests, cost.reads, requests+3)
 	}
+}
+
+// Connections already queued are accepted one at a time, each served as far as it can go
+// before the next is taken, as nginx accepts one per turn of its event loop: taking the
+// whole queue first sends all its requests upstream in one burst.
+func TestAcceptTakesOneConnectionPerTurn(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1)) // a worker's
+	const queued = 10
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var events []string
+	record := func(e string) {
+		mu.Lock()
+		events = append(events, e)
+		mu.Unlock()
+	}
+	ln := &recordingListener{Listener: newEdgeListener(inner, &edge{}, 2*queued), record: record}
+	var clients []net.Conn
+	for range queued {
+		c, err := net.Dial("tcp", inner.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		if _, err := c.Write([]byte("GET / HTTP/1.0\r\nHost: a\r\n\r\n")); err != nil {
+			t.Fatal(err)
+		}
+		clients = append(clients, c)
+	}
+	time.Sleep(50 * time.Millisecond) // every connection and request in the kernel's queues
+	srv := &fasthttp.Server{Handler: func(ctx *fasthttp.RequestCtx) { record("served"); ctx.WriteString("ok") }}
+	go srv.Serve(ln) //nolint:errcheck // ends with the listener
+	t.Cleanup(func() { _ = srv.Shutdown() })
+	for _, c := range clients {
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.ReadAll(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	// Accepted, served, accepted, served...: at most one accept runs ahead of the serving.
+	ahead := 0
+	for i, e := range events {
+		if e == "accepted" {
+			ahead++
+		} else {
+			ahead--
+		}
+		if ahead > 2 {
+			t.Fatalf("%d connections accepted before the first ones were served (events %v, at %d): the queue is taken in one burst", ahead, events, i)
+		}
+	}
+}
+
+// recordingListener records each accept.
+type recordingListener struct {
+	net.Listener
+	record func(string)
+}
+
+func (l *recordingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.record("accepted")
+	}
+	return c, err
 }
