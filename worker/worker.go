@@ -22,6 +22,7 @@ import (
 	"gw/internal/confio"
 	"gw/internal/errlog"
 	"gw/internal/monotime"
+	"gw/internal/rawio"
 	"gw/ipc"
 	"gw/plugins"
 	"gw/shm"
@@ -195,9 +196,7 @@ func (w *Worker) receiveSetup() (ipc.Setup, error) {
 // serveListeners starts one fasthttp server per inherited listening socket.
 func (w *Worker) serveListeners(setup ipc.Setup) error {
 	for _, l := range setup.ListenerFDs {
-		f := os.NewFile(uintptr(l.FD), l.Address)
-		inherited, err := net.FileListener(f)
-		f.Close() // FileListener holds its own dup
+		inherited, err := inheritListener(os.NewFile(uintptr(l.FD), l.Address))
 		if err != nil {
 			return fmt.Errorf("worker: inherited listener %s (fd %d): %w", l.Address, l.FD, err)
 		}
@@ -216,6 +215,21 @@ func (w *Worker) serveListeners(setup ipc.Setup) error {
 		}(l.Address)
 	}
 	return nil
+}
+
+// inheritListener makes a listener of f, a listening socket the master passed, and closes
+// f. The connections it accepts have TCP keep-alive off, as nginx's have unless asked for
+// (rawio.KeepAliveOff says why that is safe).
+func inheritListener(f *os.File) (net.Listener, error) {
+	ln, err := net.FileListener(f)
+	f.Close() // FileListener holds its own dup
+	if err != nil {
+		return nil, err
+	}
+	if tcp, ok := ln.(*net.TCPListener); ok {
+		rawio.KeepAliveOff(tcp)
+	}
+	return ln, nil
 }
 
 func (w *Worker) newServer() *fasthttp.Server {

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Seed 001's ab run: 20000 requests, 1000 at a time, each on a new connection.
@@ -24,7 +25,8 @@ func ocelotRoute(upstream string, rewrite bool) string {
 }
 
 // runOcelot reproduces seed 001 with gw in Ocelot's place: ab through gw and through
-// nginx, each run once to warm up (the seed discards the first run too) and once measured.
+// nginx, each run once to warm up (the seed discards the first run too), then in paired
+// rounds, so that gw's figures come as ratios to nginx's with intervals, as the sweep's.
 func (s *sweep) runOcelot() (*Ocelot, error) {
 	o := s.opts
 	res := &Ocelot{Workers: s.workers, Requests: ocelotRequests, Clients: ocelotClients}
@@ -70,44 +72,128 @@ func (s *sweep) runOcelot() (*Ocelot, error) {
 		// -r: count a reset connection as a failure instead of aborting the run.
 		return []string{o.ab, "-r", "-n", strconv.Itoa(ocelotRequests), "-c", strconv.Itoa(ocelotClients), url}
 	}
-	for _, pass := range []string{"warm-up", "measured"} {
-		for _, t := range s.targets {
-			s.progress.step(fmt.Sprintf("ocelot (%s): ab -n %d -c %d through %s", pass, ocelotRequests, ocelotClients, t.name), 0)
-			master, workers, err := t.srv.processes()
-			if err != nil {
-				return nil, err
-			}
-			pids := append([]int{master}, workers...)
-			cpu0, err := cpuSeconds(pids)
-			if err != nil {
-				return nil, err
-			}
-			lr, err := runPinned(s.loadCPUs, args(t.url)...)
-			if err != nil {
-				return nil, err
-			}
-			cpu1, err := cpuSeconds(pids)
-			if err != nil {
-				return nil, err
-			}
-			ab, err := parseAB(lr.output)
-			if err != nil {
-				return nil, err
-			}
-			run := OcelotRun{abResult: ab}
-			if ab.Complete > 0 {
-				run.CPUPerRequestUS = (cpu1 - cpu0) * 1e6 / float64(ab.Complete)
-			}
-			fmt.Printf("    %8.0f req/s  failed %d  non-2xx %d  p99 %.0f ms  %.1f CPU µs/req\n",
-				ab.RPS, ab.Failed, ab.Non2xx, ab.P99MS, run.CPUPerRequestUS)
-			if pass == "measured" {
-				if t.name == "gw" {
-					res.GW = run
-				} else {
-					res.Nginx = run
+	for _, t := range s.targets {
+		s.progress.step(fmt.Sprintf("ocelot (warm-up): ab -n %d -c %d through %s", ocelotRequests, ocelotClients, t.name), 0)
+		if _, err := s.measureAB(t, args(t.url)); err != nil {
+			return nil, err
+		}
+	}
+	// Paired rounds, as the sweep's: each round runs both, in an order rotated each round,
+	// and a run during which other processes competed for the CPUs is taken again.
+	var gwRuns, nginxRuns []OcelotRun
+	for round := range o.rounds {
+		for i := range s.targets {
+			t := s.targets[(i+round)%len(s.targets)]
+			s.progress.step(fmt.Sprintf("ocelot, round %d/%d: ab -n %d -c %d through %s", round+1, o.rounds, ocelotRequests, ocelotClients, t.name), 0)
+			var run OcelotRun
+			for attempt := 0; ; attempt++ {
+				var err error
+				if run, err = s.measureAB(t, args(t.url)); err != nil {
+					return nil, fmt.Errorf("%s, round %d: %w", t.name, round+1, err)
 				}
+				if run.ForeignCores <= o.maxForeign || attempt == o.retries {
+					break
+				}
+				res.Repeated++
+				fmt.Printf("    other processes used %.2f CPUs during that run; running it again\n", run.ForeignCores)
+				time.Sleep(time.Second)
+			}
+			run.Round = round + 1
+			if t.name == "gw" {
+				gwRuns = append(gwRuns, run)
+			} else {
+				nginxRuns = append(nginxRuns, run)
 			}
 		}
 	}
+	res.GWRuns, res.NginxRuns = gwRuns, nginxRuns
+	res.GW, res.Nginx = medianOcelot(gwRuns), medianOcelot(nginxRuns)
+	res.VsNginx = ratios(ocelotAsRuns(gwRuns), ocelotAsRuns(nginxRuns))
 	return res, nil
+}
+
+// measureAB runs ab once against t and reads the server's CPU time, and every CPU's busy
+// time to tell how much of the machine others took meanwhile, around it.
+func (s *sweep) measureAB(t target, argv []string) (OcelotRun, error) {
+	var run OcelotRun
+	master, workers, err := t.srv.processes()
+	if err != nil {
+		return run, err
+	}
+	pids := append([]int{master}, workers...)
+	upPID := s.up.cmd.Process.Pid
+	cpu0, err := cpuSeconds(pids)
+	if err != nil {
+		return run, err
+	}
+	up0, _ := cpuSeconds([]int{upPID})
+	cores0, err := readCoreTimes()
+	if err != nil {
+		return run, err
+	}
+	start := time.Now()
+	lr, err := runPinned(s.loadCPUs, argv...)
+	wall := time.Since(start).Seconds()
+	if err != nil {
+		return run, err
+	}
+	cores1, err := readCoreTimes()
+	if err != nil {
+		return run, err
+	}
+	cpu1, err := cpuSeconds(pids)
+	if err != nil {
+		return run, fmt.Errorf("a server process went away during the run: %w", err)
+	}
+	up1, _ := cpuSeconds([]int{upPID})
+	ab, err := parseAB(lr.output)
+	if err != nil {
+		return run, err
+	}
+	run.abResult = ab
+	if ab.Complete > 0 {
+		run.CPUPerRequestUS = (cpu1 - cpu0) * 1e6 / float64(ab.Complete)
+	}
+	var allBusy float64
+	for i := range cores0.busy {
+		allBusy += float64(cores1.busy[i]-cores0.busy[i]) / clockTicks
+	}
+	run.ForeignCores = max(0, (allBusy-(cpu1-cpu0)-lr.cpuSeconds-(up1-up0))/wall)
+	fmt.Printf("    %8.0f req/s  failed %d  non-2xx %d  p99 %.0f ms  %.1f CPU µs/req  others %.2f CPUs\n",
+		ab.RPS, ab.Failed, ab.Non2xx, ab.P99MS, run.CPUPerRequestUS, run.ForeignCores)
+	return run, nil
+}
+
+// medianOcelot is the median of each figure over runs; the failure counts are sums.
+func medianOcelot(runs []OcelotRun) OcelotRun {
+	pick := func(f func(OcelotRun) float64) float64 {
+		xs := make([]float64, len(runs))
+		for i, r := range runs {
+			xs[i] = f(r)
+		}
+		return median(xs)
+	}
+	var m OcelotRun
+	m.RPS = pick(func(r OcelotRun) float64 { return r.RPS })
+	m.Seconds = pick(func(r OcelotRun) float64 { return r.Seconds })
+	m.P50MS = pick(func(r OcelotRun) float64 { return r.P50MS })
+	m.P99MS = pick(func(r OcelotRun) float64 { return r.P99MS })
+	m.CPUPerRequestUS = pick(func(r OcelotRun) float64 { return r.CPUPerRequestUS })
+	m.ForeignCores = pick(func(r OcelotRun) float64 { return r.ForeignCores })
+	for _, r := range runs {
+		m.Complete += r.Complete
+		m.Failed += r.Failed
+		m.WriteErrors += r.WriteErrors
+		m.Non2xx += r.Non2xx
+	}
+	return m
+}
+
+// ocelotAsRuns gives ab's runs the shape ratios pairs by round.
+func ocelotAsRuns(runs []OcelotRun) []Run {
+	out := make([]Run, len(runs))
+	for i, r := range runs {
+		out[i] = Run{Round: r.Round, RPS: r.RPS, P99US: r.P99MS * 1000, CPUPerRequestUS: r.CPUPerRequestUS}
+	}
+	return out
 }

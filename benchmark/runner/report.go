@@ -131,8 +131,8 @@ func markdown(r *Report, charts []string) string {
 		fmt.Fprintf(&b, "- Load: wrk -c %d, one thread per load CPU, %s warm-up then %d rounds of %s, scenarios alternating; body %d bytes; access log %s.\n",
 			st.Connections, st.Warmup, st.Rounds, st.Duration, st.BodyBytes, accessLog)
 	} else {
-		fmt.Fprintf(&b, "- Load: seed 001's ab -n %d -c %d (new connection per request), one warm-up run each, then one measured; body %d bytes; access log %s.\n",
-			r.Ocelot.Requests, r.Ocelot.Clients, st.BodyBytes, accessLog)
+		fmt.Fprintf(&b, "- Load: seed 001's ab -n %d -c %d (new connection per request), one warm-up run each, then %d rounds, the two alternating; body %d bytes; access log %s.\n",
+			r.Ocelot.Requests, r.Ocelot.Clients, st.Rounds, st.BodyBytes, accessLog)
 	}
 	b.WriteString("\nFigures are medians over rounds. A ratio (×) is gw's figure over nginx proxy's in the same round, " +
 		"median over rounds: compare ratios, not absolute figures, which belong to this machine and its load. " +
@@ -224,8 +224,26 @@ func writeOcelot(b *strings.Builder, o *Ocelot) {
 		fmt.Fprintf(b, "| %s | %.0f | %d | %d | %d | %.0f | %.0f | %.1f |\n",
 			r.name, r.run.RPS, r.run.Failed, r.run.Non2xx, r.run.WriteErrors, r.run.P50MS, r.run.P99MS, r.run.CPUPerRequestUS)
 	}
-	if o.Nginx.RPS > 0 {
-		fmt.Fprintf(b, "\ngw's req/s is %.2f× nginx's.\n", o.GW.RPS/o.Nginx.RPS)
+	if o.VsNginx == nil {
+		return
+	}
+	fmt.Fprintf(b, "\nRatios to nginx, paired by round over %d rounds (%d runs taken again for others' load):\n\n", len(o.GWRuns), o.Repeated)
+	for _, g := range []struct {
+		what string
+		f    figure
+		ok   bound
+	}{
+		{"CPU µs per request ≤ nginx's (issue 21)", cpuPerRequest, atMost(1.0)},
+		{"p99 ≤ nginx's (issue 21; ab's p99 is whole milliseconds)", p99, atMost(1.0)},
+		{"requests/s", requestsPerSecond, nil},
+	} {
+		if g.ok == nil {
+			measured, _ := judge(o.VsNginx, g.f, atLeast(0))
+			fmt.Fprintf(b, "- %s: %s\n", g.what, measured)
+			continue
+		}
+		measured, verdict := judge(o.VsNginx, g.f, g.ok)
+		fmt.Fprintf(b, "- %s: %s (%s)\n", g.what, measured, verdict)
 	}
 }
 

@@ -177,18 +177,26 @@ func medianInterval(xs []float64) ([2]float64, bool) {
 
 // Ocelot is seed 001's comparison: ab -n 20000 -c 1000 through gw and nginx.
 type Ocelot struct {
-	Workers   int       `json:"workers"`
-	Requests  int       `json:"requests"`
-	Clients   int       `json:"concurrency"`
-	Rewritten bool      `json:"rewritten"` // whether gw rewrote /api1/ to /api/ as nginx does
-	Note      string    `json:"note,omitempty"`
-	GW        OcelotRun `json:"gw"`
-	Nginx     OcelotRun `json:"nginx"`
+	Workers   int    `json:"workers"`
+	Requests  int    `json:"requests"`
+	Clients   int    `json:"concurrency"`
+	Rewritten bool   `json:"rewritten"` // whether gw rewrote /api1/ to /api/ as nginx does
+	Note      string `json:"note,omitempty"`
+	// GW and Nginx are the medians over rounds (failures summed); VsNginx pairs the rounds'
+	// runs as the sweep's ratios do. ab's p99 is whole milliseconds, so its ratio is coarse.
+	GW        OcelotRun   `json:"gw"`
+	Nginx     OcelotRun   `json:"nginx"`
+	VsNginx   *Ratios     `json:"vs_nginx,omitempty"`
+	GWRuns    []OcelotRun `json:"gw_runs,omitempty"`
+	NginxRuns []OcelotRun `json:"nginx_runs,omitempty"`
+	Repeated  int         `json:"repeated,omitempty"` // runs taken again for others' load
 }
 
 type OcelotRun struct {
 	abResult
+	Round           int     `json:"round,omitempty"`
 	CPUPerRequestUS float64 `json:"cpu_per_request_us"`
+	ForeignCores    float64 `json:"foreign_cores"`
 }
 
 func median(xs []float64) float64 {

@@ -282,3 +282,30 @@ func TestVersionSays(t *testing.T) {
 		t.Errorf("older gwctl: %q", got)
 	}
 }
+
+func TestOcelotRounds(t *testing.T) {
+	var gw, nginx []OcelotRun
+	for round := 1; round <= 7; round++ {
+		g := OcelotRun{Round: round, CPUPerRequestUS: 40 + float64(round), ForeignCores: 0.1}
+		g.RPS, g.P99MS, g.Failed = 1000, 20, 1
+		n := OcelotRun{Round: round, CPUPerRequestUS: 50}
+		n.RPS, n.P99MS = 900, 25
+		gw, nginx = append(gw, g), append(nginx, n)
+	}
+	m := medianOcelot(gw)
+	if m.CPUPerRequestUS != 44 || m.Failed != 7 || m.P99MS != 20 {
+		t.Errorf("median of gw's runs: %+v, want 44 CPU µs/req, 7 failures summed, p99 20 ms", m)
+	}
+	o := &Ocelot{Requests: 20000, Clients: 1000, Workers: 1, GW: m, Nginx: medianOcelot(nginx),
+		GWRuns: gw, NginxRuns: nginx, VsNginx: ratios(ocelotAsRuns(gw), ocelotAsRuns(nginx))}
+	if o.VsNginx == nil || o.VsNginx.CPUPerRequest != 44.0/50 || o.VsNginx.P99 != 0.8 || o.VsNginx.Interval == nil {
+		t.Fatalf("ratios %+v, want CPU 0.88×, p99 0.8× with an interval over 7 rounds", o.VsNginx)
+	}
+	var b strings.Builder
+	writeOcelot(&b, o)
+	for _, want := range []string{"CPU µs per request ≤ nginx's (issue 21): 0.88×, 95% interval 0.82–0.94 (met)", "over 7 rounds"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, b.String())
+		}
+	}
+}

@@ -18,4 +18,7 @@
 // A Stream that owns its descriptor (Own, owned.go) makes those calls and waits itself,
 // without net's per-call locking, and closes the connection only when no call of its own
 // is in progress.
+//
+// KeepAliveOff (listener.go) spares each accepted connection the four keep-alive
+// setsockopt(2) calls net makes by default, which nginx does not make.
 package rawio

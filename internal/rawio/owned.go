@@ -33,12 +33,16 @@ const (
 )
 
 // Own makes s read and write its descriptor with its own system calls and waits, and
-// reports whether it could: WaitBeforeReads must have found the poll descriptor. Whether or
-// not it could, close becomes what Close calls, once, and from then on every close of the
-// connection must go through s.Close: a close behind s's back could free the descriptor
-// under a call in progress. Call it before another goroutine can see the connection.
+// reports whether it could: it needs the runtime's poll descriptor (poll.go). Reads wait
+// first only once WaitBeforeReads is on as well. Whether or not it could, close becomes
+// what Close calls, once, and from then on every close of the connection must go through
+// s.Close: a close behind s's back could free the descriptor under a call in progress.
+// Call it before another goroutine can see the connection.
 func (s *Stream) Own(close func() error) bool {
 	s.closeFn = close
+	if s.pollDesc == 0 {
+		s.pollDesc = pollDescOf(s.raw)
+	}
 	if s.pollDesc == 0 {
 		return false
 	}

@@ -6,8 +6,11 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // closeCounter is an owned Stream's close: it counts the closes and records any that came
@@ -172,5 +175,62 @@ func TestOwnedCloseRacesTheCalls(t *testing.T) {
 		if cc.closes.Load() != 1 || cc.underUse.Load() != 0 {
 			t.Fatalf("round %d: closed %d times, %d under a call; want once, never under one", round, cc.closes.Load(), cc.underUse.Load())
 		}
+	}
+}
+
+// sockopt reads an int socket option of c.
+func sockopt(t *testing.T, c net.Conn, level, name int) int {
+	t.Helper()
+	raw, err := c.(syscall.Conn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v int
+	var gerr error
+	if err := raw.Control(func(fd uintptr) { v, gerr = unix.GetsockoptInt(int(fd), level, name) }); err != nil {
+		t.Fatal(err)
+	}
+	if gerr != nil {
+		t.Fatal(gerr)
+	}
+	return v
+}
+
+// An owned Stream reads without TCP_INQ, and so without waiting first, until
+// WaitBeforeReads turns it on, which a second call leaves as it is.
+func TestOwnWithoutWaitingFirst(t *testing.T) {
+	c, peer, s := pair(t)
+	if !s.Own(c.Close) {
+		t.Fatal("Own could not take the descriptor")
+	}
+	if got := sockopt(t, c, unix.IPPROTO_TCP, unix.TCP_INQ); got != 0 {
+		t.Fatalf("TCP_INQ = %d before WaitBeforeReads, want 0: a connection that serves one request pays for it", got)
+	}
+	buf := make([]byte, 64)
+	peer.Write([]byte("one"))
+	if n, err := s.Read(buf); err != nil || string(buf[:n]) != "one" {
+		t.Fatalf("Read = %q, %v; want one", buf[:n], err)
+	}
+	if s.drained {
+		t.Fatal("a read without TCP_INQ marked the socket drained: the next read could wait on an event already taken")
+	}
+	if !s.WaitBeforeReads(true) {
+		t.Fatal("WaitBeforeReads could not turn on")
+	}
+	if got := sockopt(t, c, unix.IPPROTO_TCP, unix.TCP_INQ); got != 1 {
+		t.Fatalf("TCP_INQ = %d after WaitBeforeReads, want 1", got)
+	}
+	peer.Write([]byte("two"))
+	if n, err := s.Read(buf); err != nil || string(buf[:n]) != "two" {
+		t.Fatalf("Read = %q, %v; want two", buf[:n], err)
+	}
+	if !s.drained {
+		t.Fatal("a short read with TCP_INQ on did not mark the socket drained")
+	}
+	if !s.WaitBeforeReads(true) || !s.drained {
+		t.Fatal("WaitBeforeReads(true) again forgot that the socket was drained")
+	}
+	if s.WaitBeforeReads(false) || s.owned || s.inq {
+		t.Fatal("WaitBeforeReads(false) left the Stream owned or waiting first")
 	}
 }

@@ -20,13 +20,15 @@ type Stream struct {
 	writeFn func(fd uintptr) bool
 	awaitFn func(fd uintptr) bool
 
-	// pollDesc is the runtime's poll descriptor, set when reads may wait first (see
-	// poll.go); reads then go through recv, with TCP_INQ on (inq.go), and drained is set
-	// when the last one left nothing behind, not even a FIN, so that the next one waits
-	// before it reads if a write has succeeded since (wrote; see waitsFirst). Writes set
-	// wrote and a draining read clears it; reads look at it only while drained, which a
-	// Stream read and written at the same time (a tunnel: WaitBeforeReads off) never is.
+	// pollDesc is the runtime's poll descriptor (see poll.go), found when reads may wait
+	// first or when s owns its descriptor. inq is set when reads may wait first: they go
+	// through recv, with TCP_INQ on (inq.go), and drained is set when the last one left
+	// nothing behind, not even a FIN, so that the next one waits before it reads if a
+	// write has succeeded since (wrote; see waitsFirst). Writes set wrote and a draining
+	// read clears it; reads look at it only while drained, which a Stream read and written
+	// at the same time (a tunnel: WaitBeforeReads off) never is.
 	pollDesc uintptr
+	inq      bool
 	recv     receiver
 	drained  bool
 	wrote    bool
@@ -84,26 +86,44 @@ func (s *Stream) Init(raw syscall.RawConn, waiter Waiter) {
 // WaitBeforeReads makes a Read that follows one which emptied the socket, and a Write
 // since (waitsFirst says why), wait for it to become readable before it reads, instead of
 // reading first, and reports whether it could (poll.go, inq.go): a keep-alive
-// connection's server then reads once per request, not twice. Every read of the socket
-// must go through s while it is on; turn it off before handing the connection to code
-// that reads it otherwise. Only the goroutine that reads s may call it, between reads.
-// Turning it off also ends Own's own calls: those of a connection handed over go through
-// net again.
+// connection's server then reads once per request, not twice. It costs a setsockopt(2),
+// which a connection that serves one request and closes need not pay: it can be turned on
+// between any two reads, and turning it on again is free. Every read of the socket must go
+// through s while it is on; turn it off before handing the connection to code that reads
+// it otherwise. Only the goroutine that reads s may call it, between reads. Turning it off
+// also ends Own's own calls: those of a connection handed over go through net again.
 func (s *Stream) WaitBeforeReads(on bool) bool {
+	if on && s.inq {
+		return true
+	}
 	s.drained = false
-	s.pollDesc = 0
-	s.owned = false
 	if !on {
+		s.pollDesc, s.inq, s.owned = 0, false, false
 		return false
 	}
-	if pd := pollDescOf(s.raw); pd != 0 {
+	if s.pollDesc == 0 {
+		s.pollDesc = pollDescOf(s.raw)
+	}
+	switch {
+	case s.pollDesc == 0:
+	case s.owned:
+		// The reference keeps a Close from freeing the descriptor under the call.
+		if s.acquire() {
+			s.inq = enableInq(s.fd)
+			s.release()
+		}
+	default:
 		var inq bool
-		if s.raw.Control(func(fd uintptr) { inq = enableInq(fd) }) == nil && inq {
-			s.pollDesc = pd
+		if s.raw.Control(func(fd uintptr) { inq = enableInq(fd) }) == nil {
+			s.inq = inq
 		}
 	}
-	return s.pollDesc != 0
+	return s.inq
 }
+
+// ReadCalls is how many read system calls s has made: tests count them. Only the goroutine
+// that reads s may call it.
+func (s *Stream) ReadCalls() int { return s.reads }
 
 // expiredUntried reports whether err is a deadline that had passed before the call tried
 // anything.
@@ -149,7 +169,7 @@ func (s *Stream) readOnce(fd uintptr) bool {
 	s.reads++
 	var n, left int
 	var errno syscall.Errno
-	if s.pollDesc != 0 {
+	if s.inq {
 		n, left, errno = s.recv.read(fd, s.rbuf)
 	} else {
 		n, errno = Read(fd, s.rbuf)
@@ -161,7 +181,7 @@ func (s *Stream) readOnce(fd uintptr) bool {
 		return false // park until readable
 	}
 	s.rn, s.rerrno = n, errno
-	s.drained = s.pollDesc != 0 && errno == 0 && n > 0 && left == 0
+	s.drained = s.inq && errno == 0 && n > 0 && left == 0
 	if s.drained {
 		s.wrote = false
 	}

@@ -431,7 +431,10 @@ func (np *nodePool) dial(timeout time.Duration, sni []byte) (*upConn, error) {
 		}
 		ip = *a
 	}
-	d := net.Dialer{Deadline: deadline}
+	// No keep-alive probes (Go's default is 15 s), as nginx sets none unless
+	// proxy_socket_keepalive is on: an idle pooled connection ends at its idle_timeout, a
+	// busy one at the read timeout, long before the probes would tell.
+	d := net.Dialer{Deadline: deadline, KeepAlive: -1}
 	conn, err := d.Dial("tcp", netip.AddrPortFrom(ip, np.key.port).String())
 	if err != nil {
 		return nil, err
