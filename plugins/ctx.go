@@ -2,6 +2,7 @@ package plugins
 
 import (
 	"net"
+	"net/netip"
 	"strconv"
 	"sync"
 
@@ -358,3 +359,16 @@ func (c *Ctx) ResponseSize() int {
 
 // dateLine is the shape of the Date field fasthttp's server adds to every response.
 const dateLine = "Date: Wed, 21 Oct 2015 07:28:00 GMT\r\n"
+
+// plugins-a: the client's address as an IP, for ip-restriction and real-ip.
+
+// RemoteIP is RemoteAddr's IP, an IPv4-mapped IPv6 address unmapped so that IPv4
+// prefixes cover it; the zero Addr when the connection is not TCP. It allocates nothing.
+func (c *Ctx) RemoteIP() netip.Addr {
+	tcp, ok := c.RemoteAddr().(*net.TCPAddr)
+	if !ok {
+		return netip.Addr{}
+	}
+	ip, _ := netip.AddrFromSlice(tcp.IP)
+	return ip.Unmap()
+}

@@ -275,6 +275,8 @@ func TestEveryPluginBuildsAPhase(t *testing.T) {
 	}
 	// The least each plugin needs; {} for the rest.
 	minimal := map[string]string{"limit-count": `{"count": 1, "time_window": 1}`, "proxy-rewrite": `{"uri": "/"}`}
+	// plugins-a
+	minimal["ip-restriction"] = `{"whitelist": ["127.0.0.1"]}`
 	build := plugins.NewSnapshotBuild(&conf.Snapshot{}, shared)
 	for _, name := range plugins.Names() {
 		raw := json.RawMessage(`{}`)
