@@ -62,7 +62,7 @@ func TestPluginIPRestriction(t *testing.T) {
 	// TEST 2 "wrong CIDR v4 format" and TEST 6 "whitelist and blacklist mutual exclusive":
 	// refused, and route 1 serves on as it was.
 	for body, want := range map[string]string{
-		`{"uri":"/hello","plugins":{"ip-restriction":{"whitelist":["10.255.256.0/24"]}},"upstream":{"nodes":{"127.0.0.1:1":1}}}`: `whitelist: item 1: invalid ip address`,
+		`{"uri":"/hello","plugins":{"ip-restriction":{"whitelist":["10.255.256.0/24"]}},"upstream":{"nodes":{"127.0.0.1:1":1}}}`:                 `whitelist: item 1: invalid ip address`,
 		`{"uri":"/hello","plugins":{"ip-restriction":{"whitelist":["1.1.1.1"],"blacklist":["2.2.2.2"]}},"upstream":{"nodes":{"127.0.0.1:1":1}}}`: `not both`,
 	} {
 		status, resp := in.adminCall("PUT", "/apisix/admin/routes/1", body)

@@ -277,6 +277,7 @@ func TestEveryPluginBuildsAPhase(t *testing.T) {
 	minimal := map[string]string{"limit-count": `{"count": 1, "time_window": 1}`, "proxy-rewrite": `{"uri": "/"}`}
 	// plugins-a
 	minimal["ip-restriction"] = `{"whitelist": ["127.0.0.1"]}`
+	minimal["uri-blocker"] = `{"block_rules": ["^/internal/"]}`
 	build := plugins.NewSnapshotBuild(&conf.Snapshot{}, shared)
 	for _, name := range plugins.Names() {
 		raw := json.RawMessage(`{}`)
