@@ -278,6 +278,7 @@ func TestEveryPluginBuildsAPhase(t *testing.T) {
 	// plugins-a
 	minimal["ip-restriction"] = `{"whitelist": ["127.0.0.1"]}`
 	minimal["uri-blocker"] = `{"block_rules": ["^/internal/"]}`
+	minimal["consumer-restriction"] = `{"whitelist": ["jack"]}`
 	build := plugins.NewSnapshotBuild(&conf.Snapshot{}, shared)
 	for _, name := range plugins.Names() {
 		raw := json.RawMessage(`{}`)
