@@ -9,6 +9,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"gw/internal/monotime"
+	"gw/plugins/vars"
 )
 
 // Ctx is one request as plugins see it: the request and response through its methods,
@@ -371,4 +372,30 @@ func (c *Ctx) RemoteIP() netip.Addr {
 	}
 	ip, _ := netip.AddrFromSlice(tcp.IP)
 	return ip.Unmap()
+}
+
+// VarsRequest is the request as the variable language reads it (plugins/vars): its
+// $route_id, $service_id, $consumer_name and the rest, as this Ctx knows them now. Build
+// it per call on the stack (r := c.VarsRequest(); vars.Expand(dst, &r, t)): it
+// allocates nothing, and it is the one reader of Ctx.Request the plugins of this group
+// need.
+func (c *Ctx) VarsRequest() vars.Request {
+	r := vars.Request{HTTP: c.Request, Consumer: c.Consumer}
+	if route := c.Route; route != nil {
+		r.RouteID, r.RouteName, r.ServiceID, r.ServiceName = route.ID, route.Name, route.ServiceID, route.ServiceName
+	}
+	return r
+}
+
+// RespondCopy is Respond with body copied into the response's own buffer, for a body made
+// per request (fault-injection's body with variables), which the caller may then reuse.
+// It allocates nothing once the response's buffer has grown to the body's size.
+func (c *Ctx) RespondCopy(status int, contentType, body []byte) {
+	resp := &c.Request.Response
+	resp.SetStatusCode(status)
+	if contentType != nil {
+		resp.Header.SetContentTypeBytes(contentType)
+	}
+	resp.SetBody(body)
+	c.answered = true
 }

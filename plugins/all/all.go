@@ -4,6 +4,7 @@ package all
 import (
 	_ "gw/plugins/basicauth"
 	_ "gw/plugins/consumerrestriction"
+	_ "gw/plugins/faultinjection"
 	_ "gw/plugins/iprestriction"
 	_ "gw/plugins/keyauth"
 	_ "gw/plugins/limitcount"
