@@ -74,6 +74,10 @@ type Ctx struct {
 	// merged is the consumer's merged chain that took over from mergedBase once an auth
 	// plugin named the consumer; both nil until then.
 	merged, mergedBase *Chain
+
+	// plugins-a: headersIfAbsent are queued by AddResponseHeaderIfAbsent, flattened as
+	// headers are.
+	headersIfAbsent [][]byte
 }
 
 var ctxPool = sync.Pool{New: func() any { return &Ctx{} }}
@@ -121,6 +125,7 @@ func (c *Ctx) End() {
 		c.headers[i] = c.headers[i][:0]
 	}
 	c.headers = c.headers[:0]
+	c.headersIfAbsent = c.headersIfAbsent[:0]
 }
 
 // The request.
@@ -329,6 +334,11 @@ func (c *Ctx) ApplyResponseHeaders() {
 	for i := 0; i+1 < len(c.headers); i += 2 {
 		c.Request.Response.Header.SetBytesKV(c.headers[i], c.headers[i+1])
 	}
+	for i := 0; i+1 < len(c.headersIfAbsent); i += 2 {
+		if len(c.Request.Response.Header.PeekBytes(c.headersIfAbsent[i])) == 0 {
+			c.Request.Response.Header.SetBytesKV(c.headersIfAbsent[i], c.headersIfAbsent[i+1])
+		}
+	}
 }
 
 // ResponseSize is nginx's $bytes_sent as near as the log phase can know it: the status
@@ -398,4 +408,12 @@ func (c *Ctx) RespondCopy(status int, contentType, body []byte) {
 	}
 	resp.SetBody(body)
 	c.answered = true
+}
+
+// AddResponseHeaderIfAbsent queues a header for the final response, as AddResponseHeader
+// does, set only when the response has no such field, or an empty one, by then
+// (request-id's, which keeps the upstream's own). Name and value are copied.
+func (c *Ctx) AddResponseHeaderIfAbsent(name, value []byte) {
+	c.headersIfAbsent = appendCopy(c.headersIfAbsent, name)
+	c.headersIfAbsent = appendCopy(c.headersIfAbsent, value)
 }

@@ -10,5 +10,6 @@ import (
 	_ "gw/plugins/limitcount"
 	_ "gw/plugins/prometheus"
 	_ "gw/plugins/proxyrewrite"
+	_ "gw/plugins/requestid"
 	_ "gw/plugins/uriblocker"
 )
