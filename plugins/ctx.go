@@ -8,6 +8,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"gw/internal/bytesconv"
 	"gw/internal/monotime"
 	"gw/plugins/vars"
 )
@@ -76,8 +77,11 @@ type Ctx struct {
 	merged, mergedBase *Chain
 
 	// plugins-a: headersIfAbsent are queued by AddResponseHeaderIfAbsent, flattened as
-	// headers are.
+	// headers are. realAddr is the client SetRemoteIP named, which the request's
+	// RemoteAddr points at from then on; realIP backs its IP.
 	headersIfAbsent [][]byte
+	realAddr        net.TCPAddr
+	realIP          [16]byte
 }
 
 var ctxPool = sync.Pool{New: func() any { return &Ctx{} }}
@@ -91,6 +95,7 @@ func AcquireCtx(req *fasthttp.RequestCtx, route *RouteInfo, startNanos int64) *C
 
 // ReleaseCtx returns c to the pool.
 func ReleaseCtx(c *Ctx) {
+	c.forgetRemoteIP() // the pooled c may serve another connection next
 	c.End()
 	ctxPool.Put(c)
 }
@@ -416,4 +421,46 @@ func (c *Ctx) RespondCopy(status int, contentType, body []byte) {
 func (c *Ctx) AddResponseHeaderIfAbsent(name, value []byte) {
 	c.headersIfAbsent = appendCopy(c.headersIfAbsent, name)
 	c.headersIfAbsent = appendCopy(c.headersIfAbsent, value)
+}
+
+// SetRemoteIP makes ip (and port, when not 0) the client's address for the rest of the
+// request: RemoteAddr, $remote_addr and $remote_port to later plugins, the X-Real-IP and
+// X-Forwarded-For the proxy sends, and the access log (real-ip's). The address lives in
+// c, so this allocates nothing; it holds until the connection's next request (the
+// worker's edge clears it as each request's header arrives) or ReleaseCtx.
+func (c *Ctx) SetRemoteIP(ip netip.Addr, port int) {
+	if port == 0 {
+		if tcp, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+			port = tcp.Port
+		}
+	}
+	if ip.Is4() {
+		b := ip.As4()
+		c.realAddr.IP = append(c.realIP[:0], b[:]...)
+	} else {
+		b := ip.As16()
+		c.realAddr.IP = append(c.realIP[:0], b[:]...)
+	}
+	c.realAddr.Port, c.realAddr.Zone = port, ""
+	c.Request.SetRemoteAddr(&c.realAddr)
+}
+
+// forgetRemoteIP undoes SetRemoteIP, so that the request no longer points into c.
+func (c *Ctx) forgetRemoteIP() {
+	if c.Request != nil {
+		if a, ok := c.Request.RemoteAddr().(*net.TCPAddr); ok && a == &c.realAddr {
+			c.Request.SetRemoteAddr(nil)
+		}
+	}
+}
+
+// LastRequestHeader returns the value of the last request header field name
+// (case-insensitive), nil without one: X-Forwarded-For's last hop, where RequestHeader
+// gives the first field.
+func (c *Ctx) LastRequestHeader(name []byte) []byte {
+	all := c.Request.Request.Header.PeekAll(bytesconv.String(name))
+	if len(all) == 0 {
+		return nil
+	}
+	return all[len(all)-1]
 }

@@ -10,6 +10,7 @@ import (
 	_ "gw/plugins/limitcount"
 	_ "gw/plugins/prometheus"
 	_ "gw/plugins/proxyrewrite"
+	_ "gw/plugins/realip"
 	_ "gw/plugins/requestid"
 	_ "gw/plugins/uriblocker"
 )

@@ -282,6 +282,7 @@ func TestEveryPluginBuildsAPhase(t *testing.T) {
 	minimal["uri-blocker"] = `{"block_rules": ["^/internal/"]}`
 	minimal["consumer-restriction"] = `{"whitelist": ["jack"]}`
 	minimal["fault-injection"] = `{"abort": {"http_status": 503}}`
+	minimal["real-ip"] = `{"source": "http_x_forwarded_for"}`
 	build := plugins.NewSnapshotBuild(&conf.Snapshot{}, shared)
 	for _, name := range plugins.Names() {
 		raw := json.RawMessage(`{}`)
