@@ -11,6 +11,7 @@ import (
 	_ "gw/plugins/prometheus"
 	_ "gw/plugins/proxyrewrite"
 	_ "gw/plugins/realip"
+	_ "gw/plugins/redirect"
 	_ "gw/plugins/requestid"
 	_ "gw/plugins/uriblocker"
 )

@@ -283,6 +283,7 @@ func TestEveryPluginBuildsAPhase(t *testing.T) {
 	minimal["consumer-restriction"] = `{"whitelist": ["jack"]}`
 	minimal["fault-injection"] = `{"abort": {"http_status": 503}}`
 	minimal["real-ip"] = `{"source": "http_x_forwarded_for"}`
+	minimal["redirect"] = `{"http_to_https": true}`
 	build := plugins.NewSnapshotBuild(&conf.Snapshot{}, shared)
 	for _, name := range plugins.Names() {
 		raw := json.RawMessage(`{}`)
