@@ -2,12 +2,15 @@ package plugins
 
 import (
 	"net"
+	"net/netip"
 	"strconv"
 	"sync"
 
 	"github.com/valyala/fasthttp"
 
+	"gw/internal/bytesconv"
 	"gw/internal/monotime"
+	"gw/plugins/vars"
 )
 
 // Ctx is one request as plugins see it: the request and response through its methods,
@@ -72,6 +75,13 @@ type Ctx struct {
 	// merged is the consumer's merged chain that took over from mergedBase once an auth
 	// plugin named the consumer; both nil until then.
 	merged, mergedBase *Chain
+
+	// plugins-a: headersIfAbsent are queued by AddResponseHeaderIfAbsent, flattened as
+	// headers are. realAddr is the client SetRemoteIP named, which the request's
+	// RemoteAddr points at from then on; realIP backs its IP.
+	headersIfAbsent [][]byte
+	realAddr        net.TCPAddr
+	realIP          [16]byte
 }
 
 var ctxPool = sync.Pool{New: func() any { return &Ctx{} }}
@@ -85,6 +95,7 @@ func AcquireCtx(req *fasthttp.RequestCtx, route *RouteInfo, startNanos int64) *C
 
 // ReleaseCtx returns c to the pool.
 func ReleaseCtx(c *Ctx) {
+	c.forgetRemoteIP() // the pooled c may serve another connection next
 	c.End()
 	ctxPool.Put(c)
 }
@@ -119,6 +130,7 @@ func (c *Ctx) End() {
 		c.headers[i] = c.headers[i][:0]
 	}
 	c.headers = c.headers[:0]
+	c.headersIfAbsent = c.headersIfAbsent[:0]
 }
 
 // The request.
@@ -327,6 +339,11 @@ func (c *Ctx) ApplyResponseHeaders() {
 	for i := 0; i+1 < len(c.headers); i += 2 {
 		c.Request.Response.Header.SetBytesKV(c.headers[i], c.headers[i+1])
 	}
+	for i := 0; i+1 < len(c.headersIfAbsent); i += 2 {
+		if len(c.Request.Response.Header.PeekBytes(c.headersIfAbsent[i])) == 0 {
+			c.Request.Response.Header.SetBytesKV(c.headersIfAbsent[i], c.headersIfAbsent[i+1])
+		}
+	}
 }
 
 // ResponseSize is nginx's $bytes_sent as near as the log phase can know it: the status
@@ -358,3 +375,92 @@ func (c *Ctx) ResponseSize() int {
 
 // dateLine is the shape of the Date field fasthttp's server adds to every response.
 const dateLine = "Date: Wed, 21 Oct 2015 07:28:00 GMT\r\n"
+
+// plugins-a: the client's address as an IP, for ip-restriction and real-ip.
+
+// RemoteIP is RemoteAddr's IP, an IPv4-mapped IPv6 address unmapped so that IPv4
+// prefixes cover it; the zero Addr when the connection is not TCP. It allocates nothing.
+func (c *Ctx) RemoteIP() netip.Addr {
+	tcp, ok := c.RemoteAddr().(*net.TCPAddr)
+	if !ok {
+		return netip.Addr{}
+	}
+	ip, _ := netip.AddrFromSlice(tcp.IP)
+	return ip.Unmap()
+}
+
+// VarsRequest is the request as the variable language reads it (plugins/vars): its
+// $route_id, $service_id, $consumer_name and the rest, as this Ctx knows them now. Build
+// it per call on the stack (r := c.VarsRequest(); vars.Expand(dst, &r, t)): it
+// allocates nothing, and it is the one reader of Ctx.Request the plugins of this group
+// need.
+func (c *Ctx) VarsRequest() vars.Request {
+	r := vars.Request{HTTP: c.Request, Consumer: c.Consumer}
+	if route := c.Route; route != nil {
+		r.RouteID, r.RouteName, r.ServiceID, r.ServiceName = route.ID, route.Name, route.ServiceID, route.ServiceName
+	}
+	return r
+}
+
+// RespondCopy is Respond with body copied into the response's own buffer, for a body made
+// per request (fault-injection's body with variables), which the caller may then reuse.
+// It allocates nothing once the response's buffer has grown to the body's size.
+func (c *Ctx) RespondCopy(status int, contentType, body []byte) {
+	resp := &c.Request.Response
+	resp.SetStatusCode(status)
+	if contentType != nil {
+		resp.Header.SetContentTypeBytes(contentType)
+	}
+	resp.SetBody(body)
+	c.answered = true
+}
+
+// AddResponseHeaderIfAbsent queues a header for the final response, as AddResponseHeader
+// does, set only when the response has no such field, or an empty one, by then
+// (request-id's, which keeps the upstream's own). Name and value are copied.
+func (c *Ctx) AddResponseHeaderIfAbsent(name, value []byte) {
+	c.headersIfAbsent = appendCopy(c.headersIfAbsent, name)
+	c.headersIfAbsent = appendCopy(c.headersIfAbsent, value)
+}
+
+// SetRemoteIP makes ip (and port, when not 0) the client's address for the rest of the
+// request: RemoteAddr, $remote_addr and $remote_port to later plugins, the X-Real-IP and
+// X-Forwarded-For the proxy sends, and the access log (real-ip's). The address lives in
+// c, so this allocates nothing; it holds until the connection's next request (the
+// worker's edge clears it as each request's header arrives) or ReleaseCtx.
+func (c *Ctx) SetRemoteIP(ip netip.Addr, port int) {
+	if port == 0 {
+		if tcp, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+			port = tcp.Port
+		}
+	}
+	if ip.Is4() {
+		b := ip.As4()
+		c.realAddr.IP = append(c.realIP[:0], b[:]...)
+	} else {
+		b := ip.As16()
+		c.realAddr.IP = append(c.realIP[:0], b[:]...)
+	}
+	c.realAddr.Port, c.realAddr.Zone = port, ""
+	c.Request.SetRemoteAddr(&c.realAddr)
+}
+
+// forgetRemoteIP undoes SetRemoteIP, so that the request no longer points into c.
+func (c *Ctx) forgetRemoteIP() {
+	if c.Request != nil {
+		if a, ok := c.Request.RemoteAddr().(*net.TCPAddr); ok && a == &c.realAddr {
+			c.Request.SetRemoteAddr(nil)
+		}
+	}
+}
+
+// LastRequestHeader returns the value of the last request header field name
+// (case-insensitive), nil without one: X-Forwarded-For's last hop, where RequestHeader
+// gives the first field.
+func (c *Ctx) LastRequestHeader(name []byte) []byte {
+	all := c.Request.Request.Header.PeekAll(bytesconv.String(name))
+	if len(all) == 0 {
+		return nil
+	}
+	return all[len(all)-1]
+}

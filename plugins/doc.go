@@ -83,7 +83,10 @@
 // limit-count's key variables (keys.go) and proxy-rewrite's template variables
 // (template.go, fed by its handler), which the variable language is moving onto
 // conf/vars.go; they should read variables through the Ctx's methods then, and the list
-// in plugins/all's TestPluginsSeeRequestsThroughTheCtx only shrinks. Response bodies are
+// in plugins/all's TestPluginsSeeRequestsThroughTheCtx only shrinks. A plugin that reads
+// variables without either takes Ctx.VarsRequest, the one place in the contract that
+// hands plugins/vars the request (fault-injection, real-ip, redirect do), so an HTTP/2
+// stream needs teaching vars once, not each plugin. Response bodies are
 // whole byte slices; streaming a body through a plugin (gRPC messages) needs a body
 // phase that does not exist yet.
 //

@@ -439,6 +439,8 @@ func (e *edge) admit(ctx *fasthttp.RequestCtx, ec *edgeConn) bool {
 	}
 	if ec.trusted {
 		e.setRealIP(ctx, ec)
+	} else {
+		ctx.SetRemoteAddr(nil) // the real-ip plugin may have set one for the previous request
 	}
 	if length == -1 || length > 0 {
 		ec.inBody = true

@@ -115,8 +115,10 @@ func (w *Worker) finish(ctx *fasthttp.RequestCtx, x *requestState, ec *edgeConn,
 		if x.up.Ended != 0 {
 			e.Now = monotime.Unix(x.up.Ended) // the answer was ready then: no clock read
 		}
-		if ec != nil && !ec.trusted {
-			e.RemoteAddr = ec.peerText() // no real_ip: the TCP peer, formatted once
+		// No real_ip: the TCP peer, formatted once; unless the real-ip plugin named the
+		// client (plugins.Ctx.SetRemoteIP), whose address the log formats.
+		if ec != nil && !ec.trusted && ctx.RemoteAddr() == net.Addr(ec.TCPConn.RemoteAddr()) {
+			e.RemoteAddr = ec.peerText()
 		}
 		w.accessLog.Log(&e)
 	}

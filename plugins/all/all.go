@@ -3,8 +3,15 @@ package all
 
 import (
 	_ "gw/plugins/basicauth"
+	_ "gw/plugins/consumerrestriction"
+	_ "gw/plugins/faultinjection"
+	_ "gw/plugins/iprestriction"
 	_ "gw/plugins/keyauth"
 	_ "gw/plugins/limitcount"
 	_ "gw/plugins/prometheus"
 	_ "gw/plugins/proxyrewrite"
+	_ "gw/plugins/realip"
+	_ "gw/plugins/redirect"
+	_ "gw/plugins/requestid"
+	_ "gw/plugins/uriblocker"
 )
