@@ -69,6 +69,8 @@ type Ctx struct {
 	args fasthttp.Args
 	// headers queued by AddResponseHeader: name and value pairs, flattened.
 	headers [][]byte
+	// appended are AppendResponseHeader's pairs, flattened (plugins-c).
+	appended [][]byte
 	// merged is the consumer's merged chain that took over from mergedBase once an auth
 	// plugin named the consumer; both nil until then.
 	merged, mergedBase *Chain
@@ -119,6 +121,7 @@ func (c *Ctx) End() {
 		c.headers[i] = c.headers[i][:0]
 	}
 	c.headers = c.headers[:0]
+	c.appended = clearQueue(c.appended)
 }
 
 // The request.
@@ -327,6 +330,7 @@ func (c *Ctx) ApplyResponseHeaders() {
 	for i := 0; i+1 < len(c.headers); i += 2 {
 		c.Request.Response.Header.SetBytesKV(c.headers[i], c.headers[i+1])
 	}
+	c.applyAppended()
 }
 
 // ResponseSize is nginx's $bytes_sent as near as the log phase can know it: the status
@@ -358,3 +362,29 @@ func (c *Ctx) ResponseSize() int {
 
 // dateLine is the shape of the Date field fasthttp's server adds to every response.
 const dateLine = "Date: Wed, 21 Oct 2015 07:28:00 GMT\r\n"
+
+// Response headers that add to a field rather than replace it (plugins-c: cors, gzip).
+
+// AppendResponseHeader queues a header field for the final response as AddResponseHeader
+// does, but added after any field of that name the response has (Vary: Origin beside the
+// upstream's Vary: Accept-Encoding), as nginx's add_header and APISIX's
+// core.response.add_header. Name and value are copied; it allocates nothing once the Ctx
+// has served a request with as many.
+func (c *Ctx) AppendResponseHeader(name, value []byte) {
+	c.appended = appendCopy(c.appended, name)
+	c.appended = appendCopy(c.appended, value)
+}
+
+func (c *Ctx) applyAppended() {
+	for i := 0; i+1 < len(c.appended); i += 2 {
+		c.Request.Response.Header.AddBytesKV(c.appended[i], c.appended[i+1])
+	}
+}
+
+// clearQueue empties a queue of header names and values, keeping its buffers.
+func clearQueue(q [][]byte) [][]byte {
+	for i := range q {
+		q[i] = q[i][:0]
+	}
+	return q[:0]
+}
