@@ -182,7 +182,7 @@ func ParseConsumer(raw json.RawMessage) (*ConsumerConfig, error) {
 		case "base64_secret":
 			c.Base64Secret, err = m.Bool()
 		case "exp":
-			c.Exp, err = m.PositiveInt(1<<62)
+			c.Exp, err = m.PositiveInt(1 << 62)
 		case "lifetime_grace_period":
 			c.LifetimeGracePeriod, err = m.IntIn(0, 1<<40)
 		case "private_key":
