@@ -1,13 +1,17 @@
 package plugins
 
 import (
+	"bytes"
+	"io"
 	"net"
 	"strconv"
 	"sync"
 
 	"github.com/valyala/fasthttp"
 
+	"gw/conf"
 	"gw/internal/monotime"
+	"gw/plugins/vars"
 )
 
 // Ctx is one request as plugins see it: the request and response through its methods,
@@ -69,8 +73,10 @@ type Ctx struct {
 	args fasthttp.Args
 	// headers queued by AddResponseHeader: name and value pairs, flattened.
 	headers [][]byte
-	// appended are AppendResponseHeader's pairs, flattened (plugins-c).
+	// appended are AppendResponseHeader's pairs, flattened; body is ReadResponseBody's
+	// scratch (plugins-c).
 	appended [][]byte
+	body     []byte
 	// merged is the consumer's merged chain that took over from mergedBase once an auth
 	// plugin named the consumer; both nil until then.
 	merged, mergedBase *Chain
@@ -387,4 +393,91 @@ func clearQueue(q [][]byte) [][]byte {
 		q[i] = q[i][:0]
 	}
 	return q[:0]
+}
+
+// The response as the response phase changes it, in place (plugins-c: response-rewrite,
+// gzip). A ResponsePhase calls them; the access phase queues instead (AddResponseHeader),
+// since proxying replaces the response whole.
+
+// SetStatus changes the response's status code.
+func (c *Ctx) SetStatus(code int) { c.Request.Response.SetStatusCode(code) }
+
+// ResponseHeader returns the value of the response header name (case-insensitive), nil
+// without one.
+func (c *Ctx) ResponseHeader(name []byte) []byte {
+	return c.Request.Response.Header.PeekBytes(name)
+}
+
+// SetResponseHeader sets the response header name, replacing any.
+func (c *Ctx) SetResponseHeader(name, value []byte) {
+	c.Request.Response.Header.SetBytesKV(name, value)
+}
+
+// AddResponseField adds a response header field, after any of that name.
+func (c *Ctx) AddResponseField(name, value []byte) {
+	c.Request.Response.Header.AddBytesKV(name, value)
+}
+
+// DelResponseHeader removes every response header field name. A response without
+// Content-Type then goes without one, not with the server's default.
+func (c *Ctx) DelResponseHeader(name []byte) {
+	h := &c.Request.Response.Header
+	h.DelBytes(name)
+	if bytes.EqualFold(name, headerContentType) {
+		h.SetNoDefaultContentType(true)
+	}
+}
+
+var headerContentType = []byte("Content-Type")
+
+// ResponseStreamed reports whether the response's body is still streaming from the node:
+// its length is then ResponseHeader("Content-Length"), or unknown (chunked).
+func (c *Ctx) ResponseStreamed() bool { return c.Request.Response.IsBodyStream() }
+
+// ReadResponseBody returns the response's body whole, reading a streamed one from the
+// node first: at most max bytes of it, the rest dropped with the node's connection, as
+// APISIX's max_resp_body_size truncates. ok is false when the node broke the body off;
+// the body then holds what came before. The bytes are the response's own: read them, or
+// replace them with SetResponseBody, never change them.
+func (c *Ctx) ReadResponseBody(max int) (body []byte, ok bool) {
+	resp := &c.Request.Response
+	if !resp.IsBodyStream() {
+		return resp.Body(), true
+	}
+	stream := resp.BodyStream()
+	buf := c.body[:0]
+	ok = true
+	for len(buf) < max {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := stream.Read(buf[len(buf):min(cap(buf), max)])
+		buf = buf[:len(buf)+n]
+		if err != nil {
+			ok = err == io.EOF
+			break
+		}
+	}
+	c.body = buf
+	resp.SetBody(buf) // closes the stream: the node's connection goes back if it was read out
+	return resp.Body(), ok
+}
+
+// SetResponseBody replaces the response's body with a copy of body, closing a streamed
+// one. The server sends the new length.
+func (c *Ctx) SetResponseBody(body []byte) {
+	resp := &c.Request.Response
+	resp.SetBody(body)
+	resp.Header.SetContentLength(len(body))
+}
+
+// ExpandTemplate appends t's value for the request to dst (vars.Expand), with the route's
+// names and the consumer as they stand.
+func (c *Ctx) ExpandTemplate(dst []byte, t *conf.Template) []byte {
+	r := vars.Request{HTTP: c.Request, Consumer: c.Consumer}
+	if route := c.Route; route != nil {
+		r.RouteID, r.RouteName, r.ServiceID, r.ServiceName = route.ID, route.Name, route.ServiceID, route.ServiceName
+	}
+	out, _ := vars.Expand(dst, &r, t)
+	return out
 }
