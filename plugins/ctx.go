@@ -481,3 +481,7 @@ func (c *Ctx) ExpandTemplate(dst []byte, t *conf.Template) []byte {
 	out, _ := vars.Expand(dst, &r, t)
 	return out
 }
+
+// RequestProtocol is the request's protocol as its request line names it: "HTTP/1.1",
+// "HTTP/1.0" (and "HTTP/2.0" for a stream, once the worker serves them).
+func (c *Ctx) RequestProtocol() []byte { return c.Request.Request.Header.Protocol() }

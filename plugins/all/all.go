@@ -4,6 +4,7 @@ package all
 import (
 	_ "gw/plugins/basicauth"
 	_ "gw/plugins/cors"
+	_ "gw/plugins/gzip"
 	_ "gw/plugins/jwtauth"
 	_ "gw/plugins/keyauth"
 	_ "gw/plugins/limitcount"
