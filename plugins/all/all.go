@@ -3,6 +3,7 @@ package all
 
 import (
 	_ "gw/plugins/basicauth"
+	_ "gw/plugins/brotli"
 	_ "gw/plugins/cors"
 	_ "gw/plugins/gzip"
 	_ "gw/plugins/jwtauth"

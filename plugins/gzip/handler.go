@@ -10,12 +10,12 @@ import (
 	kgzip "github.com/klauspost/compress/gzip"
 
 	"gw/plugins"
+	"gw/plugins/encoding"
 )
 
 // compressor is one route's gzip. It is immutable and safe for concurrent use.
 type compressor struct {
-	// types are the media types compressed, lower-case; nil compresses every type.
-	types     [][]byte
+	types     encoding.Types
 	minLength int
 	http10    bool
 	vary      bool
@@ -54,9 +54,7 @@ func (plugin) Build(raw json.RawMessage, _ *plugins.Env) (any, error) {
 		http10:    cfg.HTTPVersion == 10,
 		vary:      cfg.Vary,
 		writers:   &writersByLevel[cfg.CompLevel],
-	}
-	for _, t := range cfg.Types {
-		g.types = append(g.types, bytes.ToLower([]byte(t)))
+		types:     encoding.NewTypes(cfg.Types),
 	}
 	return g, nil
 }
@@ -86,7 +84,7 @@ var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
 // this client gets it compressed); the status 200, 403 or 404, no Content-Encoding yet,
 // a client that accepts gzip, a body to send.
 func (g *compressor) Response(c *plugins.Ctx) {
-	if !g.typeMatches(c.ResponseHeader(headerContentType)) {
+	if !g.types.Match(c.ResponseHeader(headerContentType)) {
 		return
 	}
 	streamed := c.ResponseStreamed()
@@ -107,7 +105,7 @@ func (g *compressor) Response(c *plugins.Ctx) {
 	case streamed, // see README: a streamed body goes as it comes
 		status != http.StatusOK && status != http.StatusForbidden && status != http.StatusNotFound,
 		len(c.ResponseHeader(headerContentEncoding)) > 0,
-		!acceptsGzip(c.RequestHeader(headerAcceptEncoding)),
+		!encoding.Accepts(c.RequestHeader(headerAcceptEncoding), encodingGzip),
 		bytes.Equal(c.Method(), methodHead):
 		return
 	}
@@ -128,66 +126,8 @@ func (g *compressor) Response(c *plugins.Ctx) {
 	c.SetResponseHeader(headerContentEncoding, encodingGzip)
 	// The compressed body is another representation: a strong validator becomes weak,
 	// as nginx's gzip filter makes it.
-	if etag := c.ResponseHeader(headerETag); len(etag) > 0 && !bytes.HasPrefix(etag, []byte("W/")) {
-		s.etag = append(append(s.etag[:0], "W/"...), etag...)
+	var weak bool
+	if s.etag, weak = encoding.AppendWeakETag(s.etag[:0], c.ResponseHeader(headerETag)); weak {
 		c.SetResponseHeader(headerETag, s.etag)
 	}
-}
-
-// typeMatches reports whether contentType, its parameters aside, is one of g's types.
-func (g *compressor) typeMatches(contentType []byte) bool {
-	if len(contentType) == 0 {
-		return false // as nginx: no type, no compression
-	}
-	if g.types == nil {
-		return true
-	}
-	if i := bytes.IndexByte(contentType, ';'); i >= 0 {
-		contentType = contentType[:i]
-	}
-	contentType = bytes.TrimSpace(contentType)
-	for _, t := range g.types {
-		if bytes.EqualFold(contentType, t) {
-			return true
-		}
-	}
-	return false
-}
-
-// acceptsGzip reports whether an Accept-Encoding value names gzip (or *) with a q-value
-// above 0.
-func acceptsGzip(value []byte) bool {
-	for len(value) > 0 {
-		var item []byte
-		if i := bytes.IndexByte(value, ','); i >= 0 {
-			item, value = value[:i], value[i+1:]
-		} else {
-			item, value = value, nil
-		}
-		coding, params, _ := bytes.Cut(item, []byte(";"))
-		coding = bytes.TrimSpace(coding)
-		if !bytes.EqualFold(coding, encodingGzip) && !bytes.Equal(coding, []byte("*")) {
-			continue
-		}
-		return !qIsZero(params)
-	}
-	return false
-}
-
-// qIsZero reports whether a coding's parameters hold q=0 (0, 0., 0.0, 0.00, 0.000).
-func qIsZero(params []byte) bool {
-	for len(params) > 0 {
-		var p []byte
-		p, params, _ = bytes.Cut(params, []byte(";"))
-		name, value, ok := bytes.Cut(bytes.TrimSpace(p), []byte("="))
-		if !ok || !bytes.EqualFold(bytes.TrimSpace(name), []byte("q")) {
-			continue
-		}
-		value = bytes.TrimSpace(value)
-		if len(value) == 0 || value[0] != '0' {
-			return false
-		}
-		return len(bytes.Trim(value[1:], ".0")) == 0
-	}
-	return false
 }
