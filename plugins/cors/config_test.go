@@ -80,3 +80,20 @@ func TestParseRejects(t *testing.T) {
 		})
 	}
 }
+
+// Any configuration Parse accepts builds and serves a request without panicking.
+func FuzzParse(f *testing.F) {
+	for _, seed := range []string{
+		`{"allow_origins":"http://a.com,https://b.com","allow_methods":"**","allow_headers":"**","allow_credential":true}`,
+		`{"allow_origins_by_regex":["\\.a\\.com$","^http://b"],"timing_allow_origins":"*","max_age":-1}`,
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		if _, err := Parse([]byte(raw)); err != nil {
+			return
+		}
+		h := instance(t, raw)
+		serve(t, h, "OPTIONS", []string{"Origin", "http://x.a.com", "Access-Control-Request-Headers", "a"})
+	})
+}

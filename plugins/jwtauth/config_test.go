@@ -4,6 +4,9 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"gw/conf"
+	"gw/plugins"
 )
 
 func TestParseAccepts(t *testing.T) {
@@ -115,3 +118,27 @@ func TestParseConsumer(t *testing.T) {
 }
 
 func quote(s string) string { return `"` + strings.ReplaceAll(s, "\n", `\n`) + `"` }
+
+// Any consumer configuration ParseConsumer accepts indexes without panicking, and any
+// route configuration Parse accepts serves a request.
+func FuzzParseConsumer(f *testing.F) {
+	for _, seed := range []string{
+		`{"key":"user-key","secret":"my-secret-key","algorithm":"HS512","lifetime_grace_period":5}`,
+		`{"key":"k","secret":"Zm9v","base64_secret":true}`,
+		`{"key":"k","algorithm":"ES256","public_key":` + quote(es256PublicKey) + `}`,
+		`{"key_claim_name":"iss","claims_to_verify":["nbf"],"hide_credentials":true}`,
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		if _, err := ParseConsumer([]byte(raw)); err == nil {
+			newIndex(&conf.Snapshot{Consumers: []conf.Consumer{consumer("fuzz", raw)}})
+		}
+		if _, err := Parse([]byte(raw)); err == nil {
+			j := instance(t, raw)
+			c := plugins.AcquireCtx(request("/hello?jwt="+validToken, "Cookie", "jwt=x"), &plugins.RouteInfo{}, 0)
+			_ = j.Access(c)
+			plugins.ReleaseCtx(c)
+		}
+	})
+}

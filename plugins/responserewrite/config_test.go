@@ -119,3 +119,22 @@ func TestParseRejects(t *testing.T) {
 		})
 	}
 }
+
+// Any configuration Parse accepts rewrites a response, whole or streamed, without
+// panicking.
+func FuzzParse(f *testing.F) {
+	for _, seed := range []string{
+		`{"headers":{"add":["X-A: $remote_addr"],"set":{"X":3},"remove":["Server"]},"status_code":201}`,
+		`{"filters":[{"regex":"(l+)","scope":"global","replace":"<$1>$$ ${0}","options":"ims"}],"max_resp_body_size":3}`,
+		`{"body":"SGVsbG8=","body_base64":true,"headers":{"Content-Type":""}}`,
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		if _, err := Parse([]byte(raw)); err != nil {
+			return
+		}
+		serve(t, raw, upstreamAnswer{status: 200, body: "hello world\n"})
+		serve(t, raw, upstreamAnswer{status: 200, body: "hello world\n", stream: true})
+	})
+}
