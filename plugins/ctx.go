@@ -458,10 +458,17 @@ func (c *Ctx) ReadResponseBody(max int) (body []byte, ok bool) {
 			break
 		}
 	}
-	c.body = buf
 	resp.SetBody(buf) // closes the stream: the node's connection goes back if it was read out
+	c.body = buf
+	if cap(buf) > keptBodyScratch {
+		c.body = nil // a pooled Ctx must not hold a large body's memory for ever
+	}
 	return resp.Body(), ok
 }
+
+// keptBodyScratch is the largest ReadResponseBody scratch a Ctx keeps for its next
+// request.
+const keptBodyScratch = 1 << 20
 
 // SetResponseBody replaces the response's body with a copy of body, closing a streamed
 // one. The server sends the new length.
