@@ -4,8 +4,11 @@ go 1.26.8
 
 require (
 	github.com/VictoriaMetrics/metrics v1.45.0
+	github.com/andybalholm/brotli v1.3.0
 	github.com/cloudflare/tableflip v1.2.3
+	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/hashicorp/go-memdb v1.3.5
+	github.com/klauspost/compress v1.20.3
 	github.com/redis/rueidis v1.0.79
 	github.com/urfave/cli/v2 v2.27.7
 	github.com/valyala/fasthttp v1.78.0
@@ -32,7 +35,6 @@ require (
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.29.0 // indirect
 	github.com/hashicorp/go-immutable-radix v1.3.1 // indirect
 	github.com/hashicorp/golang-lru v0.5.4 // indirect
-	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/molecule-man/go-brrr v1.3.1 // indirect
 	github.com/russross/blackfriday/v2 v2.1.0 // indirect
 	github.com/valyala/bytebufferpool v1.0.0 // indirect

@@ -37,8 +37,9 @@ func BuildInstance(name string, raw json.RawMessage, env *Env) (any, error) {
 	}
 	_, access := instance.(AccessPhase)
 	_, log := instance.(LogPhase)
-	if !access && !log {
-		return nil, fmt.Errorf("BUG: plugin %s: its instance (%T) runs in no phase: it implements neither AccessPhase nor LogPhase", name, instance)
+	_, response := instance.(ResponsePhase)
+	if !access && !log && !response {
+		return nil, fmt.Errorf("BUG: plugin %s: its instance (%T) runs in no phase: it implements none of AccessPhase, ResponsePhase and LogPhase", name, instance)
 	}
 	return instance, nil
 }
@@ -68,6 +69,8 @@ type Chain struct {
 	byConsumer map[string]*Chain
 	// keepsRequest is set when every plugin of the chain is a RequestKeeper that keeps it.
 	keepsRequest bool
+	// response are the ResponsePhase instances, in chain order (plugins-c).
+	response []ResponsePhase
 }
 
 // order is a plugin's place in a chain: priority descending, then name.
@@ -115,13 +118,16 @@ func BuildChain(set map[string]json.RawMessage, env *Env) (*Chain, error) {
 		if l, ok := b.instance.(LogPhase); ok {
 			ch.log = append(ch.log, l)
 		}
+		if r, ok := b.instance.(ResponsePhase); ok {
+			ch.response = append(ch.response, r)
+		}
 	}
 	return ch, nil
 }
 
 // Empty reports whether the chain runs nothing, so the worker can skip the Ctx entirely.
 func (ch *Chain) Empty() bool {
-	return ch == nil || len(ch.access)+len(ch.log)+len(ch.byConsumer) == 0
+	return ch == nil || len(ch.access)+len(ch.log)+len(ch.response)+len(ch.byConsumer) == 0
 }
 
 // KeepsRequest reports whether running the chain leaves the request as the client sent
@@ -196,5 +202,31 @@ func (ch *Chain) Log(c *Ctx) {
 	}
 	for _, l := range list {
 		l.Log(c)
+	}
+}
+
+// The response phase (plugins-c: response-rewrite, gzip).
+
+// Response runs the response phase, the merged chain's when the consumer's plugins took
+// over.
+func (ch *Chain) Response(c *Ctx) {
+	list := ch.response
+	if c.mergedBase == ch {
+		list = c.merged.response
+	}
+	for _, r := range list {
+		r.Response(c)
+	}
+}
+
+// RunResponsePhase runs the response phase of the global rules' chains, then the route's
+// (nil for none), once the response is final and its queued headers are set
+// (ApplyResponseHeaders), before the log phase. The worker calls it whoever answered.
+func RunResponsePhase(global []*Chain, route *Chain, c *Ctx) {
+	for _, ch := range global {
+		ch.Response(c)
+	}
+	if route != nil {
+		route.Response(c)
 	}
 }

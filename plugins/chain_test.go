@@ -422,3 +422,53 @@ func TestConsumerChainTakesOver(t *testing.T) {
 		t.Errorf("rose: answered=%v trace %q, want false and %q", answered, got, want)
 	}
 }
+
+// responder is an instance that runs in the response phase only (plugins-c).
+type responder struct {
+	name  string
+	trace *[]string
+}
+
+func (r *responder) Response(c *Ctx) {
+	*r.trace = append(*r.trace, "response:"+r.name)
+	// The queued headers are set before the response phase: it sees and may undo them.
+	if c.ResponseHeader([]byte("X-test-access")) != nil {
+		c.DelResponseHeader([]byte("X-test-access"))
+		c.SetResponseHeader([]byte("X-Seen"), []byte(r.name))
+	}
+}
+
+// A response-phase instance is a phase of its own: a chain of it alone is not empty, the
+// global rules' run before the route's, each in priority order, after the queued headers.
+func TestResponsePhase(t *testing.T) {
+	var trace []string
+	registerRecorder(t, "test-access", 5000, &trace)
+	for name, priority := range map[string]int{"test-resp-high": 900, "test-resp-low": 100} {
+		Register(&testPlugin{name: name, priority: priority, build: func(json.RawMessage, *Env) (any, error) {
+			return &responder{name: name, trace: &trace}, nil
+		}})
+	}
+	global, err := BuildChain(raws(map[string]string{"test-resp-low": `{}`}), &Env{})
+	if err != nil || global.Empty() {
+		t.Fatalf("a chain of a response phase alone: %v, empty %v", err, global.Empty())
+	}
+	route, err := BuildChain(raws(map[string]string{"test-resp-low": `{}`, "test-access": `{}`, "test-resp-high": `{}`}), &Env{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var req fasthttp.RequestCtx
+	c := AcquireCtx(&req, &RouteInfo{ID: "1"}, 0)
+	defer ReleaseCtx(c)
+	if err := route.Access(c); err != nil {
+		t.Fatal(err)
+	}
+	c.ApplyResponseHeaders()
+	RunResponsePhase([]*Chain{global}, route, c)
+	got, want := strings.Join(trace, " "), "access:test-access response:test-resp-low response:test-resp-high response:test-resp-low"
+	if got != want {
+		t.Fatalf("trace %q, want %q", got, want)
+	}
+	if req.Response.Header.Peek("X-test-access") != nil || string(req.Response.Header.Peek("X-Seen")) != "test-resp-low" {
+		t.Fatalf("the global rule's response phase did not see the queued header: %s", req.Response.Header.String())
+	}
+}

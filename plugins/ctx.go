@@ -1,6 +1,8 @@
 package plugins
 
 import (
+	"bytes"
+	"io"
 	"net"
 	"net/netip"
 	"strconv"
@@ -8,6 +10,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"gw/conf"
 	"gw/internal/bytesconv"
 	"gw/internal/monotime"
 	"gw/plugins/vars"
@@ -72,6 +75,10 @@ type Ctx struct {
 	args fasthttp.Args
 	// headers queued by AddResponseHeader: name and value pairs, flattened.
 	headers [][]byte
+	// appended are AppendResponseHeader's pairs, flattened; body is ReadResponseBody's
+	// scratch (plugins-c).
+	appended [][]byte
+	body     []byte
 	// merged is the consumer's merged chain that took over from mergedBase once an auth
 	// plugin named the consumer; both nil until then.
 	merged, mergedBase *Chain
@@ -131,6 +138,7 @@ func (c *Ctx) End() {
 	}
 	c.headers = c.headers[:0]
 	c.headersIfAbsent = c.headersIfAbsent[:0]
+	c.appended = clearQueue(c.appended)
 }
 
 // The request.
@@ -344,6 +352,7 @@ func (c *Ctx) ApplyResponseHeaders() {
 			c.Request.Response.Header.SetBytesKV(c.headersIfAbsent[i], c.headersIfAbsent[i+1])
 		}
 	}
+	c.applyAppended()
 }
 
 // ResponseSize is nginx's $bytes_sent as near as the log phase can know it: the status
@@ -464,3 +473,127 @@ func (c *Ctx) LastRequestHeader(name []byte) []byte {
 	}
 	return all[len(all)-1]
 }
+
+// Response headers that add to a field rather than replace it (plugins-c: cors, gzip).
+
+// AppendResponseHeader queues a header field for the final response as AddResponseHeader
+// does, but added after any field of that name the response has (Vary: Origin beside the
+// upstream's Vary: Accept-Encoding), as nginx's add_header and APISIX's
+// core.response.add_header. Name and value are copied; it allocates nothing once the Ctx
+// has served a request with as many.
+func (c *Ctx) AppendResponseHeader(name, value []byte) {
+	c.appended = appendCopy(c.appended, name)
+	c.appended = appendCopy(c.appended, value)
+}
+
+func (c *Ctx) applyAppended() {
+	for i := 0; i+1 < len(c.appended); i += 2 {
+		c.Request.Response.Header.AddBytesKV(c.appended[i], c.appended[i+1])
+	}
+}
+
+// clearQueue empties a queue of header names and values, keeping its buffers.
+func clearQueue(q [][]byte) [][]byte {
+	for i := range q {
+		q[i] = q[i][:0]
+	}
+	return q[:0]
+}
+
+// The response as the response phase changes it, in place (plugins-c: response-rewrite,
+// gzip). A ResponsePhase calls them; the access phase queues instead (AddResponseHeader),
+// since proxying replaces the response whole.
+
+// SetStatus changes the response's status code.
+func (c *Ctx) SetStatus(code int) { c.Request.Response.SetStatusCode(code) }
+
+// ResponseHeader returns the value of the response header name (case-insensitive), nil
+// without one.
+func (c *Ctx) ResponseHeader(name []byte) []byte {
+	return c.Request.Response.Header.PeekBytes(name)
+}
+
+// SetResponseHeader sets the response header name, replacing any.
+func (c *Ctx) SetResponseHeader(name, value []byte) {
+	c.Request.Response.Header.SetBytesKV(name, value)
+}
+
+// AddResponseField adds a response header field, after any of that name.
+func (c *Ctx) AddResponseField(name, value []byte) {
+	c.Request.Response.Header.AddBytesKV(name, value)
+}
+
+// DelResponseHeader removes every response header field name. A response without
+// Content-Type then goes without one, not with the server's default.
+func (c *Ctx) DelResponseHeader(name []byte) {
+	h := &c.Request.Response.Header
+	h.DelBytes(name)
+	if bytes.EqualFold(name, headerContentType) {
+		h.SetNoDefaultContentType(true)
+	}
+}
+
+var headerContentType = []byte("Content-Type")
+
+// ResponseStreamed reports whether the response's body is still streaming from the node:
+// its length is then ResponseHeader("Content-Length"), or unknown (chunked).
+func (c *Ctx) ResponseStreamed() bool { return c.Request.Response.IsBodyStream() }
+
+// ReadResponseBody returns the response's body whole, reading a streamed one from the
+// node first: at most max bytes of it, the rest dropped with the node's connection, as
+// APISIX's max_resp_body_size truncates. ok is false when the node broke the body off;
+// the body then holds what came before. The bytes are the response's own: read them, or
+// replace them with SetResponseBody, never change them.
+func (c *Ctx) ReadResponseBody(max int) (body []byte, ok bool) {
+	resp := &c.Request.Response
+	if !resp.IsBodyStream() {
+		return resp.Body(), true
+	}
+	stream := resp.BodyStream()
+	buf := c.body[:0]
+	ok = true
+	for len(buf) < max {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := stream.Read(buf[len(buf):min(cap(buf), max)])
+		buf = buf[:len(buf)+n]
+		if err != nil {
+			ok = err == io.EOF
+			break
+		}
+	}
+	resp.SetBody(buf) // closes the stream: the node's connection goes back if it was read out
+	c.body = buf
+	if cap(buf) > keptBodyScratch {
+		c.body = nil // a pooled Ctx must not hold a large body's memory for ever
+	}
+	return resp.Body(), ok
+}
+
+// keptBodyScratch is the largest ReadResponseBody scratch a Ctx keeps for its next
+// request.
+const keptBodyScratch = 1 << 20
+
+// SetResponseBody replaces the response's body with a copy of body, closing a streamed
+// one. The server sends the new length.
+func (c *Ctx) SetResponseBody(body []byte) {
+	resp := &c.Request.Response
+	resp.SetBody(body)
+	resp.Header.SetContentLength(len(body))
+}
+
+// ExpandTemplate appends t's value for the request to dst (vars.Expand), with the route's
+// names and the consumer as they stand.
+func (c *Ctx) ExpandTemplate(dst []byte, t *conf.Template) []byte {
+	r := vars.Request{HTTP: c.Request, Consumer: c.Consumer}
+	if route := c.Route; route != nil {
+		r.RouteID, r.RouteName, r.ServiceID, r.ServiceName = route.ID, route.Name, route.ServiceID, route.ServiceName
+	}
+	out, _ := vars.Expand(dst, &r, t)
+	return out
+}
+
+// RequestProtocol is the request's protocol as its request line names it: "HTTP/1.1",
+// "HTTP/1.0" (and "HTTP/2.0" for a stream, once the worker serves them).
+func (c *Ctx) RequestProtocol() []byte { return c.Request.Request.Header.Protocol() }

@@ -12,7 +12,8 @@
 // once for a SnapshotBuilder, then Build once per route, each route's instances ordered
 // into a Chain by priority, highest first (APISIX's numbers). Per request the chain runs
 // the access phase (AccessPhase) until a plugin answers, the worker proxies unless one
-// did, and the log phase (LogPhase) runs once the response is final. An instance is shared
+// did, the response phase (ResponsePhase) may change the final response whoever made it,
+// and the log phase (LogPhase) runs once the response is final. An instance is shared
 // by every request of its route, concurrently, and never changes; per-snapshot state
 // lives in the SnapshotBuild the worker holds while it builds, never in a plugin's
 // package. Registration panics on a duplicate name; an instance that runs in no phase is

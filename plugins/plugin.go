@@ -150,3 +150,15 @@ type Env struct {
 	// runs BuildSnapshot afresh.
 	build *SnapshotBuild
 }
+
+// ResponsePhase runs once the response is final, whoever made it (the upstream, whose
+// body may still be streaming from the node; a plugin's Respond; the worker's 404 or
+// 500), after the queued response headers are set and before the log phase, in chain
+// order. It changes the response through the Ctx's response methods (SetStatus,
+// SetResponseHeader, ReadResponseBody, SetResponseBody and the rest), as APISIX's
+// header_filter and body_filter do; a streamed body stays streamed unless it reads or
+// replaces it. It cannot fail: a response it cannot change is left as it is
+// (plugins-c: response-rewrite, gzip).
+type ResponsePhase interface {
+	Response(c *Ctx)
+}

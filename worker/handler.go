@@ -203,6 +203,7 @@ func (w *Worker) route(ctx *fasthttp.RequestCtx, x *requestState) {
 		}
 	}
 	c.ApplyResponseHeaders()
+	plugins.RunResponsePhase(r.global, r.chain, c) // plugins-c: response-rewrite, gzip
 	x.logPhase, x.global, x.chain = c, r.global, r.chain
 	if !ctx.Response.IsBodyStream() {
 		x.runLogPhase()
@@ -253,6 +254,7 @@ func (w *Worker) notFound(t *routeTable, ctx *fasthttp.RequestCtx, x *requestSta
 		writeJSON(ctx, fasthttp.StatusNotFound, routeNotFoundBody)
 	}
 	c.ApplyResponseHeaders()
+	plugins.RunResponsePhase(t.global, nil, c) // plugins-c: response-rewrite, gzip
 	logAll(t.global, c)
 	x.releasePluginCtx(c)
 }

@@ -3,9 +3,13 @@ package all
 
 import (
 	_ "gw/plugins/basicauth"
+	_ "gw/plugins/brotli"
 	_ "gw/plugins/consumerrestriction"
+	_ "gw/plugins/cors"
 	_ "gw/plugins/faultinjection"
+	_ "gw/plugins/gzip"
 	_ "gw/plugins/iprestriction"
+	_ "gw/plugins/jwtauth"
 	_ "gw/plugins/keyauth"
 	_ "gw/plugins/limitcount"
 	_ "gw/plugins/prometheus"
@@ -13,5 +17,6 @@ import (
 	_ "gw/plugins/realip"
 	_ "gw/plugins/redirect"
 	_ "gw/plugins/requestid"
+	_ "gw/plugins/responserewrite"
 	_ "gw/plugins/uriblocker"
 )

@@ -126,7 +126,7 @@ func TestTheHostImportsNoParticularPlugin(t *testing.T) {
 				t.Errorf("%s imports %s: outside plugins/, import gw/plugins (the contract) or gw/plugins/all, "+
 					"and reach what the plugin offers through an optional interface on it (plugins/doc.go)", f.path, p)
 			case f.dir() == "plugins" && !hostLibraries[strings.TrimPrefix(p, module+"/")]:
-				// The contract may read variables (Ctx.VarsRequest), as plugins/vars's
+				// The contract may read variables (Ctx.VarsRequest, Ctx.ExpandTemplate), as plugins/vars's
 				// doc.go allows: vars imports no plugin and not the contract.
 				t.Errorf("%s imports %s: the contract must not know its plugins", f.path, p)
 			}

@@ -1,0 +1,99 @@
+package integration
+
+import (
+	"bytes"
+	"compress/gzip"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// gzip through the real binary: a text body compressed for a client that accepts it,
+// plain for one that does not, never twice, and a streamed body left as it comes.
+func TestGzip(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := strings.Repeat("<p>hello world</p>\n", 100)
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		switch r.URL.Path {
+		case "/encoded":
+			var b bytes.Buffer
+			zw := gzip.NewWriter(&b)
+			io.WriteString(zw, page)
+			zw.Close()
+			w.Header().Set("Content-Encoding", "gzip")
+			w.Write(b.Bytes())
+		case "/big":
+			io.WriteString(w, strings.Repeat(page, 30)) // 57 KiB: streamed
+		case "/json":
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"a":"`+strings.Repeat("b", 100)+`"}`)
+		default:
+			io.WriteString(w, page)
+		}
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+
+	in := newInstance(t, "")
+	in.start("--workers", "2")
+	// t/plugin/gzip.t TEST 17 "vary", on the default types (text/html).
+	in.mustPut("/apisix/admin/routes/1", fmt.Sprintf(`{"uri":"/*","plugins":{"gzip":{"vary":true,"comp_level":6}},"upstream":{"nodes":{%q:1}}}`, ln.Addr()))
+
+	unzip := func(what, body string) string {
+		zr, err := gzip.NewReader(strings.NewReader(body))
+		if err != nil {
+			t.Fatalf("%s: not gzip: %v", what, err)
+		}
+		plain, err := io.ReadAll(zr)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		return string(plain)
+	}
+	// TEST 2 "hit".
+	resp, body := in.get("/page", "Accept-Encoding", "gzip, br")
+	if resp.Header.Get("Content-Encoding") != "gzip" || unzip("/page", body) != page || len(body) >= len(page)/4 {
+		t.Errorf("/page: Content-Encoding %q, %d bytes for %d", resp.Header.Get("Content-Encoding"), len(body), len(page))
+	}
+	if resp.Header.Get("Vary") != "Accept-Encoding" {
+		t.Errorf("/page: Vary %q", resp.Header.Get("Vary"))
+	}
+	resp, body = in.get("/page", "Accept-Encoding", "identity")
+	if resp.Header.Get("Content-Encoding") != "" || body != page {
+		t.Errorf("/page without gzip accepted: Content-Encoding %q, %d bytes", resp.Header.Get("Content-Encoding"), len(body))
+	}
+	// Never what is encoded already: the node's gzip once, not twice.
+	resp, body = in.get("/encoded", "Accept-Encoding", "gzip")
+	if resp.Header.Get("Content-Encoding") != "gzip" || unzip("/encoded", body) != page {
+		t.Errorf("/encoded: Content-Encoding %q, not the node's gzip", resp.Header.Get("Content-Encoding"))
+	}
+	// TEST 12 "not hit": a type not listed.
+	resp, body = in.get("/json", "Accept-Encoding", "gzip")
+	if resp.Header.Get("Content-Encoding") != "" || !strings.HasPrefix(body, `{"a":`) {
+		t.Errorf("/json: Content-Encoding %q", resp.Header.Get("Content-Encoding"))
+	}
+	// A streamed body goes as it comes, whole.
+	resp, body = in.get("/big", "Accept-Encoding", "gzip")
+	if resp.Header.Get("Content-Encoding") != "" || body != strings.Repeat(page, 30) {
+		t.Errorf("/big: Content-Encoding %q, %d bytes", resp.Header.Get("Content-Encoding"), len(body))
+	}
+	// TEST 19 "schema check".
+	for cfg, want := range map[string]string{
+		`{"comp_level":10}`:        "comp_level: must be an integer from 1 to 9, got 10",
+		`{"http_version":2}`:       "http_version: must be 1.1 or 1.0, got 2",
+		`{"buffers":{"number":0}}`: "buffers.number: must be an integer > 0, got 0",
+		`{"types":[]}`:             "types: must be",
+	} {
+		status, resp := in.adminCall("PUT", "/apisix/admin/global_rules/1", `{"plugins":{"gzip":`+cfg+`}}`)
+		if status != 400 || !strings.Contains(resp, "failed to check the configuration of plugin gzip err: "+want) {
+			t.Errorf("PUT %s: %d %s, want 400 with %q", cfg, status, resp, want)
+		}
+	}
+}
