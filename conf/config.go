@@ -90,6 +90,10 @@ type Shm struct {
 	// HealthCheck holds the upstream nodes' health, written by the master's checker and
 	// the workers' passive counting.
 	HealthCheck int64 `json:"health_check"`
+
+	// LimitReq holds limit-req's buckets, a keyed table (shm/keyed.go) shared by every
+	// worker.
+	LimitReq int64 `json:"limit_req"`
 }
 
 // Prometheus configures the master's metrics export server.

@@ -5,6 +5,7 @@ import (
 	_ "gw/plugins/basicauth"
 	_ "gw/plugins/keyauth"
 	_ "gw/plugins/limitcount"
+	_ "gw/plugins/limitreq"
 	_ "gw/plugins/prometheus"
 	_ "gw/plugins/proxyrewrite"
 )

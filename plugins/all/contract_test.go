@@ -274,7 +274,8 @@ func TestEveryPluginBuildsAPhase(t *testing.T) {
 		shared.Segments[name] = seg
 	}
 	// The least each plugin needs; {} for the rest.
-	minimal := map[string]string{"limit-count": `{"count": 1, "time_window": 1}`, "proxy-rewrite": `{"uri": "/"}`}
+	minimal := map[string]string{"limit-count": `{"count": 1, "time_window": 1}`, "limit-req": `{"rate": 1, "burst": 0, "key": "remote_addr"}`,
+		"proxy-rewrite": `{"uri": "/"}`}
 	build := plugins.NewSnapshotBuild(&conf.Snapshot{}, shared)
 	for _, name := range plugins.Names() {
 		raw := json.RawMessage(`{}`)

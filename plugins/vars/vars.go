@@ -11,6 +11,7 @@ import (
 
 	"gw/conf"
 	"gw/internal/bytesconv"
+	"gw/plugins"
 )
 
 // Request is what variables are read from: one HTTP request and what gw has learnt about
@@ -325,4 +326,21 @@ func lower(c byte) byte {
 		return c + 'a' - 'A'
 	}
 	return c
+}
+
+// OfCtx is the request as a plugin's variables read it (Value, Expand), for its key or
+// template; with names, the route's, service's and consumer's names are filled in, which
+// a caller whose variables read none of them (ReadsNames) leaves out. It is the one place
+// a plugin's variables reach the request's protocol, so that a plugin never does: an
+// HTTP/2 stream will fill the same value. It allocates nothing; the Request is valid for
+// the call c was given in.
+func OfCtx(c *plugins.Ctx, names bool) Request {
+	r := Request{HTTP: c.Request}
+	if names {
+		r.Consumer = c.Consumer
+		if route := c.Route; route != nil {
+			r.RouteID, r.RouteName, r.ServiceID, r.ServiceName = route.ID, route.Name, route.ServiceID, route.ServiceName
+		}
+	}
+	return r
 }
