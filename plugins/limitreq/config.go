@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"strings"
 
-	"gw/conf"
 	"gw/plugins"
+	"gw/plugins/limitkey"
 	"gw/plugins/pluginconf"
 )
 
@@ -137,7 +137,7 @@ func Parse(raw json.RawMessage) (*Config, error) {
 	case !hasKey:
 		return nil, errors.New("key: is required (the variable to limit by, such as remote_addr)")
 	}
-	if _, err := parseKey(c.KeyType, c.Key); err != nil {
+	if _, err := limitkey.Parse(c.KeyType, c.Key); err != nil {
 		return nil, err
 	}
 	if c.Burst/c.Rate*1e7 > maxBucketTicks {
@@ -170,33 +170,4 @@ func fmtNumber(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 func (c *Config) canonical() string {
 	return "rate=" + fmtNumber(c.Rate) + ";burst=" + fmtNumber(c.Burst) + ";key_type=" + strconv.Quote(c.KeyType) +
 		";key=" + strconv.Quote(c.Key) + ";nodelay=" + strconv.FormatBool(c.NoDelay)
-}
-
-// key is a limit-req key compiled: one variable (key_type var) or a template
-// (var_combination).
-type key struct {
-	single   bool
-	v        conf.Var
-	template conf.Template
-}
-
-// parseKey reads key as key_type says, refusing a variable gw cannot read. An empty var
-// key is accepted, as APISIX accepts it, and never has a value: requests are limited by
-// client address.
-func parseKey(keyType, text string) (key, error) {
-	var k key
-	var err error
-	switch keyType {
-	case "var":
-		k.single = true
-		if text != "" {
-			k.v, err = conf.ParseVar(text)
-		}
-	case "var_combination":
-		k.template, err = conf.ParseTemplate(text, conf.TemplateSyntax{})
-	}
-	if err != nil {
-		return key{}, fmt.Errorf("key: %w", err)
-	}
-	return k, nil
 }

@@ -9,7 +9,7 @@ import (
 
 	"gw/conf"
 	"gw/plugins"
-	"gw/plugins/vars"
+	"gw/plugins/limitkey"
 	"gw/shm"
 )
 
@@ -65,7 +65,7 @@ var (
 // slot may go to another key.
 type limiter struct {
 	table        *shm.KeyedTable
-	keys         *keySource
+	keys         *limitkey.Source
 	interval     uint64 // ticks per request, 1/rate
 	limit        uint64 // the most excess allowed, in ticks: burst intervals
 	nodelay      bool
@@ -95,23 +95,11 @@ func (plugin) Build(raw json.RawMessage, env *plugins.Env) (any, error) {
 	}
 	// APISIX: "<resource key>:<conf version>:<key>": a global rule's buckets are the
 	// rule's, shared by its routes; a new configuration opens fresh buckets.
-	base := table.KeyHash()
-	if env.GlobalRuleID != "" {
-		base.WriteString("global_rule\x00")
-		base.WriteString(env.GlobalRuleID)
-	} else {
-		base.WriteString("route\x00")
-		if env.Route != nil {
-			base.WriteString(env.Route.ID)
-		}
-	}
-	base.WriteByte(0)
-	base.WriteString(cfg.canonical())
-	base.WriteByte(0)
-	keys, err := newKeySource(base, cfg)
+	key, err := limitkey.Parse(cfg.KeyType, cfg.Key)
 	if err != nil {
 		return nil, err
 	}
+	keys := limitkey.NewSource(limitkey.Base(table, env, cfg.canonical()), key)
 	interval := uint64(math.Round(1e9 / tickNanos / cfg.Rate))
 	l := &limiter{
 		table:        table,
@@ -148,7 +136,7 @@ const minDelay = time.Millisecond
 func (l *limiter) Access(c *plugins.Ctx) error {
 	nanos := l.now()
 	now := uint64(nanos / tickNanos)
-	fp := l.keys.fingerprint(c)
+	fp := l.keys.Fingerprint(c)
 	for {
 		e, ok := l.table.Find(fp)
 		if !ok {
@@ -186,62 +174,4 @@ func (l *limiter) reject(c *plugins.Ctx) {
 		contentType = contentTypeJSON
 	}
 	c.Respond(l.rejectedCode, contentType, l.rejectedBody)
-}
-
-// keySource computes a request's bucket fingerprint: the route's prefix followed by the
-// key's value.
-type keySource struct {
-	base  shm.KeyHash // seeded and fed the prefix at build time
-	key   key
-	names bool // the key reads the route's, service's or consumer's names
-}
-
-// remoteAddr is the key when the configured one has no value.
-var remoteAddr = conf.Var{Kind: conf.VarRemoteAddr}
-
-func newKeySource(base shm.KeyHash, cfg *Config) (*keySource, error) {
-	k, err := parseKey(cfg.KeyType, cfg.Key)
-	if err != nil {
-		return nil, err
-	}
-	ks := &keySource{base: base, key: k, names: vars.ReadsNames(&k.v)}
-	for i := range k.template.Parts {
-		ks.names = ks.names || vars.ReadsNames(&k.template.Parts[i].Var)
-	}
-	return ks, nil
-}
-
-// keyScratch holds any address or port, and most decoded arguments, on the stack.
-const keyScratch = 128
-
-// fingerprint hashes the request's key without allocating, part by part for a
-// var_combination.
-func (ks *keySource) fingerprint(c *plugins.Ctx) uint64 {
-	r := vars.OfCtx(c, ks.names)
-	var scratch [keyScratch]byte
-	h := ks.base
-	// An empty value counts as none, as in limit-count: one bucket for every client
-	// sending an empty header would limit them all together.
-	if ks.key.single {
-		if v, ok := vars.HashValue(&r, &ks.key.v, scratch[:0]); ok && len(v) > 0 {
-			h.Write(v)
-			return h.Sum()
-		}
-	} else {
-		resolved := false
-		for i := range ks.key.template.Parts {
-			p := &ks.key.template.Parts[i]
-			v, ok := vars.PartHashValue(&r, p, scratch[:0])
-			h.Write(v)
-			resolved = resolved || ok && len(v) > 0 && p.Kind == conf.PartVar
-		}
-		if resolved {
-			return h.Sum()
-		}
-	}
-	// APISIX: "The value of the configured key is empty, use client IP instead".
-	h = ks.base
-	v, _ := vars.HashValue(&r, &remoteAddr, scratch[:0])
-	h.Write(v)
-	return h.Sum()
 }
