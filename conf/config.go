@@ -94,6 +94,9 @@ type Shm struct {
 	// LimitReq holds limit-req's buckets, a keyed table (shm/keyed.go) shared by every
 	// worker.
 	LimitReq int64 `json:"limit_req"`
+	// LimitConn holds limit-conn's counts of requests in flight and each worker's ledger
+	// of them, a keyed table shared by every worker; at most 64m (what a ledger can name).
+	LimitConn int64 `json:"limit_conn"`
 }
 
 // Prometheus configures the master's metrics export server.

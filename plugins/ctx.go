@@ -8,6 +8,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"gw/internal/monotime"
+	"gw/shm"
 )
 
 // Ctx is one request as plugins see it: the request and response through its methods,
@@ -72,6 +73,8 @@ type Ctx struct {
 	// merged is the consumer's merged chain that took over from mergedBase once an auth
 	// plugin named the consumer; both nil until then.
 	merged, mergedBase *Chain
+	// holds are what plugins took for the request (Hold).
+	holds holds
 }
 
 var ctxPool = sync.Pool{New: func() any { return &Ctx{} }}
@@ -114,6 +117,7 @@ func (c *Ctx) End() {
 	c.AnsweredNanos = 0
 	c.answered = false
 	c.merged, c.mergedBase = nil, nil
+	c.holds = holds{}
 	c.Node = c.Node[:0]
 	for i := range c.headers {
 		c.headers[i] = c.headers[i][:0]
@@ -358,3 +362,50 @@ func (c *Ctx) ResponseSize() int {
 
 // dateLine is the shape of the Date field fasthttp's server adds to every response.
 const dateLine = "Date: Wed, 21 Oct 2015 07:28:00 GMT\r\n"
+
+// plugins-b (limit-req, limit-conn, api-breaker): what a request holds.
+
+// Hold is what a plugin's access phase took for one request in shared memory and its log
+// phase gives back (limit-conn's place in a key's count of requests in flight). The log
+// phase runs for every instance of the chain, even one whose access phase never ran (an
+// earlier plugin answered), so the instance asks the Ctx what it holds rather than
+// assuming. Owner is the instance that took it; Entries and Nanos are the owner's.
+type Hold struct {
+	Owner   any
+	Entries [2]shm.Entry
+	Nanos   int64
+}
+
+// maxHolds is how many holds a request keeps: one per limit-conn instance, of which a
+// request meets one per global rule and one for its route.
+const maxHolds = 4
+
+type holds struct {
+	list [maxHolds]Hold
+	n    uint8
+}
+
+// AddHold records h for the request, false when the request holds maxHolds already (the
+// plugin then gives back what it took at once). It allocates nothing.
+func (c *Ctx) AddHold(h Hold) bool {
+	if int(c.holds.n) == maxHolds {
+		return false
+	}
+	c.holds.list[c.holds.n] = h
+	c.holds.n++
+	return true
+}
+
+// TakeHold removes and returns the hold owner recorded, false when it recorded none.
+func (c *Ctx) TakeHold(owner any) (Hold, bool) {
+	for i := 0; i < int(c.holds.n); i++ {
+		if c.holds.list[i].Owner == owner {
+			h := c.holds.list[i]
+			c.holds.n--
+			c.holds.list[i] = c.holds.list[c.holds.n]
+			c.holds.list[c.holds.n] = Hold{}
+			return h, true
+		}
+	}
+	return Hold{}, false
+}

@@ -132,6 +132,43 @@ func (t *KeyedTable) Full() uint64 { return t.words[keyedHdrFull].Load() }
 type Entry struct {
 	state *atomic.Uint64
 	gen   uint64 // the slot's generation, shifted into place
+	slot  uint32
+}
+
+// Slot names the entry's slot and generation, for a record kept elsewhere in shared
+// memory (limit-conn's ledger of what a worker holds); EntryAt finds it again.
+func (e Entry) Slot() (slot uint32, gen uint8) { return e.slot, uint8(e.gen >> genShift) }
+
+// EntryAt is the entry of slot and gen, as Slot named it; false when the slot has passed
+// to another key since, or does not exist.
+func (t *KeyedTable) EntryAt(slot uint32, gen uint8) (Entry, bool) {
+	if uint64(slot) >= t.buckets*keyedSlots {
+		return Entry{}, false
+	}
+	st := &t.words[t.stateWord(slot)]
+	e := Entry{state: st, gen: uint64(gen) << genShift, slot: slot}
+	_, ok := e.Load()
+	return e, ok
+}
+
+// Range calls fn with every key's entry and payload, slot by slot, until fn returns
+// false. It reads the whole table: a millisecond or so per 10 MB.
+func (t *KeyedTable) Range(fn func(e Entry, payload uint64) bool) {
+	for slot := uint32(0); uint64(slot) < t.buckets*keyedSlots; slot++ {
+		w := t.stateWord(slot)
+		kw, s := t.words[w-1].Load(), t.words[w].Load()
+		if kw == 0 || (kw&0xff)<<genShift != s&^payloadMask {
+			continue
+		}
+		if !fn(Entry{state: &t.words[w], gen: s &^ payloadMask, slot: slot}, s&payloadMask) {
+			return
+		}
+	}
+}
+
+// stateWord is the index of slot's state word.
+func (t *KeyedTable) stateWord(slot uint32) int {
+	return keyedHeaderWords + int(slot/keyedSlots)*keyedBucketWords + 3 + 2*int(slot%keyedSlots)
 }
 
 // Load returns the key's payload, and false when the slot is no longer the key's (find
@@ -148,8 +185,9 @@ func (e Entry) CompareAndSwap(old, new uint64) bool {
 	return e.state.CompareAndSwap(e.gen|old, e.gen|new&payloadMask)
 }
 
-// Add adds delta to the key's payload, which must stay within 0 and MaxPayload, and
-// returns the payload after it; false when the slot is no longer the key's.
+// Add adds delta to the key's payload, which must stay within 0 and MaxPayload (the
+// caller's to ensure), and returns the payload after it; false when the slot is no
+// longer the key's.
 func (e Entry) Add(delta int64) (payload uint64, ok bool) {
 	for {
 		s := e.state.Load()
@@ -167,6 +205,11 @@ func (t *KeyedTable) bucket(fp uint64) int {
 	// The bucket comes from the low bits, the stored fingerprint from the high ones, so
 	// that keys sharing a bucket still differ in what is stored.
 	return keyedHeaderWords + int(fp%t.buckets)*keyedBucketWords
+}
+
+// slotOf numbers slot i of the bucket at word b.
+func (t *KeyedTable) slotOf(b, i int) uint32 {
+	return uint32((b-keyedHeaderWords)/keyedBucketWords*keyedSlots + i)
 }
 
 func storedKey(fp uint64) uint64 {
@@ -188,7 +231,7 @@ func (t *KeyedTable) Find(fp uint64) (Entry, bool) {
 		}
 		st := &t.words[b+3+2*i]
 		if gen := (kw & 0xff) << genShift; st.Load()&^payloadMask == gen {
-			return Entry{state: st, gen: gen}, true
+			return Entry{state: st, gen: gen, slot: t.slotOf(b, i)}, true
 		}
 	}
 	return Entry{}, false
@@ -232,7 +275,7 @@ func (t *KeyedTable) Insert(fp, payload, idleBelow uint64, evict bool, now int64
 			continue
 		}
 		t.words[b+2+2*victim].Store(want | gen>>genShift)
-		return Entry{state: st, gen: gen}, false, true
+		return Entry{state: st, gen: gen, slot: t.slotOf(b, victim)}, false, true
 	}
 }
 

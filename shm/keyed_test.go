@@ -193,3 +193,32 @@ func TestKeyedTableIsExactUnderContention(t *testing.T) {
 		t.Fatalf("payloads sum to %d, want %d", total, writers*rounds)
 	}
 }
+
+func TestKeyedTableSlotsNameEntries(t *testing.T) {
+	table, _ := newKeyedTable(t, 4096)
+	fps := fill(t, table, keyedSlots, 10)
+	seen := map[uint32]bool{}
+	for i, fp := range fps {
+		e, _ := table.Find(fp)
+		slot, gen := e.Slot()
+		again, ok := table.EntryAt(slot, gen)
+		if !ok || !again.CompareAndSwap(10, uint64(20+i)) {
+			t.Fatalf("key %d: EntryAt(%d, %d) does not reach its payload", i, slot, gen)
+		}
+		seen[slot] = true
+		if _, ok := table.EntryAt(slot, gen+1); ok {
+			t.Fatalf("EntryAt with another generation reached slot %d", slot)
+		}
+	}
+	if len(seen) != keyedSlots {
+		t.Fatalf("%d distinct slots for %d keys", len(seen), keyedSlots)
+	}
+	if _, ok := table.EntryAt(uint32(table.Capacity()), 0); ok {
+		t.Fatal("EntryAt past the table")
+	}
+	var sum uint64
+	table.Range(func(e Entry, p uint64) bool { sum += p; return true })
+	if want := uint64(keyedSlots*20 + keyedSlots*(keyedSlots-1)/2); sum != want {
+		t.Fatalf("Range saw payloads summing to %d, want %d", sum, want)
+	}
+}

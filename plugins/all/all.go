@@ -4,6 +4,7 @@ package all
 import (
 	_ "gw/plugins/basicauth"
 	_ "gw/plugins/keyauth"
+	_ "gw/plugins/limitconn"
 	_ "gw/plugins/limitcount"
 	_ "gw/plugins/limitreq"
 	_ "gw/plugins/prometheus"
