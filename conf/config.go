@@ -97,6 +97,9 @@ type Shm struct {
 	// LimitConn holds limit-conn's counts of requests in flight and each worker's ledger
 	// of them, a keyed table shared by every worker; at most 64m (what a ledger can name).
 	LimitConn int64 `json:"limit_conn"`
+	// APIBreaker holds api-breaker's breakers, one per route, host and path, a keyed
+	// table shared by every worker.
+	APIBreaker int64 `json:"api_breaker"`
 }
 
 // Prometheus configures the master's metrics export server.

@@ -360,6 +360,7 @@ func (l *loader) shm(path string, n *yaml.Node, s *Shm) {
 		{"health_check", yamlInto(&s.HealthCheck, l.sizeIn(64<<10, 16<<30))},
 		{"limit_req", yamlInto(&s.LimitReq, l.sizeIn(64<<10, 16<<30))},
 		{"limit_conn", yamlInto(&s.LimitConn, l.sizeIn(64<<10, 64<<20))},
+		{"api_breaker", yamlInto(&s.APIBreaker, l.sizeIn(64<<10, 16<<30))},
 	})
 }
 

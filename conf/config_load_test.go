@@ -33,7 +33,7 @@ func wantDefault() *Config {
 			Buffer: 64 << 10, FlushInterval: time.Second,
 		},
 		Shm: Shm{LimitCount: 10 << 20, LimitCountOnFull: "evict", Metrics: 16 << 20, HealthCheck: 1 << 20,
-			LimitReq: 10 << 20, LimitConn: 10 << 20},
+			LimitReq: 10 << 20, LimitConn: 10 << 20, APIBreaker: 10 << 20},
 		Prometheus: Prometheus{Enabled: true, ExportAddr: "127.0.0.1:9091", ExportURI: "/apisix/prometheus/metrics", MaxSeries: 10000},
 		Router:     Router{HTTP: "radixtree_host_uri"},
 		Status:     Status{Enabled: false, Listen: "127.0.0.1:7085"},

@@ -2,6 +2,7 @@
 package all
 
 import (
+	_ "gw/plugins/apibreaker"
 	_ "gw/plugins/basicauth"
 	_ "gw/plugins/keyauth"
 	_ "gw/plugins/limitconn"

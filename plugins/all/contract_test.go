@@ -276,6 +276,7 @@ func TestEveryPluginBuildsAPhase(t *testing.T) {
 	// The least each plugin needs; {} for the rest.
 	minimal := map[string]string{"limit-count": `{"count": 1, "time_window": 1}`, "limit-req": `{"rate": 1, "burst": 0, "key": "remote_addr"}`,
 		"limit-conn":    `{"conn": 1, "burst": 0, "default_conn_delay": 0.1, "key": "remote_addr"}`,
+		"api-breaker":   `{"break_response_code": 502}`,
 		"proxy-rewrite": `{"uri": "/"}`}
 	build := plugins.NewSnapshotBuild(&conf.Snapshot{}, shared)
 	for _, name := range plugins.Names() {
