@@ -143,3 +143,32 @@ func TestLimitReqGlobalRuleAndBadConfig(t *testing.T) {
 		}
 	}
 }
+
+// t/plugin/limit-req.t TEST 12 to 16: a consumer binds limit-req with key consumer_name;
+// its plugins join the route's once key-auth names it. And limit-conn on a consumer, as
+// t/plugin/limit-conn.t TEST 26 to 30: a rejected request gives back nothing, so the
+// consumer's next request passes.
+func TestLimitReqAndLimitConnOnConsumers(t *testing.T) {
+	up := startUpstream(t, "ok")
+	in := newInstance(t, "")
+	in.start("--workers", "2")
+	in.mustPut("/apisix/admin/consumers", `{"username":"jack","plugins":{"key-auth":{"key":"auth-one"},
+		"limit-req":{"rate":0.01,"burst":0,"key":"consumer_name","rejected_code":403}}}`)
+	in.mustPut("/apisix/admin/consumers", `{"username":"jill","plugins":{"key-auth":{"key":"auth-two"},
+		"limit-conn":{"conn":1,"burst":0,"default_conn_delay":0.1,"key":"consumer_name","rejected_code":429}}}`)
+	in.mustPut("/apisix/admin/routes/1", fmt.Sprintf(`{"uri":"/hello","plugins":{"key-auth":{}},"upstream":{"type":"roundrobin","nodes":{%q:1}}}`, up.addr))
+	for i, want := range []int{200, 403, 403} {
+		if resp, _ := in.get("/hello", "apikey", "auth-one"); resp.StatusCode != want {
+			t.Fatalf("jack's request %d: %d, want %d", i, resp.StatusCode, want)
+		}
+	}
+	// jill's limit is in flight only: one at a time passes, every time.
+	for i := 0; i < 3; i++ {
+		if resp, _ := in.get("/hello", "apikey", "auth-two"); resp.StatusCode != 200 {
+			t.Fatalf("jill's request %d: %d, want 200", i, resp.StatusCode)
+		}
+	}
+	if resp, _ := in.get("/hello"); resp.StatusCode != 401 {
+		t.Fatalf("no key: %d, want 401", resp.StatusCode)
+	}
+}
