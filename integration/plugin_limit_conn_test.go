@@ -191,3 +191,56 @@ func TestLimitConnClientGoneAndBadConfig(t *testing.T) {
 		}
 	}
 }
+
+// A streamed body the client abandons halfway: the place is given back once the server
+// stops sending, not held for good.
+func TestLimitConnStreamedBodyAbandoned(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("stream") == "" {
+			fmt.Fprint(w, "ok")
+			return
+		}
+		chunk := strings.Repeat("x", 16<<10)
+		for {
+			if _, err := fmt.Fprint(w, chunk); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+			select {
+			case <-stop:
+				return
+			case <-r.Context().Done():
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	})}
+	go srv.Serve(ln)
+	t.Cleanup(func() { close(stop); srv.Close() })
+	in := newInstance(t, "")
+	in.start("--workers", "1")
+	in.putLimitConnRoute("1", "/stream", ln.Addr().String(), `{"conn": 1, "burst": 0, "default_conn_delay": 0.1, "key": "remote_addr"}`)
+
+	conn, err := net.Dial("tcp", in.data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(conn, "GET /stream?stream=1 HTTP/1.1\r\nHost: gw\r\n\r\n")
+	buf := make([]byte, 64<<10)
+	if _, err := conn.Read(buf); err != nil {
+		t.Fatalf("reading the stream: %v", err)
+	}
+	// The stream holds the one place.
+	if resp, _ := in.get("/stream"); resp.StatusCode != 503 {
+		t.Fatalf("while streaming: %d, want 503", resp.StatusCode)
+	}
+	conn.Close()
+	if !waitFor(20*time.Second, func() bool { resp, _ := in.get("/stream"); return resp.StatusCode == 200 }) {
+		t.Fatal("the abandoned stream's place was never given back")
+	}
+}
