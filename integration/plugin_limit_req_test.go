@@ -132,7 +132,7 @@ func TestLimitReqGlobalRuleAndBadConfig(t *testing.T) {
 		}
 	}
 	for _, tt := range []struct{ conf, want string }{
-		{`{"rate": -1, "burst": 0, "key": "remote_addr"}`, "rate: must be above 0"},
+		{`{"rate": -1, "burst": 0, "key": "remote_addr"}`, "rate: must be at least one request a year"},
 		{`{"rate": 1, "burst": 0}`, "key: is required"},
 		{`{"rate": 1, "burst": 0, "key": "remote_addr", "policy": "redis"}`, `policy: \"redis\" is not supported yet`},
 	} {

@@ -42,8 +42,12 @@ func (plugin) Validate(raw json.RawMessage) error {
 func (plugin) KeepsRequest() bool { return true }
 
 // maxRate is the highest rate: a bucket's clock counts in units of 100 ns (tickNanos),
-// and an interval must be at least one.
-const maxRate = 1e7
+// and an interval must be at least one. minRate, one request a year, keeps an interval,
+// like the bucket (maxBucketTicks), far within the clock's 56 bits.
+const (
+	maxRate = 1e7
+	minRate = 1.0 / (365 * 24 * 3600)
+)
 
 // Config is one limit-req configuration with APISIX's defaults applied. It is immutable
 // once Parse returns it and safe to share between goroutines.
@@ -84,8 +88,9 @@ func Parse(raw json.RawMessage) (*Config, error) {
 		switch m.Name {
 		case "rate":
 			c.Rate, err = number(m)
-			if err == nil && (c.Rate <= 0 || c.Rate > maxRate) {
-				err = fmt.Errorf("rate: must be above 0 and at most %d requests a second, got %s", int64(maxRate), m.Show())
+			if err == nil && (c.Rate < minRate || c.Rate > maxRate) {
+				err = fmt.Errorf("rate: must be at least one request a year (%g) and at most %d a second, got %s", minRate,
+					int64(maxRate), m.Show())
 			}
 			hasRate = true
 		case "burst":

@@ -36,9 +36,10 @@ func TestParse(t *testing.T) {
 		// t/plugin/limit-req.t TEST 2: wrong value of key (rate missing).
 		{`{"burst": 0, "rejected_code": 503, "key": "remote_addr"}`, "rate: is required"},
 		// TEST 7: wrong type; TEST 21: rate equal to 0.
-		{`{"rate": -1, "burst": 0.1, "key": "remote_addr"}`, "rate: must be above 0 and at most 10000000 requests a second, got -1"},
-		{`{"rate": 0, "burst": 0, "key": "remote_addr"}`, "rate: must be above 0"},
-		{`{"rate": 1e8, "burst": 0, "key": "remote_addr"}`, "rate: must be above 0 and at most 10000000"},
+		{`{"rate": -1, "burst": 0.1, "key": "remote_addr"}`, "rate: must be at least one request a year (3.1709791983764586e-08) and at most 10000000 a second, got -1"},
+		{`{"rate": 0, "burst": 0, "key": "remote_addr"}`, "rate: must be at least one request a year"},
+		{`{"rate": 1e-300, "burst": 0, "key": "remote_addr"}`, "rate: must be at least one request a year"},
+		{`{"rate": 1e8, "burst": 0, "key": "remote_addr"}`, "rate: must be at least one request a year (3.1709791983764586e-08) and at most 10000000"},
 		{`{"rate": "1", "burst": 0, "key": "remote_addr"}`, `rate: must be a number, got "1"`},
 		{`{"rate": 1, "key": "remote_addr"}`, "burst: is required"},
 		{`{"rate": 1, "burst": -1, "key": "remote_addr"}`, "burst: must be at least 0, got -1"},

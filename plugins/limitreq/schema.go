@@ -13,7 +13,7 @@ func (plugin) Schema() []byte { return schema }
 var schema = []byte(`{
   "type": "object",
   "properties": {
-    "rate": {"type": "number", "exclusiveMinimum": 0, "maximum": 10000000},
+    "rate": {"type": "number", "minimum": 3.1709791983764586e-08, "maximum": 10000000},
     "burst": {"type": "number", "minimum": 0},
     "key_type": {"type": "string", "enum": ["var", "var_combination"], "default": "var"},
     "key": {"type": "string"},
