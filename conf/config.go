@@ -90,6 +90,16 @@ type Shm struct {
 	// HealthCheck holds the upstream nodes' health, written by the master's checker and
 	// the workers' passive counting.
 	HealthCheck int64 `json:"health_check"`
+
+	// LimitReq holds limit-req's buckets, a keyed table (shm/keyed.go) shared by every
+	// worker.
+	LimitReq int64 `json:"limit_req"`
+	// LimitConn holds limit-conn's counts of requests in flight and each worker's ledger
+	// of them, a keyed table shared by every worker; at most 64m (what a ledger can name).
+	LimitConn int64 `json:"limit_conn"`
+	// APIBreaker holds api-breaker's breakers, one per route, host and path, a keyed
+	// table shared by every worker.
+	APIBreaker int64 `json:"api_breaker"`
 }
 
 // Prometheus configures the master's metrics export server.

@@ -358,6 +358,9 @@ func (l *loader) shm(path string, n *yaml.Node, s *Shm) {
 		{"limit_count_on_full", yamlInto(&s.LimitCountOnFull, l.oneOfThese("evict", "reject"))},
 		{"metrics", yamlInto(&s.Metrics, l.sizeIn(64<<10, 16<<30))},
 		{"health_check", yamlInto(&s.HealthCheck, l.sizeIn(64<<10, 16<<30))},
+		{"limit_req", yamlInto(&s.LimitReq, l.sizeIn(64<<10, 16<<30))},
+		{"limit_conn", yamlInto(&s.LimitConn, l.sizeIn(64<<10, 64<<20))},
+		{"api_breaker", yamlInto(&s.APIBreaker, l.sizeIn(64<<10, 16<<30))},
 	})
 }
 

@@ -14,6 +14,7 @@ import (
 	"gw/internal/bytesconv"
 	"gw/internal/monotime"
 	"gw/plugins/vars"
+	"gw/shm"
 )
 
 // Ctx is one request as plugins see it: the request and response through its methods,
@@ -82,6 +83,8 @@ type Ctx struct {
 	// merged is the consumer's merged chain that took over from mergedBase once an auth
 	// plugin named the consumer; both nil until then.
 	merged, mergedBase *Chain
+	// holds are what plugins took for the request (Hold).
+	holds holds
 
 	// plugins-a: headersIfAbsent are queued by AddResponseHeaderIfAbsent, flattened as
 	// headers are. realAddr is the client SetRemoteIP named, which the request's
@@ -132,6 +135,7 @@ func (c *Ctx) End() {
 	c.AnsweredNanos = 0
 	c.answered = false
 	c.merged, c.mergedBase = nil, nil
+	c.holds = holds{}
 	c.Node = c.Node[:0]
 	for i := range c.headers {
 		c.headers[i] = c.headers[i][:0]
@@ -597,3 +601,50 @@ func (c *Ctx) ExpandTemplate(dst []byte, t *conf.Template) []byte {
 // RequestProtocol is the request's protocol as its request line names it: "HTTP/1.1",
 // "HTTP/1.0" (and "HTTP/2.0" for a stream, once the worker serves them).
 func (c *Ctx) RequestProtocol() []byte { return c.Request.Request.Header.Protocol() }
+
+// plugins-b (limit-req, limit-conn, api-breaker): what a request holds.
+
+// Hold is what a plugin's access phase took for one request in shared memory and its log
+// phase gives back (limit-conn's place in a key's count of requests in flight). The log
+// phase runs for every instance of the chain, even one whose access phase never ran (an
+// earlier plugin answered), so the instance asks the Ctx what it holds rather than
+// assuming. Owner is the instance that took it; Entries and Nanos are the owner's.
+type Hold struct {
+	Owner   any
+	Entries [2]shm.Entry
+	Nanos   int64
+}
+
+// maxHolds is how many holds a request keeps: one per limit-conn instance, of which a
+// request meets one per global rule and one for its route.
+const maxHolds = 4
+
+type holds struct {
+	list [maxHolds]Hold
+	n    uint8
+}
+
+// AddHold records h for the request, false when the request holds maxHolds already (the
+// plugin then gives back what it took at once). It allocates nothing.
+func (c *Ctx) AddHold(h Hold) bool {
+	if int(c.holds.n) == maxHolds {
+		return false
+	}
+	c.holds.list[c.holds.n] = h
+	c.holds.n++
+	return true
+}
+
+// TakeHold removes and returns the hold owner recorded, false when it recorded none.
+func (c *Ctx) TakeHold(owner any) (Hold, bool) {
+	for i := 0; i < int(c.holds.n); i++ {
+		if c.holds.list[i].Owner == owner {
+			h := c.holds.list[i]
+			c.holds.n--
+			c.holds.list[i] = c.holds.list[c.holds.n]
+			c.holds.list[c.holds.n] = Hold{}
+			return h, true
+		}
+	}
+	return Hold{}, false
+}

@@ -78,7 +78,10 @@
 // pointers, no interface call and no allocation per method); a plugin written against the
 // methods runs unchanged on both, and the zero-allocation tests keep the methods honest.
 // Nothing a plugin keeps refers to HTTP/1.1: RequestSize and ResponseSize estimate
-// nginx's $request_length and $bytes_sent for whichever protocol carries the request.
+// nginx's $request_length and $bytes_sent for whichever protocol carries the request. A
+// plugin reads variables through Ctx.VarsRequest, and keeps what its access phase took for a
+// request (limit-conn's place in shared memory) in the Ctx (AddHold, TakeHold), since
+// its log phase runs even when its access phase did not.
 //
 // What is left of the seam: Ctx.Request is deprecated and read by two files only,
 // limit-count's key variables (keys.go) and proxy-rewrite's template variables

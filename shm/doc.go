@@ -5,9 +5,12 @@
 // version, sizes) checked on every open, so two binaries never read one layout as another.
 // Only fixed-size plain data lives inside: 8-byte-aligned words updated with sync/atomic,
 // never Go pointers, strings or slices. A process killed at any instruction leaves no lock
-// held: there are no locks, only single-word compare-and-swap. This package keeps the
-// segments and the primitives tables are built from (KeyHash); a table with one user lives
-// in that user's package (limit-count's window table, prometheus's metrics table). The
+// held for good: updates are single-word compare-and-swaps, and the one lock, the keyed
+// table's per-bucket lock for giving a slot to a new key, is taken over once it is a
+// second old (keyed.go). This package keeps the segments and the primitives tables are
+// built from (KeyHash, and KeyedTable, one payload per key, which limit-req, limit-conn
+// and api-breaker each lay out in a segment of their own); a table with one user lives in
+// that user's package (limit-count's window table, prometheus's metrics table). The
 // upstream health table (health.go) stays here: its two users are the master's checker and
 // the worker's proxy, and this is the one package below both.
 package shm

@@ -2,6 +2,7 @@
 package all
 
 import (
+	_ "gw/plugins/apibreaker"
 	_ "gw/plugins/basicauth"
 	_ "gw/plugins/brotli"
 	_ "gw/plugins/consumerrestriction"
@@ -11,7 +12,9 @@ import (
 	_ "gw/plugins/iprestriction"
 	_ "gw/plugins/jwtauth"
 	_ "gw/plugins/keyauth"
+	_ "gw/plugins/limitconn"
 	_ "gw/plugins/limitcount"
+	_ "gw/plugins/limitreq"
 	_ "gw/plugins/prometheus"
 	_ "gw/plugins/proxyrewrite"
 	_ "gw/plugins/realip"

@@ -284,6 +284,10 @@ func TestEveryPluginBuildsAPhase(t *testing.T) {
 	minimal["fault-injection"] = `{"abort": {"http_status": 503}}`
 	minimal["real-ip"] = `{"source": "http_x_forwarded_for"}`
 	minimal["redirect"] = `{"http_to_https": true}`
+	// plugins-b
+	minimal["limit-req"] = `{"rate": 1, "burst": 0, "key": "remote_addr"}`
+	minimal["limit-conn"] = `{"conn": 1, "burst": 0, "default_conn_delay": 0.1, "key": "remote_addr"}`
+	minimal["api-breaker"] = `{"break_response_code": 502}`
 	build := plugins.NewSnapshotBuild(&conf.Snapshot{}, shared)
 	for _, name := range plugins.Names() {
 		raw := json.RawMessage(`{}`)
