@@ -24,6 +24,7 @@ var unsafeUsers = map[string]string{
 	"shm/segment.go":                  "counters in a mapping shared with other processes are atomic words only through a pointer conversion",
 	"plugins/limitcount/windows.go":   "limit-count's windows are atomic words of a shared mapping",
 	"shm/health.go":                   "node health is atomic words of a shared mapping",
+	"shm/keyed.go":                    "a keyed table's slots are atomic words of a shared mapping",
 	"plugins/prometheus/table.go":     "series counters are atomic words of a shared mapping, and the entry layout is checked against unsafe.Sizeof",
 	"master/reaper.go":                "prctl(PR_GET_CHILD_SUBREAPER) writes into an int whose address is its argument, and x/sys/unix has no wrapper for it",
 	"benchmark/upstream/main.go":      "epoll_pwait(2) made raw, which x/sys/unix only offers through the runtime's bookkeeping, takes the events' address",
