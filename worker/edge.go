@@ -91,6 +91,7 @@ type edgeListener struct {
 	slots     chan struct{}
 	closed    chan struct{}
 	closeOnce sync.Once
+	h2c       *h2Server // nil: HTTP/1.1 only (http2.h2c_disable, and TLS, which has ALPN)
 }
 
 func newEdgeListener(ln net.Listener, e *edge, connections int) *edgeListener {
@@ -122,7 +123,7 @@ func (l *edgeListener) Accept() (net.Conn, error) {
 		// The first request's line and header must come within client_header_timeout of
 		// the first wait, which is as good as the accept (fasthttp's ReadTimeout did the
 		// same).
-		ec := &edgeConn{TCPConn: tcp, l: l, readPolicy: readAbsolute, readTimeout: l.e.headerTimeout}
+		ec := &edgeConn{TCPConn: tcp, l: l, readPolicy: readAbsolute, readTimeout: l.e.headerTimeout, h2c: l.h2c}
 		ec.io.Init(raw, ec)
 		// Through the runtime's poller: fasthttp reads the next request right after it
 		// wrote a response, when the client cannot have sent it yet, and the Stream then
@@ -209,6 +210,10 @@ type edgeConn struct {
 
 	// io reads and writes the socket with raw system calls (see package rawio).
 	io rawio.Stream
+
+	// h2c, until the first read, serves the connection as HTTP/2 if it starts with the
+	// connection preface (prior-knowledge h2c); nil where h2c is off.
+	h2c *h2Server
 }
 
 // Close returns the connection's worker_connections slot, once.
@@ -223,6 +228,9 @@ func (c *edgeConn) Close() error {
 // line's end (lineEnded) until it finds one: a request usually costs one scan of its first
 // read.
 func (c *edgeConn) Read(p []byte) (int, error) {
+	if c.h2c != nil {
+		return c.sniffH2C(p) // the connection's first read (http2.go)
+	}
 	n, err := c.read(p)
 	if n > 0 && !c.inBody && !c.lineEnded.Load() && bytes.IndexByte(p[:n], '\n') >= 0 {
 		c.lineEnded.Store(true)

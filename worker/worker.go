@@ -63,7 +63,8 @@ type Worker struct {
 	servers   []*fasthttp.Server
 	listeners []net.Listener
 	conns     *connTracker
-	edge      *edge // client limits and real IP, from the static config
+	edge      *edge     // client limits and real IP, from the static config
+	h2        *h2Server // HTTP/2 to clients (http2.go)
 	// connObservers hear every client connection's state changes (plugins.ConnWatcher:
 	// prometheus's connection gauges).
 	connObservers []plugins.ConnObserver
@@ -155,6 +156,7 @@ func (w *Worker) receiveSetup() (ipc.Setup, error) {
 		return setup, fmt.Errorf("worker: decoding static config: %w", err)
 	}
 	w.edge = newEdge(&w.cfg)
+	w.h2 = newH2Server(&w.cfg, w.handle, w.draining.Load, quietLogger{w.log})
 	w.log.SetLevel(errlog.ParseLevel(w.cfg.ErrorLogLevel))
 	w.certs = newCertStore(w.cfg.SSL.FallbackSNI, w.log)
 	if err := w.certs.setTicketKeys(setup.TicketKeys); err != nil {
@@ -201,12 +203,16 @@ func (w *Worker) serveListeners(setup ipc.Setup) error {
 		if err != nil {
 			return fmt.Errorf("worker: inherited listener %s (fd %d): %w", l.Address, l.FD, err)
 		}
-		var ln net.Listener = newEdgeListener(countingListener{Listener: inherited, t: w.conns}, w.edge, w.cfg.WorkerConnections)
+		el := newEdgeListener(countingListener{Listener: inherited, t: w.conns}, w.edge, w.cfg.WorkerConnections)
+		var ln net.Listener = el
+		srv := w.newServer()
 		if w.cfg.IsTLSListen(l.Address) {
 			// Wrapped outside the counter: a connection counts from accept, handshake or not.
 			ln = tls.NewListener(ln, w.certs.listener)
+			srv.NextProto("h2", w.h2.serveTLS)
+		} else if w.cfg.ServesH2C(l.Address) {
+			el.h2c = w.h2
 		}
-		srv := w.newServer()
 		w.servers = append(w.servers, srv)
 		w.listeners = append(w.listeners, ln)
 		go func(address string) {
@@ -417,6 +423,8 @@ func (w *Worker) drain() {
 	for _, ln := range w.listeners {
 		_ = ln.Close()
 	}
+	// HTTP/2's Connection: close: no stream after those opened, which finish.
+	w.h2.goAwayAll()
 	// The sockets are shared with the next generation: until this worker's copies are
 	// closed it may accept a connection that must get the new configuration. Close waits
 	// out an accept in progress, so from here on this worker takes none.

@@ -1,0 +1,230 @@
+package integration
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+)
+
+// curlH2 runs curl with args and returns the HTTP version, the status and the body, from
+// curl's own report (-w), so an HTTP/1.1 answer cannot pass for HTTP/2.
+func curlH2(t *testing.T, args ...string) (version, status, body string) {
+	t.Helper()
+	out, err := exec.Command("curl", append([]string{"-sS", "--max-time", "10", "-w", "\n%{http_version} %{http_code}"}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("curl %v: %v\n%s", args, err, out)
+	}
+	s := string(out)
+	nl := strings.LastIndexByte(s, '\n')
+	fields := strings.Fields(s[nl+1:])
+	if len(fields) != 2 {
+		t.Fatalf("curl %v: no -w report in %q", args, s)
+	}
+	return fields[0], fields[1], s[:nl]
+}
+
+// h2cClient is Go's HTTP/2 client with prior knowledge, in the clear: all its requests to
+// one address share one connection.
+func h2cClient() *http.Client {
+	return &http.Client{Transport: &http2.Transport{
+		AllowHTTP: true,
+		DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, network, addr)
+		},
+	}, Timeout: 20 * time.Second}
+}
+
+// curl --http2-prior-knowledge on node_listen and curl --http2 on the TLS listener get
+// HTTP/2 answers through a route with key-auth, limit-count, proxy-rewrite and prometheus,
+// as an HTTP/1.1 client does; the access log and the metrics count them.
+func TestHTTP2ThroughPluginsWithCurl(t *testing.T) {
+	tlsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	in := newMetricsInstance(t, fmt.Sprintf("ssl:\n  enabled: true\n  listen: [%q]\naccess_log:\n  flush_interval: 200ms\n", tlsAddr))
+	in.start()
+	up := startUpstream(t, "hello over h2")
+	cert := newTLSTestCert(t, "h2.test")
+	in.mustPut("/apisix/admin/ssls/1", cert.sslBody("h2.test"))
+	in.mustPut("/apisix/admin/consumers", `{"username":"jack","plugins":{"key-auth":{"key":"h2-key"}}}`)
+	// t/plugin/proxy-rewrite.t TEST 2-style uri and header rewrite; t/plugin/limit-count.t
+	// TEST 4 "up the limit" with count 4; t/plugin/key-auth.t TEST 3 "valid consumer".
+	in.mustPut("/apisix/admin/routes/1", fmt.Sprintf(`{"uri":"/h2","plugins":{`+
+		`"key-auth":{},"limit-count":{"count":4,"time_window":60,"rejected_code":503,"key":"consumer_name"},`+
+		`"proxy-rewrite":{"uri":"/rewritten","headers":{"set":{"X-Forwarded-Proto":"custom"}}},"prometheus":{}},`+
+		`"upstream":{"nodes":{%q:1}}}`, up.addr))
+
+	h2c := []string{"--http2-prior-knowledge"}
+	h2tls := []string{"--http2", "-k", "--resolve", "h2.test:" + strings.Split(tlsAddr, ":")[1] + ":127.0.0.1"}
+	plain := "http://" + in.data + "/h2"
+	secure := "https://h2.test:" + strings.Split(tlsAddr, ":")[1] + "/h2"
+
+	for _, c := range []struct {
+		name string
+		args []string
+		url  string
+	}{{"h2c", h2c, plain}, {"h2", h2tls, secure}} {
+		// No key: key-auth answers before the route's other plugins.
+		if v, status, body := curlH2(t, append(c.args, c.url)...); v != "2" || status != "401" || !strings.Contains(body, "Missing API key") {
+			t.Fatalf("%s without a key: HTTP/%s %s %q", c.name, v, status, body)
+		}
+		v, status, body := curlH2(t, append(c.args, "-D", "-", "-H", "apikey: h2-key", c.url)...)
+		if v != "2" || status != "200" || !strings.HasSuffix(body, "hello over h2") {
+			t.Fatalf("%s with the key: HTTP/%s %s %q", c.name, v, status, body)
+		}
+		lower := strings.ToLower(body)
+		for _, want := range []string{"x-seen-path: /rewritten", "x-seen-x-forwarded-proto: custom", "x-ratelimit-remaining:"} {
+			if !strings.Contains(lower, want) {
+				t.Fatalf("%s: response lacks %q:\n%s", c.name, want, body)
+			}
+		}
+	}
+	// Four allowed in the window, two used: the next two pass, then limit-count refuses.
+	for i, want := range []string{"200", "200", "503"} {
+		if v, status, _ := curlH2(t, append(h2c, "-H", "apikey: h2-key", plain)...); v != "2" || status != want {
+			t.Fatalf("request %d over the limit: HTTP/%s %s, want %s", i+1, v, status, want)
+		}
+	}
+
+	if !waitFor(10*time.Second, func() bool { return strings.Count(in.accessLog(), "\"GET /") >= 7 }) {
+		t.Fatalf("access log after 7 HTTP/2 requests:\n%s", in.accessLog())
+	}
+	var (
+		f    = in.scrape()
+		ok   = f["apisix_http_status"].Sum("apisix_http_status", map[string]string{"route": "1", "code": "200"})
+		over = f["apisix_http_status"].Sum("apisix_http_status", map[string]string{"route": "1", "code": "503"})
+	)
+	if ok != 4 || over != 1 {
+		t.Fatalf("apisix_http_status{route=1}: %v 200s and %v 503s, want 4 and 1", ok, over)
+	}
+}
+
+// Many streams at once on one connection from Go's client, each proxied to the upstream
+// and answered; and h2c turned off for an address answers HTTP/1.1 only.
+func TestHTTP2ManyStreamsOnOneConnection(t *testing.T) {
+	in := newInstance(t, "")
+	in.start()
+	up := startUpstream(t, "multiplexed")
+	in.putRoute("1", "/m", up.addr)
+	client := h2cClient()
+	var wg sync.WaitGroup
+	var failed atomic.Int32
+	for range 300 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := client.Get("http://" + in.data + "/m")
+			if err != nil {
+				t.Error(err)
+				failed.Add(1)
+				return
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 || string(body) != "multiplexed" || resp.ProtoMajor != 2 {
+				t.Errorf("HTTP/%d %d %q", resp.ProtoMajor, resp.StatusCode, body)
+				failed.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if failed.Load() > 0 {
+		t.Fatalf("%d of 300 streams failed", failed.Load())
+	}
+}
+
+func TestHTTP2H2CDisabledPerAddress(t *testing.T) {
+	in := newInstance(t, "")
+	in.writeConfig(fmt.Sprintf("node_listen: [%q]\nadmin:\n  listen: %q\nhttp2:\n  h2c_disable: [%q]\n", in.data, in.admin, in.data))
+	in.start()
+	up := startUpstream(t, "one")
+	in.putRoute("1", "/one", up.addr)
+	out, _ := exec.Command("curl", "-sS", "--max-time", "10", "--http2-prior-knowledge", "-w", "%{http_version}", "http://"+in.data+"/one").CombinedOutput()
+	if strings.HasSuffix(string(out), "2") {
+		t.Fatalf("h2c_disable: curl --http2-prior-knowledge still got HTTP/2: %s", out)
+	}
+	if resp, body := in.get("/one"); resp.StatusCode != 200 || body != "one" {
+		t.Fatalf("HTTP/1.1 beside it: %d %q", resp.StatusCode, body)
+	}
+}
+
+// Reloads under HTTP/2 load: the old workers send GOAWAY and let their streams finish, so
+// not one request fails (TestReloadsUnderLoadFailNothing's h2 twin).
+func TestHTTP2ReloadsUnderLoadFailNothing(t *testing.T) {
+	up := startUpstream(t, "ok")
+	in := newInstance(t, "")
+	base := fmt.Sprintf("node_listen: [%q]\nadmin:\n  listen: %q\nworker_shutdown_timeout: 20s\n", in.data, in.admin)
+	in.writeConfig(base + "worker_processes: 2\n")
+	in.start()
+	in.putRoute("1", "/load", up.addr)
+
+	var ok, failed atomic.Int64
+	var firstErr atomic.Value
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			client := h2cClient() // one connection per client, many streams on it
+			var inner sync.WaitGroup
+			for range 4 {
+				inner.Add(1)
+				go func() {
+					defer inner.Done()
+					for {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						resp, err := client.Get("http://" + in.data + "/load")
+						if err == nil {
+							body, _ := io.ReadAll(resp.Body)
+							resp.Body.Close()
+							if resp.StatusCode != 200 || string(body) != "ok" {
+								err = fmt.Errorf("HTTP/%d %d %q", resp.ProtoMajor, resp.StatusCode, body)
+							}
+						}
+						if err != nil {
+							failed.Add(1)
+							firstErr.CompareAndSwap(nil, err.Error())
+							continue
+						}
+						ok.Add(1)
+					}
+				}()
+			}
+			inner.Wait()
+		}()
+	}
+	for i, n := range []int{1, 2, 1, 2, 2} {
+		time.Sleep(200 * time.Millisecond)
+		in.writeConfig(base + fmt.Sprintf("worker_processes: %d\n", n))
+		in.reload()
+		if got := len(in.status().pids("ready")); got != n {
+			t.Fatalf("reload %d: %d ready workers, want %d", i+1, got, n)
+		}
+	}
+	// The old workers' connections moved on at their GOAWAY, so the old workers are gone
+	// long before worker_shutdown_timeout (20s), with the load still running.
+	if !waitFor(10*time.Second, func() bool { return len(in.status().Workers) == 2 }) {
+		t.Errorf("old workers still draining 10s after the last reload: %+v", in.status().Workers)
+	}
+	close(stop)
+	wg.Wait()
+	if failed.Load() != 0 || ok.Load() == 0 {
+		t.Fatalf("h2 clients across reloads: %d ok, %d failed (first: %v)", ok.Load(), failed.Load(), firstErr.Load())
+	}
+	t.Logf("h2 clients across 5 reloads: %d ok", ok.Load())
+}
