@@ -202,6 +202,7 @@ type h2Conn struct {
 	// lower holds a header name lowercased for the encoder, which copies it at once.
 	lower         [256]byte
 	status        [3]byte
+	number        [20]byte // content-length's digits
 	sendWindow    int32
 	initialWindow int32
 	peerMaxFrame  uint32
@@ -977,8 +978,7 @@ func (s *h2Stream) respond() {
 		c.writeField(k, v)
 	}
 	if contentLength >= 0 {
-		var n [20]byte
-		c.writeField(headerContentLength, strconv.AppendInt(n[:0], int64(contentLength), 10))
+		c.writeField(headerContentLength, strconv.AppendInt(c.number[:0], int64(contentLength), 10))
 	}
 	if len(resp.Header.Server()) == 0 {
 		c.writeField(headerServer, h2ServerName)

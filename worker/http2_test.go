@@ -30,11 +30,11 @@ type h2Fixture struct {
 	draining atomic.Bool
 }
 
-type testLogger struct{ t *testing.T }
+type testLogger struct{ t testing.TB }
 
 func (l testLogger) Printf(format string, args ...any) { l.t.Logf(format, args...) }
 
-func newH2Fixture(t *testing.T, edit func(*conf.Config), handler fasthttp.RequestHandler) *h2Fixture {
+func newH2Fixture(t testing.TB, edit func(*conf.Config), handler fasthttp.RequestHandler) *h2Fixture {
 	t.Helper()
 	cfg := conf.Default()
 	if edit != nil {
@@ -489,5 +489,112 @@ func TestHTTP2GoAwayLetsStreamsFinish(t *testing.T) {
 		case *http2.RSTStreamFrame:
 			t.Fatalf("stream %d reset after GOAWAY: %v", fr.StreamID, fr.ErrCode)
 		}
+	}
+}
+
+// h2Loop drives one connection with the same request again and again, as h2load does:
+// after the first, the request's header block is all indexes into the client's dynamic
+// table, so the client allocates nothing and what is counted is the server's.
+type h2Loop struct {
+	conn  net.Conn
+	block []byte
+	frame []byte
+	buf   []byte
+	id    uint32
+}
+
+func newH2Loop(t testing.TB, addr string) *h2Loop {
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	l := &h2Loop{conn: conn, buf: make([]byte, 64<<10), id: 1}
+	var hbuf bytes.Buffer
+	enc := hpack.NewEncoder(&hbuf)
+	fields := []hpack.HeaderField{{Name: ":method", Value: "GET"}, {Name: ":scheme", Value: "http"},
+		{Name: ":path", Value: "/bench"}, {Name: ":authority", Value: "gw.test"}, {Name: "user-agent", Value: "h2load"}}
+	for _, f := range fields {
+		_ = enc.WriteField(f)
+	}
+	first := append([]byte(nil), hbuf.Bytes()...)
+	hbuf.Reset()
+	for _, f := range fields {
+		_ = enc.WriteField(f)
+	}
+	l.block = append([]byte(nil), hbuf.Bytes()...)
+	fr := http2.NewFramer(conn, conn)
+	_, _ = io.WriteString(conn, http2.ClientPreface)
+	_ = fr.WriteSettings()
+	_ = fr.WriteWindowUpdate(0, 1<<30)
+	_ = fr.WriteHeaders(http2.HeadersFrameParam{StreamID: l.id, BlockFragment: first, EndStream: true, EndHeaders: true})
+	l.id += 2
+	l.await(t)
+	// The repeated request's frame, whose stream id round patches.
+	l.frame = make([]byte, 9+len(l.block))
+	l.frame[2] = byte(len(l.block))
+	l.frame[3] = byte(http2.FrameHeaders)
+	l.frame[4] = byte(http2.FlagHeadersEndStream | http2.FlagHeadersEndHeaders)
+	copy(l.frame[9:], l.block)
+	return l
+}
+
+// await reads frames until a DATA or HEADERS frame ends stream l.id-2.
+func (l *h2Loop) await(t testing.TB) {
+	want := l.id - 2
+	for {
+		if _, err := io.ReadFull(l.conn, l.buf[:9]); err != nil {
+			t.Fatal(err)
+		}
+		n := int(l.buf[0])<<16 | int(l.buf[1])<<8 | int(l.buf[2])
+		typ, flags := http2.FrameType(l.buf[3]), http2.Flags(l.buf[4])
+		id := uint32(l.buf[5]&0x7f)<<24 | uint32(l.buf[6])<<16 | uint32(l.buf[7])<<8 | uint32(l.buf[8])
+		if _, err := io.ReadFull(l.conn, l.buf[:n]); err != nil {
+			t.Fatal(err)
+		}
+		if typ == http2.FrameSettings && flags&http2.FlagSettingsAck == 0 {
+			_, _ = l.conn.Write([]byte{0, 0, 0, byte(http2.FrameSettings), byte(http2.FlagSettingsAck), 0, 0, 0, 0})
+		}
+		if id == want && (typ == http2.FrameData || typ == http2.FrameHeaders) && flags&http2.FlagDataEndStream != 0 {
+			return
+		}
+	}
+}
+
+func (l *h2Loop) round(t testing.TB) {
+	l.frame[5], l.frame[6], l.frame[7], l.frame[8] = byte(l.id>>24), byte(l.id>>16), byte(l.id>>8), byte(l.id)
+	l.id += 2
+	if _, err := l.conn.Write(l.frame); err != nil {
+		t.Fatal(err)
+	}
+	l.await(t)
+}
+
+var benchBody = []byte("hello from the handler")
+
+func benchHandler(ctx *fasthttp.RequestCtx) {
+	ctx.Response.Header.SetContentTypeBytes(contentTypeJSON)
+	ctx.SetBody(benchBody)
+}
+
+// The request path of a stream, from HEADERS in to DATA out, allocates nothing once the
+// connection's pools are warm.
+func TestHTTP2RequestAllocs(t *testing.T) {
+	f := newH2Fixture(t, nil, benchHandler)
+	l := newH2Loop(t, f.addr)
+	for range 100 {
+		l.round(t)
+	}
+	if n := testing.AllocsPerRun(2000, func() { l.round(t) }); n > h2AllocsPerRequest {
+		t.Fatalf("%.2f allocations per HTTP/2 request, want at most %v", n, h2AllocsPerRequest)
+	}
+}
+
+func BenchmarkHTTP2Request(b *testing.B) {
+	f := newH2Fixture(b, nil, benchHandler)
+	l := newH2Loop(b, f.addr)
+	b.ReportAllocs()
+	for b.Loop() {
+		l.round(b)
 	}
 }
