@@ -228,3 +228,53 @@ func TestHTTP2ReloadsUnderLoadFailNothing(t *testing.T) {
 	}
 	t.Logf("h2 clients across 5 reloads: %d ok", ok.Load())
 }
+
+// A SETTINGS flood on node_listen gets GOAWAY ENHANCE_YOUR_CALM from the real worker,
+// which serves others on, and gw_http2_abuse_total counts it.
+func TestHTTP2AbuseIsCountedInMetrics(t *testing.T) {
+	in := newMetricsInstance(t, "")
+	in.start()
+	up := startUpstream(t, "still serving")
+	in.putRoute("1", "/s", up.addr)
+	conn, err := net.Dial("tcp", in.data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fr := http2.NewFramer(conn, conn)
+	go func() {
+		_, _ = io.WriteString(conn, http2.ClientPreface)
+		for range 100000 {
+			if fr.WriteSettings(http2.Setting{ID: http2.SettingEnablePush, Val: 0}) != nil {
+				return
+			}
+		}
+	}()
+	_ = conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	var code http2.ErrCode = 255
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			break
+		}
+		if ga, ok := f.(*http2.GoAwayFrame); ok {
+			code = ga.ErrCode
+			break
+		}
+	}
+	if code != http2.ErrCodeEnhanceYourCalm {
+		t.Fatalf("SETTINGS flood: GOAWAY code %v, want ENHANCE_YOUR_CALM", code)
+	}
+	if resp, err := h2cClient().Get("http://" + in.data + "/s"); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("another client after the flood: %v %v", resp, err)
+	}
+	var got float64
+	if !waitFor(10*time.Second, func() bool {
+		if fam := in.scrape()["gw_http2_abuse_total"]; fam != nil {
+			got = fam.Sum("gw_http2_abuse_total", map[string]string{"kind": "settings_flood"})
+		}
+		return got == 1
+	}) {
+		t.Fatalf("gw_http2_abuse_total{kind=\"settings_flood\"} = %v, want 1", got)
+	}
+}

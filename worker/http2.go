@@ -119,11 +119,17 @@ func newH2Server(c *conf.Config, handler fasthttp.RequestHandler, draining func(
 	}
 }
 
-// AbuseCounts returns how many connections were cut off for each kind of abuse.
+// abuseCounts returns how many connections were cut off for each kind of abuse that
+// happened; nil for none.
 func (srv *h2Server) abuseCounts() map[string]uint64 {
-	m := make(map[string]uint64, abuseKinds)
+	var m map[string]uint64
 	for k := range abuseKinds {
-		m[abuseKindNames[k]] = srv.abuse[k].Load()
+		if n := srv.abuse[k].Load(); n > 0 {
+			if m == nil {
+				m = map[string]uint64{}
+			}
+			m[abuseKindNames[k]] = n
+		}
 	}
 	return m
 }

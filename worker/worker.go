@@ -468,7 +468,8 @@ func (w *Worker) reopen() {
 func (w *Worker) reportStats() {
 	for range time.Tick(time.Second) {
 		monotime.Resync()
-		if err := w.conn.SendJSON(ipc.KindStats, ipc.Stats{Requests: w.requests.Load(), Connections: w.conns.open.Load()}); err != nil {
+		stats := ipc.Stats{Requests: w.requests.Load(), Connections: w.conns.open.Load(), HTTP2Abuse: w.h2.abuseCounts()}
+		if err := w.conn.SendJSON(ipc.KindStats, stats); err != nil {
 			return
 		}
 	}
