@@ -7,6 +7,8 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/http"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -208,6 +210,9 @@ type h2Conn struct {
 	// lower holds a header name lowercased for the encoder, which copies it at once.
 	lower         [256]byte
 	status        [3]byte
+	date          []byte // Date's value, formatted once a second (dateNow)
+	dateSecond    int64
+	dateBuf       [len(http.TimeFormat)]byte
 	number        [20]byte // content-length's digits
 	sendWindow    int32
 	initialWindow int32
@@ -219,6 +224,43 @@ type h2Conn struct {
 	// ends, which lets them go.
 	work chan *h2Stream
 	done chan struct{}
+	// flushQueued is set while the flusher has been asked to flush and has not yet.
+	flushQueued bool
+	flush       chan struct{}
+}
+
+// flushLaterLocked has the connection's flusher write out what is buffered once the
+// goroutines ready to run have had their turn: with -m 10 the answers of several streams,
+// whose nodes answered together, go out in one write instead of one each.
+func (c *h2Conn) flushLaterLocked() {
+	if !c.flushQueued {
+		c.flushQueued = true
+		select {
+		case c.flush <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// flusher is the goroutine that flushes for flushLaterLocked.
+func (c *h2Conn) flusher() {
+	for {
+		select {
+		case <-c.flush:
+		case <-c.done:
+			return
+		}
+		runtime.Gosched() // the other streams' answers first
+		c.mu.Lock()
+		c.flushQueued = false
+		if !c.dead && c.bw.Buffered() > 0 {
+			if err := c.bw.Flush(); err != nil {
+				c.dead = true
+				c.cond.Broadcast()
+			}
+		}
+		c.mu.Unlock()
+	}
 }
 
 // h2Stream is one request on an h2Conn, pooled with its RequestCtx.
@@ -313,8 +355,10 @@ func (srv *h2Server) serve(nc net.Conn, ec *edgeConn, tc *tls.Conn, buffered []b
 		peerMaxFrame:  maxFrameSize,
 		work:          make(chan *h2Stream),
 		done:          make(chan struct{}),
+		flush:         make(chan struct{}, 1),
 	}
 	c.cond.L = &c.mu
+	go c.flusher()
 	var r io.Reader = nc
 	if len(buffered) > 0 {
 		r = io.MultiReader(bytes.NewReader(append([]byte(nil), buffered...)), nc)
@@ -989,9 +1033,12 @@ func (s *h2Stream) respond() {
 	if len(resp.Header.Server()) == 0 {
 		c.writeField(headerServer, h2ServerName)
 	}
+	if len(resp.Header.Peek(fasthttp.HeaderDate)) == 0 {
+		c.writeField(headerDate, c.dateNow())
+	}
 	err := c.writeHeadersLocked(s.id, endNow)
 	if err == nil && endNow {
-		err = c.bw.Flush()
+		c.flushLaterLocked()
 	}
 	c.mu.Unlock()
 	if err != nil || endNow {
@@ -1030,6 +1077,7 @@ func (s *h2Stream) respond() {
 var (
 	h2CopyBufPool = sync.Pool{New: func() any { return new([maxFrameSize]byte) }}
 	headerServer  = []byte("server")
+	headerDate    = []byte("date")
 )
 
 // skipResponseHeader leaves out what HTTP/2 forbids (connection-specific fields, RFC 9113
@@ -1046,6 +1094,17 @@ func skipResponseHeader(k []byte) bool {
 var h2SkippedHeaders = [][]byte{
 	[]byte("Connection"), []byte("Keep-Alive"), []byte("Proxy-Connection"),
 	[]byte("Transfer-Encoding"), []byte("Upgrade"), []byte("Content-Length"),
+}
+
+// dateNow is the Date header's value, as fasthttp's server sends it on HTTP/1.1: the
+// clock is read per response, the text made once a second (under mu).
+func (c *h2Conn) dateNow() []byte {
+	now := time.Now()
+	if sec := now.Unix(); sec != c.dateSecond || c.date == nil {
+		c.dateSecond = sec
+		c.date = fasthttp.AppendHTTPDate(c.dateBuf[:0], now)
+	}
+	return c.date
 }
 
 func (c *h2Conn) writeStatus(status int) {
@@ -1129,9 +1188,7 @@ func (s *h2Stream) writeData(p []byte, end bool) error {
 		s.sendWindow -= int32(n)
 		p = p[n:]
 		if len(p) == 0 {
-			if end {
-				return c.bw.Flush()
-			}
+			c.flushLaterLocked()
 			return nil
 		}
 	}

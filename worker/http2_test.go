@@ -134,8 +134,8 @@ func TestHTTP2ServesRequests(t *testing.T) {
 		resp.Header.Get("X-Method") != "POST" || resp.Header.Get("X-Token") != "t1" || resp.Header.Get("X-Host") != f.addr {
 		t.Fatalf("POST /echo: proto %d status %d body %q header %v", resp.ProtoMajor, resp.StatusCode, body, resp.Header)
 	}
-	if resp.Header.Get("Server") != "gw" || resp.ContentLength != int64(len("hello body")) {
-		t.Fatalf("POST /echo: server %q content-length %d", resp.Header.Get("Server"), resp.ContentLength)
+	if _, err := http.ParseTime(resp.Header.Get("Date")); err != nil || resp.Header.Get("Server") != "gw" || resp.ContentLength != int64(len("hello body")) {
+		t.Fatalf("POST /echo: date %q server %q content-length %d", resp.Header.Get("Date"), resp.Header.Get("Server"), resp.ContentLength)
 	}
 
 	// A body larger than every window both ways: the client's upload waits for gw's
