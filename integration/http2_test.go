@@ -56,7 +56,9 @@ func TestHTTP2ThroughPluginsWithCurl(t *testing.T) {
 	up := startUpstream(t, "hello over h2")
 	cert := newTLSTestCert(t, "h2.test")
 	in.mustPut("/apisix/admin/ssls/1", cert.sslBody("h2.test"))
-	in.mustPut("/apisix/admin/consumers", `{"username":"jack","plugins":{"key-auth":{"key":"h2-key"}}}`)
+	in.mustPut("/apisix/admin/consumers", `{"username":"jack","plugins":{"key-auth":{"key":"h2-key"},"basic-auth":{"username":"jack","password":"h2-pass"}}}`)
+	// t/plugin/basic-auth.t TEST 5 "verify, missing authorization" and TEST 8 "verify".
+	in.mustPut("/apisix/admin/routes/2", fmt.Sprintf(`{"uri":"/basic","plugins":{"basic-auth":{}},"upstream":{"nodes":{%q:1}}}`, up.addr))
 	// t/plugin/proxy-rewrite.t TEST 2-style uri and header rewrite; t/plugin/limit-count.t
 	// TEST 4 "up the limit" with count 4; t/plugin/key-auth.t TEST 3 "valid consumer".
 	in.mustPut("/apisix/admin/routes/1", fmt.Sprintf(`{"uri":"/h2","plugins":{`+
@@ -89,6 +91,12 @@ func TestHTTP2ThroughPluginsWithCurl(t *testing.T) {
 			}
 		}
 	}
+	if v, status, _ := curlH2(t, append(h2c, "http://"+in.data+"/basic")...); v != "2" || status != "401" {
+		t.Fatalf("basic-auth without credentials over h2c: HTTP/%s %s", v, status)
+	}
+	if v, status, body := curlH2(t, append(h2tls, "-u", "jack:h2-pass", "https://h2.test:"+strings.Split(tlsAddr, ":")[1]+"/basic")...); v != "2" || status != "200" || body != "hello over h2" {
+		t.Fatalf("basic-auth over h2: HTTP/%s %s %q", v, status, body)
+	}
 	// Four allowed in the window, two used: the next two pass, then limit-count refuses.
 	for i, want := range []string{"200", "200", "503"} {
 		if v, status, _ := curlH2(t, append(h2c, "-H", "apikey: h2-key", plain)...); v != "2" || status != want {
@@ -96,8 +104,8 @@ func TestHTTP2ThroughPluginsWithCurl(t *testing.T) {
 		}
 	}
 
-	if !waitFor(10*time.Second, func() bool { return strings.Count(in.accessLog(), "\"GET /") >= 7 }) {
-		t.Fatalf("access log after 7 HTTP/2 requests:\n%s", in.accessLog())
+	if !waitFor(10*time.Second, func() bool { return strings.Count(in.accessLog(), " HTTP/2.0\" ") >= 7 }) {
+		t.Fatalf("access log after 7 HTTP/2 requests, as nginx logs them (\"GET ... HTTP/2.0\"):\n%s", in.accessLog())
 	}
 	var (
 		f    = in.scrape()

@@ -214,6 +214,9 @@ type edgeConn struct {
 	// h2c, until the first read, serves the connection as HTTP/2 if it starts with the
 	// connection preface (prior-knowledge h2c); nil where h2c is off.
 	h2c *h2Server
+	// h2Stream marks an HTTP/2 stream's request state (http2.go), which has no socket of
+	// its own.
+	h2Stream bool
 }
 
 // Close returns the connection's worker_connections slot, once.

@@ -118,6 +118,9 @@ func (w *Worker) finish(ctx *fasthttp.RequestCtx, x *requestState, ec *edgeConn,
 		if ec != nil && !ec.trusted {
 			e.RemoteAddr = ec.peerText() // no real_ip: the TCP peer, formatted once
 		}
+		if ec != nil && ec.h2Stream {
+			e.Protocol = h2Protocol
+		}
 		w.accessLog.Log(&e)
 	}
 }

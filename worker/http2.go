@@ -103,6 +103,7 @@ var (
 	h2ServerName  = []byte("gw")
 	h2ClientPre   = []byte(http2.ClientPreface)
 	h2ProtoHTTP20 = "HTTP/2.0"
+	h2Protocol    = []byte(h2ProtoHTTP20) // the access log's
 )
 
 func newH2Server(c *conf.Config, handler fasthttp.RequestHandler, draining func() bool, logger fasthttp.Logger) *h2Server {
@@ -678,7 +679,7 @@ func (c *h2Conn) newStream(id uint32) *h2Stream {
 	s.reset, s.stalled, s.answered, s.remoteClosed = false, false, false, false
 	s.body = h2Body{s: s}
 	ec := &s.ec
-	ec.peerLen, ec.trusted, ec.inBody, ec.body = 0, false, false, limitedBody{}
+	ec.peerLen, ec.trusted, ec.inBody, ec.body, ec.h2Stream = 0, false, false, limitedBody{}, true
 	if c.ec != nil {
 		ec.TCPConn, ec.l, ec.trusted = c.ec.TCPConn, c.ec.l, c.ec.trusted
 	}
