@@ -176,46 +176,7 @@ func TestHTTP2ReloadsUnderLoadFailNothing(t *testing.T) {
 	in.start()
 	in.putRoute("1", "/load", up.addr)
 
-	var ok, failed atomic.Int64
-	var firstErr atomic.Value
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			client := h2cClient() // one connection per client, many streams on it
-			var inner sync.WaitGroup
-			for range 4 {
-				inner.Add(1)
-				go func() {
-					defer inner.Done()
-					for {
-						select {
-						case <-stop:
-							return
-						default:
-						}
-						resp, err := client.Get("http://" + in.data + "/load")
-						if err == nil {
-							body, _ := io.ReadAll(resp.Body)
-							resp.Body.Close()
-							if resp.StatusCode != 200 || string(body) != "ok" {
-								err = fmt.Errorf("HTTP/%d %d %q", resp.ProtoMajor, resp.StatusCode, body)
-							}
-						}
-						if err != nil {
-							failed.Add(1)
-							firstErr.CompareAndSwap(nil, err.Error())
-							continue
-						}
-						ok.Add(1)
-					}
-				}()
-			}
-			inner.Wait()
-		}()
-	}
+	load := startH2Load(in.data, "/load", 4, 4)
 	for i, n := range []int{1, 2, 1, 2, 2} {
 		time.Sleep(200 * time.Millisecond)
 		in.writeConfig(base + fmt.Sprintf("worker_processes: %d\n", n))
@@ -229,12 +190,86 @@ func TestHTTP2ReloadsUnderLoadFailNothing(t *testing.T) {
 	if !waitFor(10*time.Second, func() bool { return len(in.status().Workers) == 2 }) {
 		t.Errorf("old workers still draining 10s after the last reload: %+v", in.status().Workers)
 	}
-	close(stop)
-	wg.Wait()
-	if failed.Load() != 0 || ok.Load() == 0 {
-		t.Fatalf("h2 clients across reloads: %d ok, %d failed (first: %v)", ok.Load(), failed.Load(), firstErr.Load())
+	if ok, failed, first := load.finish(); failed != 0 || ok == 0 {
+		t.Fatalf("h2 clients across reloads: %d ok, %d failed (first: %v)", ok, failed, first)
+	} else {
+		t.Logf("h2 clients across 5 reloads: %d ok", ok)
 	}
-	t.Logf("h2 clients across 5 reloads: %d ok", ok.Load())
+}
+
+// h2Load is HTTP/2 load from Go's client: clients connections, each with streams requests
+// in flight at a time, none retried by the test (Go's client itself retries only a request
+// the server refused unprocessed, REFUSED_STREAM or past a GOAWAY, as HTTP/2 allows).
+type h2Load struct {
+	ok, failed atomic.Int64
+	firstErr   atomic.Value
+	stop       chan struct{}
+	wg         sync.WaitGroup
+}
+
+func startH2Load(address, path string, clients, streams int) *h2Load {
+	l := &h2Load{stop: make(chan struct{})}
+	for range clients {
+		client := h2cClient()
+		for range streams {
+			l.wg.Add(1)
+			go func() {
+				defer l.wg.Done()
+				for {
+					select {
+					case <-l.stop:
+						return
+					default:
+					}
+					resp, err := client.Get("http://" + address + path)
+					if err == nil {
+						body, _ := io.ReadAll(resp.Body)
+						resp.Body.Close()
+						if resp.StatusCode != 200 || string(body) != "ok" {
+							err = fmt.Errorf("HTTP/%d %d %q", resp.ProtoMajor, resp.StatusCode, body)
+						}
+					}
+					if err != nil {
+						l.failed.Add(1)
+						l.firstErr.CompareAndSwap(nil, err.Error())
+						continue
+					}
+					l.ok.Add(1)
+				}
+			}()
+		}
+	}
+	return l
+}
+
+func (l *h2Load) finish() (ok, failed int64, first any) {
+	close(l.stop)
+	l.wg.Wait()
+	return l.ok.Load(), l.failed.Load(), l.firstErr.Load()
+}
+
+// Binary upgrades under HTTP/2 load: the old master's workers send GOAWAY, and not one
+// request fails (TestUpgradesUnderLoadFailNothingAndKeepCounters's h2 twin).
+func TestHTTP2UpgradesUnderLoadFailNothing(t *testing.T) {
+	v2, _ := upgradeBuilds(t)
+	up := startUpstream(t, "ok")
+	in := newUpgradableInstance(t)
+	in.start("--workers", "2")
+	in.putRoute("1", "/up", up.addr)
+	load := startH2Load(in.data, "/up", 4, 4)
+	for i, bin := range []string{v2, gwctl} {
+		time.Sleep(300 * time.Millisecond)
+		in.installBinary(bin)
+		if out, err := in.gwctl("upgrade"); err != nil {
+			t.Fatalf("upgrade %d: %v\n%s\n%s", i+1, err, out, lastLines(in.errorLog(), 15))
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
+	if ok, failed, first := load.finish(); failed != 0 || ok == 0 {
+		t.Fatalf("h2 clients across upgrades: %d ok, %d failed (first: %v)", ok, failed, first)
+	} else {
+		t.Logf("h2 clients across 2 upgrades: %d ok", ok)
+	}
 }
 
 // A SETTINGS flood on node_listen gets GOAWAY ENHANCE_YOUR_CALM from the real worker,
