@@ -19,6 +19,7 @@ import (
 	"golang.org/x/net/http2/hpack"
 
 	"gw/conf"
+	"gw/internal/race"
 )
 
 // h2Fixture is an h2Server on a loopback port, each connection served as prior-knowledge
@@ -580,6 +581,9 @@ func benchHandler(ctx *fasthttp.RequestCtx) {
 // The request path of a stream, from HEADERS in to DATA out, allocates nothing once the
 // connection's pools are warm.
 func TestHTTP2RequestAllocs(t *testing.T) {
+	if race.Enabled {
+		t.Skip("the race detector's instrumentation allocates")
+	}
 	f := newH2Fixture(t, nil, benchHandler)
 	l := newH2Loop(t, f.addr)
 	for range 100 {
