@@ -682,6 +682,8 @@ func (c *h2Conn) newStream(id uint32) *h2Stream {
 	ec.peerLen, ec.trusted, ec.inBody, ec.body, ec.h2Stream = 0, false, false, limitedBody{}, true
 	if c.ec != nil {
 		ec.TCPConn, ec.l, ec.trusted = c.ec.TCPConn, c.ec.l, c.ec.trusted
+	} else {
+		ec.TCPConn, _ = c.nc.(*net.TCPConn) // tests: the addresses, no edge
 	}
 	var conn net.Conn = ec
 	if c.tls != nil {
