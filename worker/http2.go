@@ -182,7 +182,9 @@ type h2Conn struct {
 
 	// read loop
 	streams   map[uint32]*h2Stream // open streams, by id (also read under mu)
-	maxSeenID uint32
+	// maxSeenID is the highest stream id the client opened; the drain's GOAWAY reads it
+	// from another goroutine.
+	maxSeenID atomic.Uint32
 	decoding  *h2Stream // the stream whose header block is being read; nil to drop it
 	inBlock   bool
 	blockID   uint32
@@ -191,6 +193,8 @@ type h2Conn struct {
 	listSize  uint32
 	tooLarge  bool
 	malformed bool
+	// expectContinue: the block asked for 100-continue.
+	expectContinue bool
 	// pseudo records which pseudo-header fields the block had, regular whether a regular
 	// field came yet (a pseudo one after it is malformed).
 	pseudo       uint8
@@ -567,7 +571,7 @@ func (c *h2Conn) writeGoAwayLocked(code http2.ErrCode) {
 		return
 	}
 	c.goAwaySent = true
-	if c.fr.WriteGoAway(c.maxSeenID, code, nil) == nil {
+	if c.fr.WriteGoAway(c.maxSeenID.Load(), code, nil) == nil {
 		_ = c.bw.Flush()
 	}
 }
@@ -634,7 +638,7 @@ func (c *h2Conn) headers(f *http2.HeadersFrame) error {
 	c.mu.Lock()
 	existing := c.streams[id]
 	c.mu.Unlock()
-	if existing != nil || id <= c.maxSeenID {
+	if existing != nil || id <= c.maxSeenID.Load() {
 		if existing == nil || existing.remoteClosed || !f.StreamEnded() {
 			// HEADERS on a closed stream, or a second header block that is not trailers.
 			c.fail(http2.ErrCodeProtocol, -1)
@@ -650,7 +654,7 @@ func (c *h2Conn) headers(f *http2.HeadersFrame) error {
 		c.fail(http2.ErrCodeProtocol, -1)
 		return errCut
 	}
-	c.maxSeenID = id
+	c.maxSeenID.Store(id)
 	c.mu.Lock()
 	refuse := c.goAwaySent || c.dead || uint32(c.open) >= c.srv.maxStreams
 	c.mu.Unlock()
@@ -721,7 +725,7 @@ func (c *h2Conn) endBodyLocked(s *h2Stream) {
 func (c *h2Conn) beginBlock(id uint32, s *h2Stream) {
 	c.inBlock, c.blockID, c.decoding = true, id, s
 	c.blockSize, c.blockCont, c.listSize = 0, 0, 0
-	c.tooLarge, c.malformed, c.pseudo, c.regular = false, false, 0, false
+	c.tooLarge, c.malformed, c.pseudo, c.regular, c.expectContinue = false, false, 0, false, false
 	c.dec.SetEmitEnabled(true)
 }
 
@@ -856,6 +860,13 @@ func (c *h2Conn) onField(f hpack.HeaderField) {
 			c.malformed = true
 		}
 		return
+	case "expect":
+		// Answered here (start) with 100 before the body is read, as fasthttp's server
+		// does on HTTP/1.1; the upstream gets the body, not the expectation.
+		if asciiEqualFold(f.Value, "100-continue") {
+			c.expectContinue = true
+		}
+		return
 	case "host":
 		if c.pseudo&pseudoAuthority != 0 {
 			return // :authority names the host; an HTTP/1.1 upstream gets it as Host
@@ -871,6 +882,10 @@ func (c *h2Conn) onField(f hpack.HeaderField) {
 		return
 	}
 	h.Add(f.Name, f.Value)
+}
+
+func asciiEqualFold(a, b string) bool {
+	return len(a) == len(b) && bytes.EqualFold(bytesconv.Bytes(a), bytesconv.Bytes(b))
 }
 
 // validFieldName: lowercase token characters only (RFC 9113 8.2.1).
@@ -935,6 +950,13 @@ func (c *h2Conn) start(s *h2Stream) {
 	s.sendWindow = c.initialWindow
 	c.open++
 	c.markIdleLocked()
+	if c.expectContinue && !s.remoteClosed && !c.dead {
+		c.hbuf.Reset()
+		c.writeStatus(fasthttp.StatusContinue)
+		if c.writeHeadersLocked(s.id, false) == nil {
+			_ = c.bw.Flush()
+		}
+	}
 	c.mu.Unlock()
 	select {
 	case c.work <- s:
@@ -1249,7 +1271,7 @@ func (c *h2Conn) data(f *http2.DataFrame) error {
 	switch {
 	case s == nil || s.remoteClosed:
 		c.mu.Unlock()
-		if f.StreamID > c.maxSeenID {
+		if f.StreamID > c.maxSeenID.Load() {
 			c.fail(http2.ErrCodeProtocol, -1) // DATA on an idle stream
 			return errCut
 		}
@@ -1362,7 +1384,7 @@ func (c *h2Conn) rstStream(f *http2.RSTStreamFrame) error {
 		c.closeStreamLocked(s)
 	}
 	c.mu.Unlock()
-	if f.StreamID > c.maxSeenID {
+	if f.StreamID > c.maxSeenID.Load() {
 		c.fail(http2.ErrCodeProtocol, -1) // RST_STREAM on an idle stream
 		return errCut
 	}

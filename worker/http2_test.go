@@ -627,3 +627,47 @@ func BenchmarkHTTP2Request(b *testing.B) {
 		l.round(b)
 	}
 }
+
+// Expect: 100-continue is answered with 100 before the body is sent, then the answer.
+func TestHTTP2ExpectContinue(t *testing.T) {
+	f := newH2Fixture(t, nil, echoHandler)
+	r := dialRaw(t, f.addr)
+	block := r.block("/echo", "expect", "100-continue", "content-length", "4")
+	if err := r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block, EndHeaders: true}); err != nil {
+		t.Fatal(err)
+	}
+	var statuses []string
+	dec := hpack.NewDecoder(4096, func(hf hpack.HeaderField) {
+		if hf.Name == ":status" {
+			statuses = append(statuses, hf.Value)
+		}
+	})
+	_ = r.conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	sentBody := false
+	for {
+		fr, err := r.fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("reading: %v (statuses %v)", err, statuses)
+		}
+		switch fr := fr.(type) {
+		case *http2.HeadersFrame:
+			if _, err := dec.Write(fr.HeaderBlockFragment()); err != nil {
+				t.Fatal(err)
+			}
+			if len(statuses) == 1 && !sentBody {
+				if statuses[0] != "100" {
+					t.Fatalf("first answer %s, want 100 before the body", statuses[0])
+				}
+				sentBody = true
+				_ = r.fr.WriteData(1, true, []byte("body"))
+			}
+		case *http2.DataFrame:
+			if fr.StreamEnded() {
+				if !sentBody || len(statuses) != 2 || statuses[1] != "200" || string(fr.Data()) != "body" {
+					t.Fatalf("statuses %v, body %q", statuses, fr.Data())
+				}
+				return
+			}
+		}
+	}
+}
