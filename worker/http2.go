@@ -179,9 +179,11 @@ type h2Conn struct {
 	fr  *http2.Framer
 	br  *bufio.Reader
 	dec *hpack.Decoder
+	// headersBuf holds a HEADERS frame's payload while it is decoded (read loop).
+	headersBuf [maxFrameSize]byte
 
 	// read loop
-	streams   map[uint32]*h2Stream // open streams, by id (also read under mu)
+	streams map[uint32]*h2Stream // open streams, by id (also read under mu)
 	// maxSeenID is the highest stream id the client opened; the drain's GOAWAY reads it
 	// from another goroutine.
 	maxSeenID atomic.Uint32
@@ -442,7 +444,19 @@ func (c *h2Conn) linger() {
 func (c *h2Conn) readLoop() error {
 	for {
 		c.armRead()
-		f, err := c.fr.ReadFrame()
+		fh, err := c.fr.ReadFrameHeader()
+		var f http2.Frame
+		if err == nil {
+			if fh.Type == http2.FrameHeaders {
+				// Read here, not by the Framer, which would make a HeadersFrame for
+				// each: the one allocation a request had left.
+				if err = c.readHeaders(fh); err != nil {
+					return err
+				}
+				continue
+			}
+			f, err = c.fr.ReadFrameForHeader(fh)
+		}
 		if err != nil {
 			var ce http2.ConnectionError
 			switch {
@@ -506,8 +520,6 @@ func (c *h2Conn) handle(f http2.Frame) error {
 		// The Framer refuses anything else in a header block as a PROTOCOL_ERROR.
 	}
 	switch f := f.(type) {
-	case *http2.HeadersFrame:
-		return c.headers(f)
 	case *http2.DataFrame:
 		return c.data(f)
 	case *http2.SettingsFrame:
@@ -633,13 +645,47 @@ func (c *h2Conn) closeStreamLocked(s *h2Stream) {
 	c.cond.Broadcast()
 }
 
-func (c *h2Conn) headers(f *http2.HeadersFrame) error {
-	id := f.StreamID
+// readHeaders reads a HEADERS frame's payload (the Framer has read its header and checked
+// its place among CONTINUATIONs) and handles it: RFC 9113 6.2's padding and priority,
+// checked as the Framer checks them.
+func (c *h2Conn) readHeaders(fh http2.FrameHeader) error {
+	p := c.headersBuf[:fh.Length]
+	if _, err := io.ReadFull(c.br, p); err != nil {
+		return err
+	}
+	if fh.StreamID == 0 {
+		c.fail(http2.ErrCodeProtocol, -1)
+		return errCut
+	}
+	pad := 0
+	if fh.Flags.Has(http2.FlagHeadersPadded) {
+		if len(p) < 1 {
+			c.fail(http2.ErrCodeProtocol, -1)
+			return errCut
+		}
+		pad, p = int(p[0]), p[1:]
+	}
+	if fh.Flags.Has(http2.FlagHeadersPriority) {
+		if len(p) < 5 {
+			c.fail(http2.ErrCodeProtocol, -1)
+			return errCut
+		}
+		p = p[5:] // stream dependency and weight: priorities are not used
+	}
+	if pad > len(p) {
+		c.fail(http2.ErrCodeProtocol, -1) // padding longer than the payload
+		return errCut
+	}
+	p = p[:len(p)-pad]
+	return c.headers(fh.StreamID, p, fh.Flags.Has(http2.FlagHeadersEndStream), fh.Flags.Has(http2.FlagHeadersEndHeaders))
+}
+
+func (c *h2Conn) headers(id uint32, fragment []byte, endStream, endHeaders bool) error {
 	c.mu.Lock()
 	existing := c.streams[id]
 	c.mu.Unlock()
 	if existing != nil || id <= c.maxSeenID.Load() {
-		if existing == nil || existing.remoteClosed || !f.StreamEnded() {
+		if existing == nil || existing.remoteClosed || !endStream {
 			// HEADERS on a closed stream, or a second header block that is not trailers.
 			c.fail(http2.ErrCodeProtocol, -1)
 			return errCut
@@ -648,7 +694,7 @@ func (c *h2Conn) headers(f *http2.HeadersFrame) error {
 		// HTTP/1.1 with a body already framed).
 		c.beginBlock(id, nil)
 		c.endStreamOnBlock(existing)
-		return c.fragment(f.HeaderBlockFragment(), f.HeadersEnded())
+		return c.fragment(fragment, endHeaders)
 	}
 	if id%2 == 0 {
 		c.fail(http2.ErrCodeProtocol, -1)
@@ -662,7 +708,7 @@ func (c *h2Conn) headers(f *http2.HeadersFrame) error {
 		// Decoded all the same, to keep HPACK in step; refused streams count against the
 		// reset budget, as a flood of them costs the decoding.
 		c.beginBlock(id, nil)
-		if err := c.fragment(f.HeaderBlockFragment(), f.HeadersEnded()); err != nil {
+		if err := c.fragment(fragment, endHeaders); err != nil {
 			return err
 		}
 		if c.over(abuseRapidReset) {
@@ -672,9 +718,9 @@ func (c *h2Conn) headers(f *http2.HeadersFrame) error {
 		return nil
 	}
 	s := c.newStream(id)
-	s.remoteClosed = f.StreamEnded()
+	s.remoteClosed = endStream
 	c.beginBlock(id, s)
-	return c.fragment(f.HeaderBlockFragment(), f.HeadersEnded())
+	return c.fragment(fragment, endHeaders)
 }
 
 func (c *h2Conn) newStream(id uint32) *h2Stream {

@@ -671,3 +671,37 @@ func TestHTTP2ExpectContinue(t *testing.T) {
 		}
 	}
 }
+
+// HEADERS frames are read by gw itself (not the Framer): padding and priority are taken
+// off as RFC 9113 6.2 lays them out, and padding longer than the frame is a
+// PROTOCOL_ERROR for the connection.
+func TestHTTP2HeadersPaddingAndPriority(t *testing.T) {
+	f := newH2Fixture(t, nil, echoHandler)
+	r := dialRaw(t, f.addr)
+	err := r.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: r.block("/echo"), EndStream: true, EndHeaders: true,
+		PadLength: 7, Priority: http2.PriorityParam{StreamDep: 0, Weight: 200}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = r.conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	for answered := false; !answered; {
+		fr, err := r.fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("padded, prioritised HEADERS: %v", err)
+		}
+		switch fr := fr.(type) {
+		case *http2.HeadersFrame:
+			answered = fr.StreamID == 1
+		case *http2.RSTStreamFrame, *http2.GoAwayFrame:
+			t.Fatalf("padded, prioritised HEADERS refused: %v", fr)
+		}
+	}
+	// Padding length 200 in a frame of 10 bytes.
+	raw := []byte{0, 0, 10, byte(http2.FrameHeaders), byte(http2.FlagHeadersPadded | http2.FlagHeadersEndHeaders), 0, 0, 0, 3, 200, 1, 2, 3, 4, 5, 6, 7, 8, 9}
+	if _, err := r.conn.Write(raw); err != nil {
+		t.Fatal(err)
+	}
+	if code, ok := r.goAway(); !ok || code != http2.ErrCodeProtocol {
+		t.Fatalf("padding past the frame: GOAWAY %v (seen %v), want PROTOCOL_ERROR", code, ok)
+	}
+}
