@@ -1457,7 +1457,9 @@ func (c *h2Conn) shut() {
 
 // goAwayAll sends GOAWAY to every HTTP/2 connection: the drain's equivalent of
 // Connection: close. Their streams finish; the drain closes each connection once it has
-// been idle for idleGrace.
+// been idle for idleGrace. Each GOAWAY is written on a goroutine of its own: a connection
+// whose writer waits on a client that stopped reading (for up to send_timeout) must not
+// hold up the others, nor the drain.
 func (srv *h2Server) goAwayAll() {
 	srv.mu.Lock()
 	srv.goingAway = true
@@ -1467,6 +1469,6 @@ func (srv *h2Server) goAwayAll() {
 	}
 	srv.mu.Unlock()
 	for _, c := range conns {
-		c.goAway(http2.ErrCodeNo)
+		go c.goAway(http2.ErrCodeNo)
 	}
 }

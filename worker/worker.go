@@ -423,12 +423,12 @@ func (w *Worker) drain() {
 	for _, ln := range w.listeners {
 		_ = ln.Close()
 	}
-	// HTTP/2's Connection: close: no stream after those opened, which finish.
-	w.h2.goAwayAll()
 	// The sockets are shared with the next generation: until this worker's copies are
 	// closed it may accept a connection that must get the new configuration. Close waits
 	// out an accept in progress, so from here on this worker takes none.
 	_ = w.conn.Send(ipc.KindClosed, nil)
+	// HTTP/2's Connection: close: no stream after those opened, which finish.
+	w.h2.goAwayAll()
 	deadline := time.Now().Add(w.cfg.WorkerShutdownTimeout)
 	for time.Now().Before(deadline) {
 		// Websocket tunnels left fasthttp's accounting when they were hijacked; they end
