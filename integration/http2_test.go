@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 )
 
 // curlH2 runs curl with args and returns the HTTP version, the status and the body, from
@@ -319,5 +321,84 @@ func TestHTTP2AbuseIsCountedInMetrics(t *testing.T) {
 		return got == 1
 	}) {
 		t.Fatalf("gw_http2_abuse_total{kind=\"settings_flood\"} = %v, want 1", got)
+	}
+}
+
+// gwctl quit with a slow HTTP/2 stream in flight: the worker sends GOAWAY NO_ERROR naming
+// the stream as processed, and the stream's answer still comes, whole, on the same
+// connection (TestQuitFinishesASlowRequest's h2 twin).
+func TestHTTP2QuitSendsGoAwayAndFinishesTheStream(t *testing.T) {
+	slow := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(1500 * time.Millisecond)
+		w.Write([]byte("slow but sure"))
+	})}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go slow.Serve(ln)
+	defer slow.Close()
+	in := newInstance(t, "")
+	in.start("--workers", "1")
+	in.putRoute("1", "/slow", ln.Addr().String())
+
+	conn, err := net.Dial("tcp", in.data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fr := http2.NewFramer(conn, conn)
+	var block bytes.Buffer
+	enc := hpack.NewEncoder(&block)
+	for _, f := range [][2]string{{":method", "GET"}, {":scheme", "http"}, {":path", "/slow"}, {":authority", in.data}} {
+		_ = enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	_, _ = io.WriteString(conn, http2.ClientPreface)
+	_ = fr.WriteSettings()
+	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: block.Bytes(), EndStream: true, EndHeaders: true}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	quit := make(chan string, 1)
+	go func() {
+		out, err := in.gwctl("quit")
+		quit <- fmt.Sprint(err, " ", out)
+	}()
+
+	var status, body string
+	var goAway *http2.GoAwayFrame
+	dec := hpack.NewDecoder(4096, func(f hpack.HeaderField) {
+		if f.Name == ":status" {
+			status = f.Value
+		}
+	})
+	_ = conn.SetReadDeadline(time.Now().Add(20 * time.Second))
+	for done := false; !done; {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("reading (GOAWAY %v, status %q, body %q): %v", goAway, status, body, err)
+		}
+		switch f := f.(type) {
+		case *http2.GoAwayFrame:
+			g := *f
+			goAway = &g
+		case *http2.HeadersFrame:
+			_, _ = dec.Write(f.HeaderBlockFragment())
+			done = f.StreamEnded()
+		case *http2.DataFrame:
+			body += string(f.Data())
+			done = f.StreamEnded()
+		case *http2.RSTStreamFrame:
+			t.Fatalf("stream reset across quit: %v", f.ErrCode)
+		}
+	}
+	if goAway == nil || goAway.ErrCode != http2.ErrCodeNo || goAway.LastStreamID != 1 {
+		t.Fatalf("GOAWAY before the answer: %+v, want NO_ERROR with last stream 1", goAway)
+	}
+	if status != "200" || body != "slow but sure" {
+		t.Fatalf("the in-flight stream across quit: %s %q", status, body)
+	}
+	if out := <-quit; !strings.HasPrefix(out, "<nil>") {
+		t.Fatalf("gwctl quit: %s", out)
 	}
 }
