@@ -36,8 +36,9 @@ func curlH2(t *testing.T, args ...string) (version, status, body string) {
 	return fields[0], fields[1], s[:nl]
 }
 
-// h2cClient is Go's HTTP/2 client with prior knowledge, in the clear: all its requests to
-// one address share one connection.
+// h2cClient is Go's HTTP/2 client with prior knowledge, in the clear: its requests to one
+// address share one connection while they are within max_concurrent_streams (past it, Go's
+// client opens another).
 func h2cClient() *http.Client {
 	return &http.Client{Transport: &http2.Transport{
 		AllowHTTP: true,
@@ -122,34 +123,51 @@ func TestHTTP2ThroughPluginsWithCurl(t *testing.T) {
 // Many streams at once on one connection from Go's client, each proxied to the upstream
 // and answered; and h2c turned off for an address answers HTTP/1.1 only.
 func TestHTTP2ManyStreamsOnOneConnection(t *testing.T) {
-	in := newInstance(t, "")
+	in := newMetricsInstance(t, "")
 	in.start()
+	requestsBefore := in.scrape()["apisix_http_requests_total"].Sum("apisix_http_requests_total", nil)
 	up := startUpstream(t, "multiplexed")
 	in.putRoute("1", "/m", up.addr)
 	client := h2cClient()
 	var wg sync.WaitGroup
 	var failed atomic.Int32
-	for range 300 {
+	// 100 at a time, within max_concurrent_streams (128), so that Go's client keeps to one
+	// connection; 300 in all.
+	for range 100 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			resp, err := client.Get("http://" + in.data + "/m")
-			if err != nil {
-				t.Error(err)
-				failed.Add(1)
-				return
-			}
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != 200 || string(body) != "multiplexed" || resp.ProtoMajor != 2 {
-				t.Errorf("HTTP/%d %d %q", resp.ProtoMajor, resp.StatusCode, body)
-				failed.Add(1)
+			for range 3 {
+				resp, err := client.Get("http://" + in.data + "/m")
+				if err != nil {
+					t.Error(err)
+					failed.Add(1)
+					return
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 || string(body) != "multiplexed" || resp.ProtoMajor != 2 {
+					t.Errorf("HTTP/%d %d %q", resp.ProtoMajor, resp.StatusCode, body)
+					failed.Add(1)
+				}
 			}
 		}()
 	}
 	wg.Wait()
 	if failed.Load() > 0 {
-		t.Fatalf("%d of 300 streams failed", failed.Load())
+		t.Fatalf("%d of 300 streams failed\n%s", failed.Load(), lastLines(in.errorLog(), 20))
+	}
+	// Each stream is a request to nginx's stub_status set, and the connection, still
+	// open with no stream, is waiting, as an idle keep-alive one is.
+	f := in.scrape()
+	requests := f["apisix_http_requests_total"].Sum("apisix_http_requests_total", nil) - requestsBefore
+	conns := f["apisix_nginx_http_current_connections"]
+	waiting := conns.Sum("apisix_nginx_http_current_connections", map[string]string{"state": "waiting"})
+	reading := conns.Sum("apisix_nginx_http_current_connections", map[string]string{"state": "reading"})
+	writing := conns.Sum("apisix_nginx_http_current_connections", map[string]string{"state": "writing"})
+	if requests != 300 || waiting != 1 || reading != 0 || writing != 0 {
+		t.Fatalf("after 300 streams on one open connection: %v requests counted, waiting %v reading %v writing %v; want 300, 1, 0, 0",
+			requests, waiting, reading, writing)
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 	"gw/conf"
 	"gw/internal/bytesconv"
 	"gw/internal/monotime"
+	"gw/plugins"
 )
 
 // HTTP/2 to clients. fasthttp's server speaks HTTP/1.x only, so an HTTP/2 connection is
@@ -42,10 +43,13 @@ import (
 
 // h2Server is one worker's HTTP/2 settings and open connections. Safe for concurrent use.
 type h2Server struct {
-	handler       fasthttp.RequestHandler
-	draining      func() bool
-	log           func(format string, args ...any)
-	logger        fasthttp.Logger
+	handler  fasthttp.RequestHandler
+	draining func() bool
+	log      func(format string, args ...any)
+	logger   fasthttp.Logger
+	// observers hear the connections' states (prometheus's connection gauges and request
+	// count): a stream's start is a request going active, the last stream's end idle.
+	observers     []plugins.ConnObserver
 	maxStreams    uint32
 	maxFieldSize  uint32
 	maxHeaderSize uint32
@@ -199,11 +203,13 @@ type h2Conn struct {
 	expectContinue bool
 	// pseudo records which pseudo-header fields the block had, regular whether a regular
 	// field came yet (a pseudo one after it is malformed).
-	pseudo       uint8
-	regular      bool
-	connCredit   int32 // DATA bytes received and not yet given back to the connection window
-	used         [abuseKinds]int
-	bodyPending  int // open streams whose request body is still coming
+	pseudo     uint8
+	regular    bool
+	connCredit int32 // DATA bytes received and not yet given back to the connection window
+	used       [abuseKinds]int
+	// bodyPending counts open streams whose request body is still coming; stream
+	// goroutines lower it as they close their streams.
+	bodyPending  atomic.Int32
 	peerGoneAway bool
 
 	// completed counts responses given, which earn the flood budgets back.
@@ -489,7 +495,7 @@ func (c *h2Conn) armRead() {
 		return
 	}
 	timeout := c.srv.idleTimeout
-	if c.bodyPending > 0 || c.inBlock {
+	if c.bodyPending.Load() > 0 || c.inBlock {
 		timeout = c.srv.recvTimeout
 	}
 	if c.ec.readPolicy != readBetween || c.ec.readTimeout != timeout {
@@ -613,6 +619,39 @@ func (c *h2Conn) markIdleLocked() {
 	}
 }
 
+// endStreamLocked closes s once its END_STREAM is written: from then on it no longer
+// counts against max_concurrent_streams, as the client counts it, and a request body
+// still coming is not wanted (RFC 9113 8.1: a 401 or 413 answered before the body ended).
+// The RST_STREAM goes out with the answer.
+func (c *h2Conn) endStreamLocked(s *h2Stream) {
+	s.answered = true
+	if _, ok := c.streams[s.id]; !ok {
+		return
+	}
+	if !s.remoteClosed && !s.reset && !c.dead {
+		_ = c.fr.WriteRSTStream(s.id, http2.ErrCodeNo)
+	}
+	c.closeStreamLocked(s)
+}
+
+// observeLocked tells the connection observers of a change to state to, as fasthttp's
+// ConnState does for HTTP/1.1: Active once per stream (the observers count requests so),
+// Idle when the last stream ends. Once the connection is dead the state is left for
+// fasthttp's StateClosed, which the tracker reports from it after serve returns.
+func (c *h2Conn) observeLocked(to plugins.ConnState) {
+	if c.ec == nil || c.dead || len(c.srv.observers) == 0 {
+		return
+	}
+	m := &c.ec.mark
+	if m.state == plugins.ConnClosed {
+		return
+	}
+	for _, o := range c.srv.observers {
+		o.ConnChanged(m.state, to)
+	}
+	m.state = to
+}
+
 // resetStream sends RST_STREAM for id and forgets the stream (read loop).
 func (c *h2Conn) resetStream(id uint32, code http2.ErrCode) {
 	c.mu.Lock()
@@ -634,7 +673,7 @@ func (c *h2Conn) closeStreamLocked(s *h2Stream) {
 	delete(c.streams, s.id)
 	if !s.remoteClosed {
 		s.remoteClosed = true
-		c.bodyPending--
+		c.bodyPending.Add(-1)
 	}
 	if !s.answered {
 		s.reset = true
@@ -702,7 +741,10 @@ func (c *h2Conn) headers(id uint32, fragment []byte, endStream, endHeaders bool)
 	}
 	c.maxSeenID.Store(id)
 	c.mu.Lock()
-	refuse := c.goAwaySent || c.dead || uint32(c.open) >= c.srv.maxStreams
+	// The client counts a stream against max_concurrent_streams until it has the stream's
+	// END_STREAM, and gw the same (c.streams); a handler may run on after its stream was
+	// reset, so those are bounded too, at twice the limit, by the reset budget beyond.
+	refuse := c.goAwaySent || c.dead || uint32(len(c.streams)) >= c.srv.maxStreams || uint32(c.open) >= 2*c.srv.maxStreams
 	c.mu.Unlock()
 	if refuse || c.peerGoneAway {
 		// Decoded all the same, to keep HPACK in step; refused streams count against the
@@ -759,7 +801,7 @@ func (c *h2Conn) endBodyLocked(s *h2Stream) {
 		return
 	}
 	s.remoteClosed = true
-	c.bodyPending--
+	c.bodyPending.Add(-1)
 	if s.declared >= 0 && s.received != s.declared {
 		s.body.err = errBodyShort
 	} else {
@@ -983,7 +1025,7 @@ func validPath(s string) bool {
 func (c *h2Conn) start(s *h2Stream) {
 	req := &s.ctx.Request
 	if !s.remoteClosed {
-		c.bodyPending++
+		c.bodyPending.Add(1)
 		s.body.buf = h2BodyBufPool.Get().(*[streamWindow]byte)
 		req.SetBodyStream(&s.body, int(s.declared))
 	} else if s.declared > 0 {
@@ -996,6 +1038,7 @@ func (c *h2Conn) start(s *h2Stream) {
 	s.sendWindow = c.initialWindow
 	c.open++
 	c.markIdleLocked()
+	c.observeLocked(plugins.ConnActive)
 	if c.expectContinue && !s.remoteClosed && !c.dead {
 		c.hbuf.Reset()
 		c.writeStatus(fasthttp.StatusContinue)
@@ -1029,19 +1072,13 @@ func (s *h2Stream) serve() {
 	s.respond()
 	c.mu.Lock()
 	s.answered = true
-	if _, ok := c.streams[s.id]; ok {
-		if !s.remoteClosed && !s.reset && !c.dead {
-			// Answered before the body was read to its end (a 401, a 413): the rest is
-			// not wanted (RFC 9113 8.1).
-			if c.fr.WriteRSTStream(s.id, http2.ErrCodeNo) == nil {
-				_ = c.bw.Flush()
-			}
-		}
-		c.closeStreamLocked(s)
-	}
+	c.closeStreamLocked(s) // if no END_STREAM went out (reset, cut off, connection gone)
 	c.open--
 	goAway := !c.goAwaySent && c.srv.draining()
 	c.markIdleLocked()
+	if c.open == 0 {
+		c.observeLocked(plugins.ConnIdle)
+	}
 	c.mu.Unlock()
 	c.completed.Add(1)
 	if goAway {
@@ -1109,6 +1146,7 @@ func (s *h2Stream) respond() {
 	}
 	err := c.writeHeadersLocked(s.id, endNow)
 	if err == nil && endNow {
+		c.endStreamLocked(s)
 		c.flushLaterLocked()
 	}
 	c.mu.Unlock()
@@ -1254,6 +1292,9 @@ func (s *h2Stream) writeData(p []byte, end bool) error {
 			c.dead = true
 			c.cond.Broadcast()
 			return err
+		}
+		if last {
+			c.endStreamLocked(s)
 		}
 		c.sendWindow -= int32(n)
 		s.sendWindow -= int32(n)

@@ -191,6 +191,7 @@ func (w *Worker) receiveSetup() (ipc.Setup, error) {
 	if w.connObservers, err = plugins.ObserveConns(w.shared); err != nil {
 		w.log.Errorf("connections unobserved: %v", err)
 	}
+	w.h2.observers = w.connObservers
 	return setup, nil
 }
 
