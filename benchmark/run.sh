@@ -3,10 +3,10 @@
 #
 #   benchmark/run.sh [--workers 1,2,4] [--duration 10s] [--connections 16] [--body 10]
 #                    [--rounds 3] [--warmup 3s] [--retries 2] [--max-foreign 0.2]
-#                    [--no-access-log] [--ocelot]
+#                    [--no-access-log] [--ocelot] [--h2]
 #
 # Results go to benchmark/results/ (latest.md, latest.json, latest-rps.png, latest-p99.png
-# and dated copies). Run from anywhere; needs Go, wrk, nginx, taskset (and ab for --ocelot).
+# and dated copies). Run from anywhere; needs Go, wrk, nginx, taskset (ab for --ocelot, h2load for --h2).
 set -euo pipefail
 
 usage() {
@@ -16,6 +16,7 @@ usage() {
 
 args=()
 ocelot=0
+h2=0
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--workers | --duration | --connections | --body | --rounds | --warmup | --retries | --max-foreign)
@@ -29,6 +30,7 @@ while [ $# -gt 0 ]; do
 		;;
 	--no-access-log) args+=("-access-log=false"); shift ;;
 	--ocelot) args+=("-ocelot"); ocelot=1; shift ;;
+	--h2) args+=("-h2"); h2=1; shift ;;
 	-h | --help) usage 0 ;;
 	*) echo "run.sh: unknown argument $1" >&2; usage 2 ;;
 	esac
@@ -50,6 +52,7 @@ need wrk wrk
 need nginx nginx-light
 need taskset util-linux
 [ "$ocelot" = 1 ] && need ab apache2-utils
+[ "$h2" = 1 ] && need h2load nghttp2-client
 if [ ${#missing[@]} -gt 0 ]; then
 	echo "run.sh: missing ${missing[*]}. On Debian or Ubuntu install them with:" >&2
 	echo "    sudo apt-get install -y ${packages[*]}" >&2

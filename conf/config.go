@@ -33,8 +33,10 @@ type Config struct {
 	// Edge is the client limits and real-IP keys, top-level keys in config.yaml.
 	Edge
 	// SSL is the TLS listener (APISIX's apisix.ssl); see conf/config_ssl.go.
-	SSL    TLSListener `json:"ssl"`
-	Router Router      `json:"router"`
+	SSL TLSListener `json:"ssl"`
+	// HTTP2 is HTTP/2 to clients; see conf/config_http2.go.
+	HTTP2  HTTP2  `json:"http2"`
+	Router Router `json:"router"`
 	// UpstreamTrust is ssl.ssl_trusted_certificate; see conf/config_upstream_tls.go.
 	UpstreamTrust
 	// Deployment is the node's role and config provider; see conf/config_deployment.go.

@@ -325,6 +325,7 @@ func (l *loader) config(root *yaml.Node, c *Config) {
 		{"shm", func(p string, v *yaml.Node) { l.shm(p, v, &c.Shm) }},
 		{"prometheus", func(p string, v *yaml.Node) { l.prometheus(p, v, &c.Prometheus) }},
 		{"ssl", func(p string, v *yaml.Node) { l.sslSection(p, v, &c.SSL, &c.UpstreamTrust) }},
+		{"http2", func(p string, v *yaml.Node) { l.http2(p, v, &c.HTTP2) }},
 		{"status", func(p string, v *yaml.Node) {
 			l.mapping(v, p, []yamlField{
 				{"enabled", yamlInto(&c.Status.Enabled, l.boolean)},
@@ -737,6 +738,7 @@ func (l *loader) list(path string, v *yaml.Node) ([]*yaml.Node, bool) {
 func (l *loader) crossCheck(c *Config) {
 	l.crossCheckEdge(c)
 	l.crossCheckTLS(c)
+	l.crossCheckHTTP2(c)
 	l.crossCheckDeployment(c)
 	if c.Admin.Listen == "" || !c.Deployment.ServesAdmin() {
 		return // already reported, or admin.* is not used (data_plane)

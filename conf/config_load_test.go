@@ -38,6 +38,8 @@ func wantDefault() *Config {
 		Router:     Router{HTTP: "radixtree_host_uri"},
 		Status:     Status{Enabled: false, Listen: "127.0.0.1:7085"},
 		SSL:        TLSListener{Listen: []string{"0.0.0.0:9443"}},
+		HTTP2: HTTP2{MaxConcurrentStreams: 128, MaxFieldSize: 4 << 10, MaxHeaderSize: 16 << 10,
+			RecvTimeout: 30 * time.Second, IdleTimeout: 3 * time.Minute, H2CDisable: []string{}},
 		Edge:       wantDefaultEdge(),
 		Deployment: wantDefaultDeployment(),
 	}
@@ -261,6 +263,14 @@ func TestParseAccepts(t *testing.T) {
 		}},
 		{"yaml alias", "x: &p 9080\n", nil}, // unknown key x; see rejects
 		{"alias into list", "node_listen: &l [9081]\n", func(c *Config) { c.NodeListen = []string{"0.0.0.0:9081"} }},
+		{"http2", `
+node_listen: [9080, "127.0.0.1:9081"]
+http2: {max_concurrent_streams: 1, max_field_size: 1k, max_header_size: 1k, recv_timeout: 5s, idle_timeout: 10, h2c_disable: [9080]}
+`, func(c *Config) {
+			c.NodeListen = []string{"0.0.0.0:9080", "127.0.0.1:9081"}
+			c.HTTP2 = HTTP2{MaxConcurrentStreams: 1, MaxFieldSize: 1 << 10, MaxHeaderSize: 1 << 10,
+				RecvTimeout: 5 * time.Second, IdleTimeout: 10 * time.Second, H2CDisable: []string{"0.0.0.0:9080"}}
+		}},
 		{"every key", `
 worker_processes: 4
 node_listen: [80, 443]
@@ -320,6 +330,13 @@ func TestParseRejects(t *testing.T) {
 		{"workers null", "worker_processes:", []string{`1: worker_processes: must be a positive integer or "auto", got nothing`}},
 		{"workers list", "worker_processes: [1]", []string{`1: worker_processes: must be a positive integer or "auto", got a list`}},
 
+		{"http2 streams zero", "http2: {max_concurrent_streams: 0}", []string{`1: http2.max_concurrent_streams: must be an integer from 1 to 1024, got 0`}},
+		{"http2 field size small", "http2: {max_field_size: 100}", []string{`1: http2.max_field_size: must be from 1024 to 1048576 bytes, got 100`}},
+		{"http2 field over header", "http2: {max_field_size: 32k}", []string{`1: http2.max_field_size: max_field_size 32768 is larger than max_header_size 16384`}},
+		{"http2 idle zero", "http2: {idle_timeout: 0s}", []string{`1: http2.idle_timeout: must be`}},
+		{"http2 h2c_disable not listened", "http2: {h2c_disable: [9081]}", []string{`1: http2.h2c_disable[0]: "0.0.0.0:9081" is not a node_listen address`}},
+		{"http2 h2c_disable not an address", "http2: {h2c_disable: [nowhere]}", []string{`1: http2.h2c_disable[0]: must be "host:port"`}},
+		{"http2 unknown key", "http2: {max_concurrent_stream: 1}", []string{`1: http2.max_concurrent_stream: unknown key`}},
 		{"rlimit too small", "worker_rlimit_nofile: 10", []string{`1: worker_rlimit_nofile: must be an integer from 1024 to 1048576, got 10`}},
 		{"access log not bool", "access_log: {enabled: yes please}", []string{`1: access_log.enabled: must be true or false, got "yes please"`}},
 		{"access log format", "access_log: {format: main}", []string{`1: access_log.format: must be one of combined, json, got "main"`}},

@@ -45,8 +45,8 @@ func tlsGet(t *testing.T, address, sni, path string, client *tls.Config) (*big.I
 	if client != nil {
 		cfg = client.Clone()
 	}
-	// Offered h2 first, as browsers do: the gateway must pick http/1.1, which it speaks.
-	cfg.InsecureSkipVerify, cfg.ServerName, cfg.NextProtos = true, sni, []string{"h2", "http/1.1"}
+	// HTTP/1.1 alone: this speaks HTTP/1.1 on the connection (h2 is http2_test.go's).
+	cfg.InsecureSkipVerify, cfg.ServerName, cfg.NextProtos = true, sni, []string{"http/1.1"}
 	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", address, cfg)
 	if err != nil {
 		return nil, nil, "", err

@@ -76,6 +76,9 @@ type Shutdown struct {
 type Stats struct {
 	Requests    uint64 `json:"requests"`
 	Connections int64  `json:"connections"`
+	// HTTP2Abuse counts the HTTP/2 connections the worker cut off, by kind
+	// (gw_http2_abuse_total); nil while there are none.
+	HTTP2Abuse map[string]uint64 `json:"http2_abuse,omitempty"`
 }
 
 // TicketKeys is the whole set of TLS session ticket keys, newest first: the first encrypts

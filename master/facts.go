@@ -28,6 +28,8 @@ type Facts struct {
 	ConfigRejections uint64
 	// Etcd is the node's view of etcd; nil on config_provider local.
 	Etcd *EtcdFacts `json:",omitempty"`
+	// HTTP2Abuse counts HTTP/2 connections cut off, by kind (worker/http2.go).
+	HTTP2Abuse map[string]uint64 `json:",omitempty"`
 }
 
 // EtcdFacts is a node on etcd: its id, whether etcd answers, the revision its workers
@@ -84,7 +86,7 @@ func (m *Master) Facts() Facts {
 		PID: m.pid, Version: m.opts.Version, Started: m.started, Generation: sup.gen.id,
 		ConfigVersion: m.version, ConfigSource: m.paths.Config,
 		WorkerRestarts: sup.restarts, Reloads: m.reloads, ReloadFailures: m.reloadFailures,
-		LeftOut: m.leftOut, ConfigRejections: m.configRejections,
+		LeftOut: m.leftOut, ConfigRejections: m.configRejections, HTTP2Abuse: sup.http2Abuse,
 	}
 	if e := m.etcd; e != nil {
 		f.Etcd = &EtcdFacts{NodeID: e.nodeID, Endpoints: m.currentConfig().Deployment.Etcd.Host, Prefix: e.prefix,

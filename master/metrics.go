@@ -76,6 +76,7 @@ func (m *Master) metricsFacts() plugins.HostFacts {
 		ConfigVersion:    f.ConfigVersion,
 		ConfigLeftOut:    len(f.LeftOut),
 		ConfigRejections: f.ConfigRejections,
+		HTTP2Abuse:       f.HTTP2Abuse,
 	}
 	for _, w := range f.Workers {
 		out.Workers[w.State]++

@@ -25,6 +25,7 @@ type workerProc struct {
 	proc       process
 	conn       *ipc.Conn // nil in the supervisor's tests, which talk to no process
 	started    time.Time
+	folded     bool // its HTTP/2 abuse counts are the supervisor's now (supervisor.mu)
 
 	setUp     chan struct{} // closed once the setup frame and first snapshot are sent
 	ready     chan struct{} // closed once the worker reported ready

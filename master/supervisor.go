@@ -54,6 +54,9 @@ type supervisor struct {
 	stopping bool                // no more respawns: the master stops or has handed over
 	crashes  map[int][]time.Time // recent unexpected exits per slot, for back-off
 	restarts uint64              // unexpected exits that were respawned
+	// http2Abuse is what exited workers last reported of their HTTP/2 abuse counts, so
+	// that gw_http2_abuse_total never goes down when a worker leaves.
+	http2Abuse map[string]uint64
 }
 
 func newSupervisor(spawn func(slot int, gen *generation) (*workerProc, error), log *errlog.Logger) *supervisor {
@@ -158,6 +161,19 @@ func (s *supervisor) startWorker(slot int, gen *generation) (*workerProc, error)
 // watch waits until w has exited and been reaped, then hands it to the master's loop.
 func (s *supervisor) watch(w *workerProc) {
 	w.exitCode, w.exitErr = w.proc.wait()
+	// Folded before it counts as exited, under the lock view takes: a view counts the
+	// worker's report or the fold, never both or neither.
+	s.mu.Lock()
+	if st := w.stats.Load(); st != nil && len(st.HTTP2Abuse) > 0 {
+		if s.http2Abuse == nil {
+			s.http2Abuse = map[string]uint64{}
+		}
+		for k, n := range st.HTTP2Abuse {
+			s.http2Abuse[k] += n
+		}
+	}
+	w.folded = true
+	s.mu.Unlock()
 	close(w.exited)
 	s.exits <- w
 }
@@ -320,6 +336,8 @@ type supervision struct {
 	slots    []*workerProc // the current generation, by slot; nil where a slot has none
 	workers  []*workerProc // every live worker: the current generation's and the draining
 	restarts uint64
+	// http2Abuse totals every worker's HTTP/2 abuse counts, the exited ones' included.
+	http2Abuse map[string]uint64
 }
 
 func (s *supervisor) view() supervision {
@@ -327,7 +345,24 @@ func (s *supervisor) view() supervision {
 	defer s.mu.Unlock()
 	// A copy: a respawn writes into s.slots, and the caller reads this one unlocked.
 	slots := append([]*workerProc(nil), s.slots...)
-	return supervision{gen: s.gen, slots: slots, workers: s.allWorkersLocked(), restarts: s.restarts}
+	v := supervision{gen: s.gen, slots: slots, workers: s.allWorkersLocked(), restarts: s.restarts}
+	for k, n := range s.http2Abuse {
+		if v.http2Abuse == nil {
+			v.http2Abuse = map[string]uint64{}
+		}
+		v.http2Abuse[k] = n
+	}
+	for _, w := range v.workers {
+		if st := w.stats.Load(); st != nil && !w.folded {
+			for k, n := range st.HTTP2Abuse {
+				if v.http2Abuse == nil {
+					v.http2Abuse = map[string]uint64{}
+				}
+				v.http2Abuse[k] += n
+			}
+		}
+	}
+	return v
 }
 
 // allWorkers lists the current generation and the draining ones still alive.

@@ -64,6 +64,8 @@ type HostFacts struct {
 	// UpstreamStatus is the health of every health-checked node, for
 	// apisix_upstream_status; empty when no upstream has checks.
 	UpstreamStatus []UpstreamStatus
+	// HTTP2Abuse counts HTTP/2 connections cut off, by kind, for gw_http2_abuse_total.
+	HTTP2Abuse map[string]uint64
 }
 
 // UpstreamStatus is one health-checked node: Name is the upstream's key

@@ -170,6 +170,8 @@ func edgeConnOf(c net.Conn) *edgeConn {
 	case *tls.Conn:
 		ec, _ := c.NetConn().(*edgeConn)
 		return ec
+	case *tlsStreamConn:
+		return c.edgeConn // an HTTP/2 stream's own (http2.go)
 	}
 	return nil
 }

@@ -92,6 +92,7 @@ type edgeListener struct {
 	slots     chan struct{}
 	closed    chan struct{}
 	closeOnce sync.Once
+	h2c       *h2Server // nil: HTTP/1.1 only (http2.h2c_disable, and TLS, which has ALPN)
 }
 
 func newEdgeListener(ln net.Listener, e *edge, connections int) *edgeListener {
@@ -131,7 +132,7 @@ func (l *edgeListener) Accept() (net.Conn, error) {
 		// The first request's line and header must come within client_header_timeout of
 		// the first wait, which is as good as the accept (fasthttp's ReadTimeout did the
 		// same).
-		ec := &edgeConn{TCPConn: tcp, l: l, readPolicy: readAbsolute, readTimeout: l.e.headerTimeout}
+		ec := &edgeConn{TCPConn: tcp, l: l, readPolicy: readAbsolute, readTimeout: l.e.headerTimeout, h2c: l.h2c}
 		ec.io.Init(raw, ec)
 		// From here on every close is the Stream's, which never frees the descriptor
 		// under a read or write in progress (rawio.Stream.Own). Its reads start to wait
@@ -214,6 +215,13 @@ type edgeConn struct {
 
 	// io reads and writes the socket with raw system calls (see package rawio).
 	io rawio.Stream
+
+	// h2c, until the first read, serves the connection as HTTP/2 if it starts with the
+	// connection preface (prior-knowledge h2c); nil where h2c is off.
+	h2c *h2Server
+	// h2Stream marks an HTTP/2 stream's request state (http2.go), which has no socket of
+	// its own.
+	h2Stream bool
 }
 
 // Close returns the connection's worker_connections slot, once.
@@ -228,6 +236,9 @@ func (c *edgeConn) Close() error {
 // line's end (lineEnded) until it finds one: a request usually costs one scan of its first
 // read.
 func (c *edgeConn) Read(p []byte) (int, error) {
+	if c.h2c != nil {
+		return c.sniffH2C(p) // the connection's first read (http2.go)
+	}
 	n, err := c.read(p)
 	if n > 0 && !c.inBody && !c.lineEnded.Load() && bytes.IndexByte(p[:n], '\n') >= 0 {
 		c.lineEnded.Store(true)

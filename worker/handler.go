@@ -120,6 +120,9 @@ func (w *Worker) finish(ctx *fasthttp.RequestCtx, x *requestState, ec *edgeConn,
 		if ec != nil && !ec.trusted && ctx.RemoteAddr() == net.Addr(ec.TCPConn.RemoteAddr()) {
 			e.RemoteAddr = ec.peerText()
 		}
+		if ec != nil && ec.h2Stream {
+			e.Protocol = h2Protocol
+		}
 		w.accessLog.Log(&e)
 	}
 }

@@ -62,12 +62,12 @@ func newCertStore(fallbackSNI string, log *errlog.Logger) *certStore {
 }
 
 // serverTLSConfig is what every served config shares: TLS 1.2 and 1.3, modern suites, and
-// HTTP/1.1 by ALPN (fasthttp speaks no HTTP/2, so a client must not be offered it).
+// HTTP/2 then HTTP/1.1 by ALPN (h2 is served by http2.go, through fasthttp's NextProto).
 func serverTLSConfig() *tls.Config {
 	return &tls.Config{
 		MinVersion:   tls.VersionTLS12,
 		CipherSuites: modernCipherSuites,
-		NextProtos:   []string{"http/1.1"},
+		NextProtos:   []string{"h2", "http/1.1"},
 	}
 }
 

@@ -64,7 +64,8 @@ type Worker struct {
 	servers   []*fasthttp.Server
 	listeners []net.Listener
 	conns     *connTracker
-	edge      *edge // client limits and real IP, from the static config
+	edge      *edge     // client limits and real IP, from the static config
+	h2        *h2Server // HTTP/2 to clients (http2.go)
 	// connObservers hear every client connection's state changes (plugins.ConnWatcher:
 	// prometheus's connection gauges).
 	connObservers []plugins.ConnObserver
@@ -156,6 +157,7 @@ func (w *Worker) receiveSetup() (ipc.Setup, error) {
 		return setup, fmt.Errorf("worker: decoding static config: %w", err)
 	}
 	w.edge = newEdge(&w.cfg)
+	w.h2 = newH2Server(&w.cfg, w.handle, w.draining.Load, quietLogger{w.log})
 	w.log.SetLevel(errlog.ParseLevel(w.cfg.ErrorLogLevel))
 	w.certs = newCertStore(w.cfg.SSL.FallbackSNI, w.log)
 	if err := w.certs.setTicketKeys(setup.TicketKeys); err != nil {
@@ -190,6 +192,7 @@ func (w *Worker) receiveSetup() (ipc.Setup, error) {
 	if w.connObservers, err = plugins.ObserveConns(w.shared); err != nil {
 		w.log.Errorf("connections unobserved: %v", err)
 	}
+	w.h2.observers = w.connObservers
 	return setup, nil
 }
 
@@ -200,12 +203,16 @@ func (w *Worker) serveListeners(setup ipc.Setup) error {
 		if err != nil {
 			return fmt.Errorf("worker: inherited listener %s (fd %d): %w", l.Address, l.FD, err)
 		}
-		var ln net.Listener = newEdgeListener(countingListener{Listener: inherited, t: w.conns}, w.edge, w.cfg.WorkerConnections)
+		el := newEdgeListener(countingListener{Listener: inherited, t: w.conns}, w.edge, w.cfg.WorkerConnections)
+		var ln net.Listener = el
+		srv := w.newServer()
 		if w.cfg.IsTLSListen(l.Address) {
 			// Wrapped outside the counter: a connection counts from accept, handshake or not.
 			ln = tls.NewListener(ln, w.certs.listener)
+			srv.NextProto("h2", w.h2.serveTLS)
+		} else if w.cfg.ServesH2C(l.Address) {
+			el.h2c = w.h2
 		}
-		srv := w.newServer()
 		w.servers = append(w.servers, srv)
 		w.listeners = append(w.listeners, ln)
 		go func(address string) {
@@ -435,6 +442,8 @@ func (w *Worker) drain() {
 	// closed it may accept a connection that must get the new configuration. Close waits
 	// out an accept in progress, so from here on this worker takes none.
 	_ = w.conn.Send(ipc.KindClosed, nil)
+	// HTTP/2's Connection: close: no stream after those opened, which finish.
+	w.h2.goAwayAll()
 	deadline := time.Now().Add(w.cfg.WorkerShutdownTimeout)
 	for time.Now().Before(deadline) {
 		// Websocket tunnels left fasthttp's accounting when they were hijacked; they end
@@ -474,7 +483,8 @@ func (w *Worker) reopen() {
 func (w *Worker) reportStats() {
 	for range time.Tick(time.Second) {
 		monotime.Resync()
-		if err := w.conn.SendJSON(ipc.KindStats, ipc.Stats{Requests: w.requests.Load(), Connections: w.conns.open.Load()}); err != nil {
+		stats := ipc.Stats{Requests: w.requests.Load(), Connections: w.conns.open.Load(), HTTP2Abuse: w.h2.abuseCounts()}
+		if err := w.conn.SendJSON(ipc.KindStats, stats); err != nil {
 			return
 		}
 	}

@@ -52,6 +52,8 @@ func parseFlags(args []string) (*options, string, error) {
 	fs.IntVar(&o.retries, "retries", 2, "how many times a disturbed run is taken again before its figures are kept anyway")
 	fs.BoolVar(&o.accessLog, "access-log", true, "access log on in both gw and nginx (buffered 64k, flushed every 1s)")
 	fs.BoolVar(&o.ocelot, "ocelot", false, "run seed 001's ab -n 20000 -c 1000 comparison instead of the sweep")
+	fs.BoolVar(&o.h2, "h2", false, "run the HTTP/2 comparison (h2load -c 16 -m 10, h2c and h2 over TLS) instead of the sweep")
+	fs.StringVar(&o.h2load, "h2load", "h2load", "h2load binary (nghttp2-client)")
 	fs.StringVar(&o.gwctl, "gwctl", "bin/gwctl", "gwctl binary")
 	fs.StringVar(&o.upstream, "upstream", "benchmark/results/tmp/bin/upstream", "benchmark upstream binary")
 	fs.StringVar(&o.profgw, "profgw", "benchmark/results/tmp/bin/profgw", "profiling build of gw, used when GW_BENCH_PROFILE=1")
@@ -216,7 +218,7 @@ func benchmark(o *options) error {
 	}
 	prog := &progress{left: time.Duration(len(runnable)) * perSweep}
 
-	if o.ocelot {
+	if o.ocelot || o.h2 {
 		n := 1
 		if len(runnable) > 0 {
 			n = runnable[0]
@@ -231,6 +233,16 @@ func benchmark(o *options) error {
 			return err
 		}
 		current = s
+		if o.h2 {
+			s.dir = filepath.Join(work, "h2")
+			res, err := s.runH2()
+			s.cleanup()
+			if err != nil {
+				return err
+			}
+			report.H2 = res
+			return finish(report, o.out, "h2-"+stamp, "h2-latest")
+		}
 		res, err := s.runOcelot()
 		s.cleanup()
 		if err != nil {

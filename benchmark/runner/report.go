@@ -127,10 +127,14 @@ func markdown(r *Report, charts []string) string {
 	if st.AccessLog {
 		accessLog = "on in gw and nginx (combined format, 64k buffer, 1s flush)"
 	}
-	if r.Ocelot == nil {
+	switch {
+	case r.H2 != nil:
+		fmt.Fprintf(&b, "- Load: h2load -c %d -m %d, one warm-up run of %s each, then %d rounds of %s; body %d bytes; access log %s.\n",
+			r.H2.Clients, r.H2.Streams, st.Warmup, st.Rounds, st.Duration, st.BodyBytes, accessLog)
+	case r.Ocelot == nil:
 		fmt.Fprintf(&b, "- Load: wrk -c %d, one thread per load CPU, %s warm-up then %d rounds of %s, scenarios alternating; body %d bytes; access log %s.\n",
 			st.Connections, st.Warmup, st.Rounds, st.Duration, st.BodyBytes, accessLog)
-	} else {
+	default:
 		fmt.Fprintf(&b, "- Load: seed 001's ab -n %d -c %d (new connection per request), one warm-up run each, then %d rounds, the two alternating; body %d bytes; access log %s.\n",
 			r.Ocelot.Requests, r.Ocelot.Clients, st.Rounds, st.BodyBytes, accessLog)
 	}
@@ -148,6 +152,9 @@ func markdown(r *Report, charts []string) string {
 	}
 	if r.Ocelot != nil {
 		writeOcelot(&b, r.Ocelot)
+	}
+	if r.H2 != nil {
+		writeH2(&b, r.H2)
 	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(&b, "\n> %s\n", n)
@@ -257,7 +264,7 @@ func writeOutputs(r *Report, dir, base, latest string) ([]string, error) {
 	if base == latest {
 		names = names[:1]
 	}
-	if r.Ocelot == nil {
+	if r.Ocelot == nil && r.H2 == nil {
 		for _, c := range []chartSpec{rpsChart, p99Chart} {
 			for _, name := range names {
 				path := filepath.Join(dir, name+"-"+c.suffix+".png")
@@ -274,7 +281,7 @@ func writeOutputs(r *Report, dir, base, latest string) ([]string, error) {
 	}
 	for _, name := range names {
 		charts = charts[:0]
-		if r.Ocelot == nil {
+		if r.Ocelot == nil && r.H2 == nil {
 			charts = append(charts, name+"-"+rpsChart.suffix+".png", name+"-"+p99Chart.suffix+".png")
 		}
 		md := filepath.Join(dir, name+".md")

@@ -309,3 +309,22 @@ func TestOcelotRounds(t *testing.T) {
 		}
 	}
 }
+
+func TestParseH2Load(t *testing.T) {
+	out := `finished in 5.00s, 8337.20 req/s, 1.21MB/s
+requests: 41686 total, 41846 started, 41686 done, 41680 succeeded, 6 failed, 0 errored, 0 timeout
+status codes: 41680 2xx, 0 3xx, 0 4xx, 0 5xx
+                     min         max         mean         sd        +/- sd
+time for request:      850us     58.40ms     18.80ms      5.20ms    80.00%
+`
+	run, err := parseH2Load(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.RPS != 8337.2 || run.Succeeded != 41680 || run.Failed != 6 || run.MaxMS != 58.4 || run.MeanMS != 18.8 {
+		t.Fatalf("parsed %+v", run)
+	}
+	if _, err := parseH2Load("h2load: connection refused\n"); err == nil {
+		t.Fatal("no summary: want an error")
+	}
+}

@@ -145,6 +145,11 @@ worker_rlimit_nofile: 20480
 // startGW starts gw pinned to cpus. With profileDir set it runs bin (profgw) attached,
 // with its workers ready to profile themselves on SIGUSR2.
 func startGW(bin, prefix, cpus string, workers int, accessLog bool, profileDir string) (*gwInstance, error) {
+	return startGWWith(bin, prefix, cpus, workers, accessLog, profileDir, "")
+}
+
+// startGWWith is startGW with extra appended to the config (the h2 mode's ssl section).
+func startGWWith(bin, prefix, cpus string, workers int, accessLog bool, profileDir, extra string) (*gwInstance, error) {
 	g := &gwInstance{bin: bin, prefix: prefix}
 	var err error
 	for _, p := range []*string{&g.data, &g.admin, &g.metrics} {
@@ -155,7 +160,7 @@ func startGW(bin, prefix, cpus string, workers int, accessLog bool, profileDir s
 	if err := os.MkdirAll(filepath.Join(prefix, "conf"), 0o755); err != nil {
 		return nil, err
 	}
-	cfg := fmt.Sprintf(gwConfig, workers, g.data, g.admin, g.metrics, accessLog)
+	cfg := fmt.Sprintf(gwConfig, workers, g.data, g.admin, g.metrics, accessLog) + extra
 	if err := os.WriteFile(filepath.Join(prefix, "conf", "config.yaml"), []byte(cfg), 0o644); err != nil {
 		return nil, err
 	}
@@ -191,7 +196,12 @@ func startGW(bin, prefix, cpus string, workers int, accessLog bool, profileDir s
 // putRoute sets route 1 through the Admin API, as the seeds do with curl. The master
 // answers once every worker serves the change.
 func (g *gwInstance) putRoute(body string) (int, string, error) {
-	req, err := http.NewRequest(http.MethodPut, "http://"+g.admin+"/apisix/admin/routes/1", strings.NewReader(body))
+	return g.put("/apisix/admin/routes/1", body)
+}
+
+// put writes one Admin API object.
+func (g *gwInstance) put(path, body string) (int, string, error) {
+	req, err := http.NewRequest(http.MethodPut, "http://"+g.admin+path, strings.NewReader(body))
 	if err != nil {
 		return 0, "", err
 	}
@@ -243,6 +253,8 @@ type nginxConf struct {
 	UpstreamPath string // proxy: the URI part of proxy_pass, "" to pass the URI unchanged
 	Body         string // direct: the body to answer with
 	AccessLog    bool
+	TLSListen    string // h2: the TLS address, and its certificate and key files
+	Cert, Key    string
 }
 
 // nginxInstance is nginx run attached (daemon off), so its master is our child.

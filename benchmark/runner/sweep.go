@@ -21,6 +21,8 @@ type options struct {
 	bodyBytes   int
 	accessLog   bool
 	ocelot      bool
+	h2          bool
+	h2load      string
 
 	gwctl, upstream, profgw string
 	nginx, wrk, ab          string

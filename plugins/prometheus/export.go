@@ -133,6 +133,10 @@ func (e *Exporter) sync() {
 	s.GetOrCreateCounter(`gw_reload_failures_total`).Set(e.facts.ReloadFailures)
 	s.GetOrCreateCounter(`gw_config_rejections_total`).Set(e.facts.ConfigRejections)
 	s.GetOrCreateCounter(`gw_metrics_overflow_total`).Set(e.table.Overflowed())
+	// A kind's series appears with its first count; the kinds are the worker's own names.
+	for kind, n := range e.facts.HTTP2Abuse {
+		s.GetOrCreateCounter(`gw_http2_abuse_total{kind=` + quote(kind) + `}`).Set(n)
+	}
 	for _, seg := range e.opts.Segments {
 		if seg.Evictions != nil {
 			s.GetOrCreateCounter(evictionsMetric(seg.Name)).Set(seg.Evictions())

@@ -40,6 +40,17 @@ type Entry struct {
 	// then logs). Without it the body's size is taken from Ctx.
 	StreamedBody  bool
 	BodyBytesSent int64
+	// Protocol, when set, is the protocol the client spoke (HTTP/2.0), which the request's
+	// header no longer says once the proxy made it HTTP/1.1 for the upstream.
+	Protocol []byte
+}
+
+// protocol is the request's protocol as the log shows it.
+func (e *Entry) protocol() []byte {
+	if e.Protocol != nil {
+		return e.Protocol
+	}
+	return e.Ctx.Request.Header.Protocol()
 }
 
 // stamp is the time of one second, formatted once for every line logged in that second.
@@ -83,7 +94,7 @@ func appendCombined(b []byte, e *Entry, st *stamp) []byte {
 	b = append(b, ' ')
 	b = appendNginx(b, h.RequestURI())
 	b = append(b, ' ')
-	b = appendNginx(b, h.Protocol())
+	b = appendNginx(b, e.protocol())
 	b = append(b, `" `...)
 	b = strconv.AppendInt(b, int64(e.Ctx.Response.StatusCode()), 10)
 	b = append(b, ' ')
@@ -109,7 +120,7 @@ func appendJSON(b []byte, e *Entry, now int64, st *stamp) []byte {
 	b = append(b, `","uri":"`...)
 	b = appendJSONEscaped(b, h.RequestURI())
 	b = append(b, `","protocol":"`...)
-	b = appendJSONEscaped(b, h.Protocol())
+	b = appendJSONEscaped(b, e.protocol())
 	b = append(b, `","status":`...)
 	b = strconv.AppendInt(b, int64(e.Ctx.Response.StatusCode()), 10)
 	b = append(b, `,"bytes_sent":`...)
