@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -190,7 +191,7 @@ func (rc *redisClient) get(ctx context.Context) (rueidis.Client, error) {
 func (rc *redisClient) dial(done chan struct{}) {
 	t := &rc.target
 	opt := rueidis.ClientOption{
-		InitAddress:  t.addrs,
+		InitAddress:  slices.Clone(t.addrs), // rueidis shuffles it in place, and t is shared
 		Username:     t.username,
 		Password:     t.password,
 		SelectDB:     t.database,
