@@ -7,7 +7,9 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"gw/conf"
 	"gw/internal/monotime"
+	"gw/plugins/vars"
 )
 
 // Ctx is one request as plugins see it: the request and response through its methods,
@@ -358,3 +360,45 @@ func (c *Ctx) ResponseSize() int {
 
 // dateLine is the shape of the Date field fasthttp's server adds to every response.
 const dateLine = "Date: Wed, 21 Oct 2015 07:28:00 GMT\r\n"
+
+// Group plugins-d (forward-auth, traffic-split, proxy-mirror): the variable language and
+// the body through the Ctx, so that those plugins read neither the exchange nor fasthttp.
+
+// varsRequest is the request as the variable language reads it: the route's and
+// service's names and the consumer as they stand.
+func (c *Ctx) varsRequest() vars.Request {
+	r := vars.Request{HTTP: c.Request, Consumer: c.Consumer}
+	if route := c.Route; route != nil {
+		r.RouteID, r.RouteName, r.ServiceID, r.ServiceName = route.ID, route.Name, route.ServiceID, route.ServiceName
+	}
+	return r
+}
+
+// Expand appends t's value for the request to dst (vars.Expand) and returns it. It
+// allocates only to grow dst.
+func (c *Ctx) Expand(dst []byte, t *conf.Template) []byte {
+	r := c.varsRequest()
+	dst, _ = vars.Expand(dst, &r, t)
+	return dst
+}
+
+// RequestBody is the request's body read whole (vars.Body): the proxy then sends it as
+// read. ok is false when it could not be read whole (larger than 64 MiB, or a broken
+// stream). The bytes are the request's own: read them, never keep or change them.
+func (c *Ctx) RequestBody() (body []byte, ok bool) {
+	r := vars.Request{HTTP: c.Request}
+	return vars.Body(&r)
+}
+
+// RespondCopy is Respond with a copy of contentType and body, for a plugin whose answer
+// is not its configuration's (forward-auth's auth service's answer): the response keeps
+// its own copy in its pooled buffer, so it allocates only to grow it.
+func (c *Ctx) RespondCopy(status int, contentType, body []byte) {
+	resp := &c.Request.Response
+	resp.SetStatusCode(status)
+	if contentType != nil {
+		resp.Header.SetContentTypeBytes(contentType)
+	}
+	resp.SetBody(body)
+	c.answered = true
+}

@@ -3,6 +3,7 @@ package all
 
 import (
 	_ "gw/plugins/basicauth"
+	_ "gw/plugins/forwardauth"
 	_ "gw/plugins/keyauth"
 	_ "gw/plugins/limitcount"
 	_ "gw/plugins/prometheus"
