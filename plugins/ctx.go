@@ -71,6 +71,10 @@ type Ctx struct {
 	args fasthttp.Args
 	// headers queued by AddResponseHeader: name and value pairs, flattened.
 	headers [][]byte
+	// chooser and choice are the upstream a plugin chose (UseUpstream); chooser is nil
+	// until one does.
+	chooser UpstreamChooser
+	choice  int
 	// merged is the consumer's merged chain that took over from mergedBase once an auth
 	// plugin named the consumer; both nil until then.
 	merged, mergedBase *Chain
@@ -116,6 +120,7 @@ func (c *Ctx) End() {
 	c.AnsweredNanos = 0
 	c.answered = false
 	c.merged, c.mergedBase = nil, nil
+	c.chooser, c.choice = nil, 0
 	c.Node = c.Node[:0]
 	for i := range c.headers {
 		c.headers[i] = c.headers[i][:0]
@@ -401,4 +406,20 @@ func (c *Ctx) RespondCopy(status int, contentType, body []byte) {
 	}
 	resp.SetBody(body)
 	c.answered = true
+}
+
+// UseUpstream has the request proxied to upstream i of chooser's Upstreams, in place of
+// the route's own; the last call wins. chooser is the calling instance.
+func (c *Ctx) UseUpstream(chooser UpstreamChooser, i int) { c.chooser, c.choice = chooser, i }
+
+// ChosenUpstream is what UseUpstream named: the instance and the index into its
+// Upstreams; chooser is nil when no plugin chose.
+func (c *Ctx) ChosenUpstream() (chooser UpstreamChooser, i int) { return c.chooser, c.choice }
+
+// Holds reports whether the vars expression e (conf.ParseVars) holds for the request
+// (vars.Eval), with the route's names and the consumer as they stand. It allocates only
+// as vars.Eval does.
+func (c *Ctx) Holds(e *conf.Expr) bool {
+	r := c.varsRequest()
+	return vars.Eval(&r, e)
 }

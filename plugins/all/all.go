@@ -8,4 +8,5 @@ import (
 	_ "gw/plugins/limitcount"
 	_ "gw/plugins/prometheus"
 	_ "gw/plugins/proxyrewrite"
+	_ "gw/plugins/trafficsplit"
 )
