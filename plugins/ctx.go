@@ -1,6 +1,7 @@
 package plugins
 
 import (
+	"iter"
 	"net"
 	"strconv"
 	"sync"
@@ -422,4 +423,20 @@ func (c *Ctx) ChosenUpstream() (chooser UpstreamChooser, i int) { return c.choos
 func (c *Ctx) Holds(e *conf.Expr) bool {
 	r := c.varsRequest()
 	return vars.Eval(&r, e)
+}
+
+// RequestContentLength is the request body's declared length: 0 without a body, -1 for a
+// body of unknown length (chunked).
+func (c *Ctx) RequestContentLength() int {
+	if n := c.Request.Request.Header.ContentLength(); n >= -1 {
+		return n
+	}
+	return 0 // fasthttp's -2: neither Content-Length nor chunked, so no body
+}
+
+// RequestHeaders yields the request's header fields as they stand (as they would be sent
+// upstream now), name and value; they are the request's own bytes, valid during the
+// call. It allocates nothing.
+func (c *Ctx) RequestHeaders() iter.Seq2[[]byte, []byte] {
+	return c.Request.Request.Header.All()
 }

@@ -68,7 +68,7 @@ func TestPluginSchemas(t *testing.T) {
 		{"all", "/apisix/admin/plugins?all=true", 400,
 			`{"error_msg":"all=true is not supported yet; GET /apisix/admin/plugins/list, then /apisix/admin/plugins/{name} for each"}`},
 		// t/admin/plugins.t TEST 1 "get plugins' name": the list, highest priority first.
-		{"list", "/apisix/admin/plugins/list", 200, `["basic-auth","key-auth","forward-auth","proxy-rewrite","limit-count","traffic-split","prometheus"]`},
+		{"list", "/apisix/admin/plugins/list", 200, `["basic-auth","key-auth","forward-auth","proxy-mirror","proxy-rewrite","limit-count","traffic-split","prometheus"]`},
 		{"stream list", "/apisix/admin/plugins/list?subsystem=stream", 200, `[]`},
 	}
 	for _, tc := range cases {

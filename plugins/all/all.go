@@ -7,6 +7,7 @@ import (
 	_ "gw/plugins/keyauth"
 	_ "gw/plugins/limitcount"
 	_ "gw/plugins/prometheus"
+	_ "gw/plugins/proxymirror"
 	_ "gw/plugins/proxyrewrite"
 	_ "gw/plugins/trafficsplit"
 )

@@ -202,6 +202,7 @@ var seamLeft = map[string]string{
 // them to.
 var outboundClients = map[string]bool{
 	"plugins/forwardauth/client.go": true,
+	"plugins/proxymirror/client.go": true,
 }
 
 func TestPluginsSeeRequestsThroughTheCtx(t *testing.T) {
@@ -285,7 +286,7 @@ func TestEveryPluginBuildsAPhase(t *testing.T) {
 	}
 	// The least each plugin needs; {} for the rest.
 	minimal := map[string]string{"limit-count": `{"count": 1, "time_window": 1}`, "proxy-rewrite": `{"uri": "/"}`,
-		"forward-auth": `{"uri": "http://127.0.0.1:1/auth"}`}
+		"forward-auth": `{"uri": "http://127.0.0.1:1/auth"}`, "proxy-mirror": `{"host": "http://127.0.0.1:1"}`}
 	build := plugins.NewSnapshotBuild(&conf.Snapshot{}, shared)
 	for _, name := range plugins.Names() {
 		raw := json.RawMessage(`{}`)
