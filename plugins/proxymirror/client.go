@@ -37,8 +37,10 @@ type client struct {
 	// path and prefix are path and path_concat_mode "prefix".
 	path   []byte
 	prefix bool
-	// queue holds the copies waiting for one of the running senders.
-	queue   chan *copyOf
+	// queue holds the copies waiting for one of the running senders, made on the first
+	// copy (queueOf): a global rule's instance is built for every route, and only the
+	// routes that mirror pay for a queue.
+	queue   atomic.Pointer[chan *copyOf]
 	running atomic.Int32
 }
 
@@ -61,7 +63,7 @@ func newClient(c *Config) *client {
 	if c.TLS {
 		hc.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 	}
-	return &client{hc: hc, path: []byte(c.Path), prefix: c.PathConcatMode == "prefix", queue: make(chan *copyOf, queueLen)}
+	return &client{hc: hc, path: []byte(c.Path), prefix: c.PathConcatMode == "prefix"}
 }
 
 // send copies c's request, with body, and hands the copy to the senders, within cost
@@ -160,13 +162,25 @@ func reserve(cost int64) bool {
 // end once its queue is empty: a route built again leaves no goroutine behind.
 func (cl *client) enqueue(x *copyOf) bool {
 	select {
-	case cl.queue <- x:
+	case cl.queueOf() <- x:
 	default:
 		release(x)
 		return false
 	}
 	cl.claimSender()
 	return true
+}
+
+// queueOf is the client's queue, made on first use.
+func (cl *client) queueOf() chan *copyOf {
+	if q := cl.queue.Load(); q != nil {
+		return *q
+	}
+	q := make(chan *copyOf, queueLen)
+	if cl.queue.CompareAndSwap(nil, &q) {
+		return q
+	}
+	return *cl.queue.Load()
 }
 
 // claimSender starts a sender unless senders run already.
@@ -185,9 +199,10 @@ func (cl *client) claimSender() {
 
 // sendCopies sends queued copies one at a time until the queue is empty.
 func (cl *client) sendCopies() {
+	queue := cl.queueOf()
 	for {
 		select {
-		case x := <-cl.queue:
+		case x := <-queue:
 			if err := cl.hc.DoTimeout(&x.req, &x.resp, timeout); err != nil {
 				failed.Add(1)
 			} else {
@@ -200,7 +215,7 @@ func (cl *client) sendCopies() {
 		cl.running.Add(-1)
 		// A copy queued after the queue looked empty, while every sender still ran, was
 		// left to this one: take it up again rather than strand it.
-		if len(cl.queue) == 0 {
+		if len(queue) == 0 {
 			return
 		}
 		n := cl.running.Load()
