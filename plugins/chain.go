@@ -69,6 +69,8 @@ type Chain struct {
 	byConsumer map[string]*Chain
 	// keepsRequest is set when every plugin of the chain is a RequestKeeper that keeps it.
 	keepsRequest bool
+	// choosers are the instances that choose the upstream (UpstreamChooser).
+	choosers []UpstreamChooser
 	// response are the ResponsePhase instances, in chain order (plugins-c).
 	response []ResponsePhase
 }
@@ -121,8 +123,25 @@ func BuildChain(set map[string]json.RawMessage, env *Env) (*Chain, error) {
 		if r, ok := b.instance.(ResponsePhase); ok {
 			ch.response = append(ch.response, r)
 		}
+		if c, ok := b.instance.(UpstreamChooser); ok {
+			ch.choosers = append(ch.choosers, c)
+		}
 	}
 	return ch, nil
+}
+
+// Choosers are the chain's instances that choose the upstream (UpstreamChooser), its
+// consumers' merged chains' included, for the host to compile their upstreams. A nil
+// chain has none.
+func (ch *Chain) Choosers() []UpstreamChooser {
+	if ch == nil {
+		return nil
+	}
+	list := ch.choosers
+	for _, m := range ch.byConsumer {
+		list = append(list[:len(list):len(list)], m.choosers...)
+	}
+	return list
 }
 
 // Empty reports whether the chain runs nothing, so the worker can skip the Ctx entirely.

@@ -3,6 +3,7 @@ package plugins
 import (
 	"bytes"
 	"io"
+	"iter"
 	"net"
 	"net/netip"
 	"strconv"
@@ -82,6 +83,10 @@ type Ctx struct {
 	body     []byte
 	// merged is the consumer's merged chain that took over from mergedBase once an auth
 	// plugin named the consumer; both nil until then.
+	// chooser and choice are the upstream a plugin chose (UseUpstream); chooser is nil
+	// until one does (plugins-d).
+	chooser            UpstreamChooser
+	choice             int
 	merged, mergedBase *Chain
 	// holds are what plugins took for the request (Hold).
 	holds holds
@@ -135,6 +140,7 @@ func (c *Ctx) End() {
 	c.AnsweredNanos = 0
 	c.answered = false
 	c.merged, c.mergedBase = nil, nil
+	c.chooser, c.choice = nil, 0
 	c.holds = holds{}
 	c.Node = c.Node[:0]
 	for i := range c.headers {
@@ -647,4 +653,47 @@ func (c *Ctx) TakeHold(owner any) (Hold, bool) {
 		}
 	}
 	return Hold{}, false
+}
+
+// Group plugins-d (forward-auth, traffic-split, proxy-mirror): the variable language and
+// the body through the Ctx, so that those plugins read neither the exchange nor fasthttp.
+
+// RequestBody is the request's body read whole (vars.Body): the proxy then sends it as
+// read. ok is false when it could not be read whole (larger than 64 MiB, or a broken
+// stream). The bytes are the request's own: read them, never keep or change them.
+func (c *Ctx) RequestBody() (body []byte, ok bool) {
+	r := vars.Request{HTTP: c.Request}
+	return vars.Body(&r)
+}
+
+// UseUpstream has the request proxied to upstream i of chooser's Upstreams, in place of
+// the route's own; the last call wins. chooser is the calling instance.
+func (c *Ctx) UseUpstream(chooser UpstreamChooser, i int) { c.chooser, c.choice = chooser, i }
+
+// ChosenUpstream is what UseUpstream named: the instance and the index into its
+// Upstreams; chooser is nil when no plugin chose.
+func (c *Ctx) ChosenUpstream() (chooser UpstreamChooser, i int) { return c.chooser, c.choice }
+
+// Holds reports whether the vars expression e (conf.ParseVars) holds for the request
+// (vars.Eval), with the route's names and the consumer as they stand. It allocates only
+// as vars.Eval does.
+func (c *Ctx) Holds(e *conf.Expr) bool {
+	r := c.VarsRequest()
+	return vars.Eval(e, &r)
+}
+
+// RequestContentLength is the request body's declared length: 0 without a body, -1 for a
+// body of unknown length (chunked).
+func (c *Ctx) RequestContentLength() int {
+	if n := c.Request.Request.Header.ContentLength(); n >= -1 {
+		return n
+	}
+	return 0 // fasthttp's -2: neither Content-Length nor chunked, so no body
+}
+
+// RequestHeaders yields the request's header fields as they stand (as they would be sent
+// upstream now), name and value; they are the request's own bytes, valid during the
+// call. It allocates nothing.
+func (c *Ctx) RequestHeaders() iter.Seq2[[]byte, []byte] {
+	return c.Request.Request.Header.All()
 }

@@ -51,6 +51,12 @@
 //     and Evictions, which the metrics export reads.
 //   - ConnWatcher: an observer of every client connection's state changes in each worker
 //     (prometheus's connection gauges).
+//   - UpstreamChooser (on an instance): the upstreams the instance may send a request
+//     to instead of the route's, which the worker compiles with the route; the access
+//     phase picks one with Ctx.UseUpstream (traffic-split).
+//   - UpstreamReferrer: the stored upstreams a configuration names by id, so that a
+//     write of one rebuilds the routes that name it and the Admin API refuses its
+//     delete (traffic-split's upstream_id).
 //   - MasterPart: work of the plugin's own in the master, told of each worker's exit
 //     before the reap; a part that is a MetricsWriter renders the master's metrics page.
 //

@@ -162,3 +162,45 @@ type Env struct {
 type ResponsePhase interface {
 	Response(c *Ctx)
 }
+
+// UpstreamChooser is implemented by an instance that chooses, per request, the upstream
+// the request goes to from a fixed set (traffic-split's weighted upstreams). The host
+// compiles every upstream of Upstreams once per snapshot, with the route's, as it
+// compiles a route's own (a stored one is the snapshot's, shared with every route that
+// names it); the access phase names its choice with Ctx.UseUpstream, an index into the
+// set, and the host proxies there instead of to the route's upstream. A choice is an
+// index, not a connection or an address, so the hook is the same whatever protocol
+// carries the request or the upstream. The set must not change after Build.
+type UpstreamChooser interface {
+	Upstreams() []UpstreamRef
+}
+
+// UpstreamRef is one upstream an UpstreamChooser may choose: a stored one by ID, or
+// Upstream, inline and decoded (conf.DecodeUpstream).
+type UpstreamRef struct {
+	ID       conf.ID
+	Upstream *conf.Upstream
+}
+
+// UpstreamReferrer is implemented by a plugin whose configuration names stored upstreams
+// by id (traffic-split's upstream_id). The worker rebuilds the routes whose plugins name
+// an upstream when it changes, as it does the routes whose upstream_id names it, and the
+// Admin API refuses to delete an upstream a configuration still names. raw is a
+// configuration Validate has accepted.
+type UpstreamReferrer interface {
+	UpstreamIDs(raw json.RawMessage) []conf.ID
+}
+
+// UpstreamIDsOf lists the stored upstreams the plugin set names (UpstreamReferrer), nil
+// for none.
+func UpstreamIDsOf(set map[string]json.RawMessage) []conf.ID {
+	var ids []conf.ID
+	for name, raw := range set {
+		if p, ok := Lookup(name); ok {
+			if r, ok := p.(UpstreamReferrer); ok {
+				ids = append(ids, r.UpstreamIDs(raw)...)
+			}
+		}
+	}
+	return ids
+}

@@ -56,3 +56,11 @@ func (env *Env) stateOf(name string, sb SnapshotBuilder) (any, error) {
 	b.states[name] = snapshotState{value, err}
 	return value, err
 }
+
+// For returns a SnapshotBuild of snap that shares b's states: for a worker that builds
+// part of a newer snapshot from b's table (a write of routes, upstreams, services or
+// plugin configs, which change nothing a SnapshotBuilder reads), so that Env.Snapshot is
+// the snapshot being built while the states are not made again.
+func (b *SnapshotBuild) For(snap *conf.Snapshot) *SnapshotBuild {
+	return &SnapshotBuild{snap: snap, shared: b.shared, states: b.states}
+}

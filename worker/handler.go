@@ -198,7 +198,7 @@ func (w *Worker) route(ctx *fasthttp.RequestCtx, x *requestState) {
 		x.up.Consumer = c.Consumer // for a chash upstream with hash_on consumer
 		x.up.Host = c.UpstreamHost
 		x.up.Forwarded = c.TakenForwarded() // proxy-rewrite's X-Forwarded-* win over the proxy's
-		r.proxy(ctx, &x.up)
+		r.proxyChosen(ctx, &x.up, c)        // the upstream a plugin chose (traffic-split), or the route's
 		c.UpstreamNanos = x.up.UpstreamNanos
 		c.Node = append(c.Node[:0], x.up.Node...) // a copy: the Ctx outlives nothing, but is pooled
 		if x.up.Ended != 0 {

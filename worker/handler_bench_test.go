@@ -230,3 +230,29 @@ func TestHandleRunsPlugins(t *testing.T) {
 		}
 	}
 }
+
+// A request traffic-split sends to an upstream of its own, compiled with the route
+// (route.proxyChosen), allocates nothing either: half the requests go to the inline
+// upstream, half to the route's (integration/plugin_trafficsplit_test.go shows which
+// answers).
+func TestHandleAllocsTrafficSplit(t *testing.T) {
+	if race.Enabled {
+		t.Skip("the race detector makes sync.Pool drop items; make test runs this without -race too")
+	}
+	own, other := startStubUpstream(t), startStubUpstream(t)
+	split := fmt.Sprintf(`{"traffic-split":{"rules":[{"weighted_upstreams":[{"upstream":{"nodes":{%q:1}},"weight":1},{"weight":1}]}]}}`, other)
+	w := benchWorker(t, own, split)
+	r := newRequestRunner(w)
+	for range 100 { // warm both upstreams' connections
+		if status := r.once(); status != fasthttp.StatusOK {
+			t.Fatalf("status %d, body %q", status, r.ctx.Response.Body())
+		}
+	}
+	if set := w.table.Load().routes[0].chosen; len(set) != 1 || len(set[0].upstreams) != 2 || set[0].upstreams[0] == set[0].upstreams[1] {
+		t.Fatalf("the route's chosen upstreams: %+v", set)
+	}
+	allocs := testing.AllocsPerRun(1000, func() { r.once() })
+	if allocs != 0 {
+		t.Errorf("%v allocations per request, want 0", allocs)
+	}
+}

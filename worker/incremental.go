@@ -39,9 +39,15 @@ type objectRef struct {
 	id   conf.ID
 }
 
-// refsOf are the objects r names by id.
-func refsOf(r *conf.Route) [3]objectRef {
-	return [3]objectRef{{"upstreams", r.UpstreamID}, {"services", r.ServiceID}, {"plugin_configs", r.PluginConfigID}}
+// refsOf are the objects r names by id: by its upstream_id, service_id and
+// plugin_config_id, and the upstreams its own plugins name (traffic-split's upstream_id,
+// plugins.UpstreamReferrer).
+func refsOf(r *conf.Route) []objectRef {
+	refs := []objectRef{{"upstreams", r.UpstreamID}, {"services", r.ServiceID}, {"plugin_configs", r.PluginConfigID}}
+	for _, id := range plugins.UpstreamIDsOf(r.Plugins) {
+		refs = append(refs, objectRef{"upstreams", id})
+	}
+	return refs
 }
 
 // place records that slot holds r from now on, for users.
@@ -147,6 +153,9 @@ func planUpdate(prev *routeTable, d *conf.Delta, base *conf.Snapshot) (*update, 
 			}
 			u.routes = append(u.routes, *c)
 		case "upstreams":
+			if pluginsNameUpstreams(prev.built.snap) {
+				return nil, false // a global rule's or consumer's plugins name upstreams
+			}
 			u.objects = append(u.objects, c)
 		case "services":
 			if (c.Service != nil && checksSnapshot(c.Service.Plugins)) ||
@@ -183,11 +192,21 @@ func (u *update) addUsers(prev *routeTable) bool {
 	for _, c := range u.objects {
 		changed[c.Kind][c.ID] = true
 	}
-	upstreams, services := changed["upstreams"], changed["services"]
+	upstreams, services, pluginConfigs := changed["upstreams"], changed["services"], changed["plugin_configs"]
+	namesChanged := func(set map[string]json.RawMessage) bool {
+		return slices.ContainsFunc(plugins.UpstreamIDsOf(set), func(id conf.ID) bool { return upstreams[id] })
+	}
 	for _, svcs := range [][]conf.Service{prev.built.snap.Services, u.base.Services} {
 		for i := range svcs {
-			if upstreams[svcs[i].UpstreamID] {
+			if upstreams[svcs[i].UpstreamID] || namesChanged(svcs[i].Plugins) {
 				services[svcs[i].ID] = true
+			}
+		}
+	}
+	for _, pcs := range [][]conf.PluginConfig{prev.built.snap.PluginConfigs, u.base.PluginConfigs} {
+		for i := range pcs {
+			if namesChanged(pcs[i].Plugins) {
+				pluginConfigs[pcs[i].ID] = true
 			}
 		}
 	}
@@ -217,6 +236,23 @@ func (u *update) addUsers(prev *routeTable) bool {
 	return true
 }
 
+// pluginsNameUpstreams reports whether a global rule's or a consumer's plugins name a
+// stored upstream (traffic-split's upstream_id): their chains are built into every
+// route, so a write of an upstream compiles the whole snapshot.
+func pluginsNameUpstreams(snap *conf.Snapshot) bool {
+	for i := range snap.GlobalRules {
+		if len(plugins.UpstreamIDsOf(snap.GlobalRules[i].Plugins)) > 0 {
+			return true
+		}
+	}
+	for i := range snap.Consumers {
+		if len(plugins.UpstreamIDsOf(snap.Consumers[i].Plugins)) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // incremental reports whether d can be built from prev alone (recompile).
 func incremental(prev *routeTable, d *conf.Delta, base *conf.Snapshot) bool {
 	_, ok := planUpdate(prev, d, base)
@@ -241,6 +277,9 @@ type builtRoute struct {
 func buildChanged(prev *routeTable, u *update) ([]builtRoute, *builder, []conf.LeftOut) {
 	b := *prev.built
 	b.snap, b.leftOut = u.base, nil
+	// Plugins see the snapshot being built (Env.Snapshot: traffic-split looks up the
+	// upstreams it names), with the states prev's build made.
+	b.plugins = prev.built.plugins.For(u.base)
 	if len(u.objects) > 0 {
 		b.reindex(u.objects, u.d.LeftOut)
 	}
@@ -339,8 +378,8 @@ func recompile(prev *routeTable, u *update) (*routeTable, []conf.LeftOut, error)
 		// A replaced or deleted upstream's connections go, as after a whole compile.
 		live := make([]*proxy.Upstream, 0, len(t.routes)+len(built.compiled))
 		for _, r := range t.routes {
-			if r != nil && r.upstream != nil {
-				live = append(live, r.upstream)
+			if r != nil {
+				live = r.appendLive(live)
 			}
 		}
 		for _, c := range built.compiled {

@@ -130,6 +130,9 @@ func servedAs(t *routeTable) map[string]string {
 	for _, r := range t.routes {
 		if r != nil {
 			out[r.info.ID] = fmt.Sprintf("%+v upstream[%s] unavailable %q chain %t global %d", r.info, r.upstream, r.unavailable, r.chain != nil, len(r.global))
+			for _, set := range r.chosen {
+				out[r.info.ID] += fmt.Sprintf(" chosen %v %q", set.upstreams, set.gone)
+			}
 		}
 	}
 	return out
@@ -160,8 +163,14 @@ func TestRecompileObjectsAsACompileWould(t *testing.T) {
 		return u
 	}
 	plugins := func() map[string]json.RawMessage {
-		if rng.IntN(2) == 0 {
+		switch rng.IntN(3) {
+		case 0:
 			return nil
+		case 1:
+			// traffic-split names an upstream by id: a write of it reaches the route, as
+			// one its upstream_id names does.
+			return map[string]json.RawMessage{"traffic-split": json.RawMessage(fmt.Sprintf(
+				`{"rules":[{"weighted_upstreams":[{"upstream_id":"u%d","weight":2},{"weight":1}]}]}`, rng.IntN(5)))}
 		}
 		return map[string]json.RawMessage{"prometheus": json.RawMessage(`{}`)}
 	}

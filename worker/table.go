@@ -2,8 +2,10 @@ package worker
 
 import (
 	"encoding/json"
+
 	"errors"
 	"fmt"
+	"github.com/valyala/fasthttp"
 	"maps"
 	"runtime/debug"
 
@@ -52,7 +54,18 @@ type route struct {
 	pristine bool
 	// checksSnapshot is set when a plugin of the route checks the whole snapshot
 	// (limit-count's group): a write to the route compiles everything (incremental.go).
-	checksSnapshot bool
+	checksSnapshot bool // chosen are the upstreams the route's plugins may choose instead of its own
+	// (plugins.UpstreamChooser: traffic-split), compiled with the route; nil without any.
+	chosen []chosenSet
+}
+
+// chosenSet is one UpstreamChooser's upstreams, compiled: upstreams[i] is its
+// Upstreams()[i]; nil where the upstream is missing (the route's own when it has none, a
+// stored one deleted with ?force=true), which answers 503 with gone[i].
+type chosenSet struct {
+	chooser   plugins.UpstreamChooser
+	upstreams []*proxy.Upstream
+	gone      [][]byte
 }
 
 // compile builds a route table from a snapshot. No object stops it: an object that fails to
@@ -107,9 +120,7 @@ func compile(snap *conf.Snapshot, pools *proxy.Pools, shared *plugins.Shared) (t
 		slot.value, slot.entry, slot.placed = entry.Value, entry, true
 		entries = append(entries, entry)
 		b.t.routes = append(b.t.routes, &built)
-		if built.upstream != nil {
-			live = append(live, built.upstream)
-		}
+		live = built.appendLive(live)
 	}
 	rtr, err := router.BuildWith(entries, opts)
 	if err != nil {
@@ -124,6 +135,22 @@ func compile(snap *conf.Snapshot, pools *proxy.Pools, shared *plugins.Shared) (t
 	}
 	pools.Retain(live)
 	return b.t, b.leftOut, nil
+}
+
+// appendLive appends the upstreams r proxies to, its own and those its plugins may
+// choose, for Pools.Retain.
+func (r *route) appendLive(live []*proxy.Upstream) []*proxy.Upstream {
+	if r.upstream != nil {
+		live = append(live, r.upstream)
+	}
+	for _, set := range r.chosen {
+		for _, up := range set.upstreams {
+			if up != nil {
+				live = append(live, up)
+			}
+		}
+	}
+	return live
 }
 
 // builder is one compile's state: the snapshot's objects by id, those compiled so far and
@@ -354,23 +381,85 @@ func (b *builder) route(r *conf.Route) (route, router.Entry, error) {
 	if err := rt.buildChains(r, svc, pc, b.plugins, b.snap); err != nil {
 		return route{}, router.Entry{}, err
 	}
+	if err := b.buildChosen(&rt, r, svc); err != nil {
+		return route{}, router.Entry{}, err
+	}
 	return rt, entry, nil
+}
+
+// buildChosen compiles the upstreams the route's plugins may choose (chosenSet), as the
+// route's own is compiled: a stored one is the snapshot's (with the route's timeout, a
+// distinct one), an inline one the route's, and an empty reference is the route's own.
+func (b *builder) buildChosen(rt *route, r *conf.Route, svc *conf.Service) error {
+	choosers := rt.chain.Choosers()
+	for _, g := range rt.global {
+		choosers = append(choosers, g.Choosers()...)
+	}
+	websocket := r.EnableWebsocket || (svc != nil && svc.EnableWebsocket)
+	for _, chooser := range choosers {
+		refs := chooser.Upstreams()
+		set := chosenSet{chooser: chooser, upstreams: make([]*proxy.Upstream, len(refs)), gone: make([][]byte, len(refs))}
+		for i, ref := range refs {
+			var up *proxy.Upstream
+			var gone string
+			var err error
+			switch {
+			case ref.Upstream != nil:
+				up, err = b.pools.Upstream(ref.Upstream, r.Timeout)
+			case ref.ID != "":
+				up, gone, err = b.namedUpstream(ref.ID, r.Timeout)
+			default:
+				up = rt.upstream
+				if up == nil {
+					set.gone[i] = rt.unavailable
+					if set.gone[i] == nil {
+						set.gone[i] = noUpstreamBody
+					}
+				}
+			}
+			if err != nil {
+				return err
+			}
+			if up != nil && websocket && (ref.ID != "" || ref.Upstream != nil) {
+				up = up.WithWebsocket() // the route's own has it already
+			}
+			if gone != "" {
+				set.gone[i] = unavailableBody("upstream " + gone + " not found")
+			}
+			set.upstreams[i] = up
+		}
+		rt.chosen = append(rt.chosen, set)
+	}
+	return nil
+}
+
+// proxyChosen proxies the request to the upstream a plugin chose (c.ChosenUpstream), or
+// to the route's own when none did.
+func (r *route) proxyChosen(ctx *fasthttp.RequestCtx, info *proxy.Info, c *plugins.Ctx) {
+	chooser, i := c.ChosenUpstream()
+	if chooser == nil {
+		r.proxy(ctx, info)
+		return
+	}
+	for k := range r.chosen {
+		set := &r.chosen[k]
+		if set.chooser != chooser || i < 0 || i >= len(set.upstreams) {
+			continue
+		}
+		if up := set.upstreams[i]; up != nil {
+			up.ForwardInfo(ctx, info)
+			return
+		}
+		writeJSON(ctx, fasthttp.StatusServiceUnavailable, set.gone[i])
+		return
+	}
+	r.proxy(ctx, info) // BUG: a choice the route never compiled; the route's own serves
 }
 
 // upstreamOf compiles the upstream r uses: its own, the one it names, its service's own
 // or the one its service names. gone is the id of a named upstream the snapshot lacks.
 func (b *builder) upstreamOf(r *conf.Route, svc *conf.Service) (up *proxy.Upstream, gone string, err error) {
-	named := func(id conf.ID) (*proxy.Upstream, string, error) {
-		u, ok := b.upstreams[id]
-		if !ok {
-			return nil, string(id), nil
-		}
-		if r.Timeout != nil { // a route's own timeout makes its upstream distinct
-			up, err := b.pools.CheckedUpstream(u, r.Timeout, b.health, conf.HealthUpstreamPrefix+string(id))
-			return up, "", err
-		}
-		return b.compiled[id], "", nil
-	}
+	named := func(id conf.ID) (*proxy.Upstream, string, error) { return b.namedUpstream(id, r.Timeout) }
 	switch {
 	case r.Upstream != nil:
 		up, err = b.pools.CheckedUpstream(r.Upstream, r.Timeout, b.health, conf.HealthRoutePrefix+string(r.ID))
@@ -382,6 +471,20 @@ func (b *builder) upstreamOf(r *conf.Route, svc *conf.Service) (up *proxy.Upstre
 		return named(svc.UpstreamID)
 	}
 	return up, "", err
+}
+
+// namedUpstream is the stored upstream id compiled, with a route's timeout when it has
+// one; gone is id when the snapshot lacks it.
+func (b *builder) namedUpstream(id conf.ID, routeTimeout *conf.Timeout) (up *proxy.Upstream, gone string, err error) {
+	u, ok := b.upstreams[id]
+	if !ok {
+		return nil, string(id), nil
+	}
+	if routeTimeout != nil { // a route's own timeout makes its upstream distinct
+		up, err = b.pools.CheckedUpstream(u, routeTimeout, b.health, conf.HealthUpstreamPrefix+string(id))
+		return up, "", err
+	}
+	return b.compiled[id], "", nil
 }
 
 // unavailableBody is the 503 body of a route that references what the snapshot lacks.

@@ -719,6 +719,22 @@ func TestReferences(t *testing.T) {
 	expect(t, f.call("DELETE", "/apisix/admin/upstreams/9", ""), 200, `{"deleted":"1","key":"/apisix/upstreams/9"}`)
 }
 
+// An upstream a traffic-split names is still used, wherever the plugin sits, in
+// APISIX's words (t/plugin/traffic-split.t, apisix/admin/upstreams.lua delete_checker).
+func TestUpstreamNamedByAPlugin(t *testing.T) {
+	f := newFixture(t)
+	split := `{"traffic-split":{"rules":[{"weighted_upstreams":[{"upstream_id":"u1","weight":1},{"weight":1}]}]}}`
+	expect(t, f.call("PUT", "/apisix/admin/upstreams/u1", `{"nodes":{"127.0.0.1:80":1}}`), 201, "")
+	expect(t, f.call("PUT", "/apisix/admin/routes/1", `{"uri":"/a","plugins":`+split+`,"upstream":{"nodes":{"127.0.0.1:81":1}}}`), 201, "")
+	expect(t, f.call("PUT", "/apisix/admin/global_rules/g", `{"plugins":`+split+`}`), 201, "")
+	expect(t, f.call("DELETE", "/apisix/admin/upstreams/u1", ""), 400,
+		`{"error_msg":"can not delete this upstream, plugin in route [1] is still using it now"}`)
+	expect(t, f.call("DELETE", "/apisix/admin/routes/1", ""), 200, "")
+	expect(t, f.call("DELETE", "/apisix/admin/upstreams/u1", ""), 400,
+		`{"error_msg":"can not delete this upstream, plugin in global_rules [g] is still using it now"}`)
+	expect(t, f.call("DELETE", "/apisix/admin/upstreams/u1?force=true", ""), 200, `{"deleted":"1","key":"/apisix/upstreams/u1"}`)
+}
+
 // TestRejectedWritesChangeNothing runs every kind of rejected write against a populated
 // store and checks the store, its revision and the publisher are untouched.
 func TestRejectedWritesChangeNothing(t *testing.T) {

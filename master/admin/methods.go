@@ -497,6 +497,11 @@ func check(s *store.Store, res *resource, obj map[string]any) (int, any) {
 
 // stillUsed names the first object whose reference field points at res/id, or "".
 func (h *Handler) stillUsed(res *resource, id string) string {
+	if res.kind == "upstreams" {
+		if msg := h.upstreamInPlugins(res, id); msg != "" {
+			return msg
+		}
+	}
 	for _, name := range referrerOrder {
 		referrer := resources[name]
 		for _, ref := range referrer.refs {
@@ -506,6 +511,34 @@ func (h *Handler) stillUsed(res *resource, id string) string {
 			for _, obj := range h.opts.Store.List(referrer.kind) {
 				if idString(storedField(obj, ref.field)) == id {
 					return fmt.Sprintf("%s, %s [%s] is still using it now", res.inUse, referrer.singular, obj.ID)
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// upstreamInPlugins names the first object whose plugins name the upstream id
+// (traffic-split's upstream_id, plugins.UpstreamReferrer), in APISIX's order and words
+// (apisix/admin/upstreams.lua, delete_checker), or "".
+func (h *Handler) upstreamInPlugins(res *resource, id string) string {
+	for _, kind := range []struct {
+		kind store.Kind
+		word string
+	}{
+		{"routes", "route"}, {"services", "service"}, {"plugin_configs", "plugin_config"},
+		{"consumers", "consumer"}, {"global_rules", "global_rules"},
+	} {
+		for _, obj := range h.opts.Store.List(kind.kind) {
+			var stored struct {
+				Plugins map[string]json.RawMessage `json:"plugins"`
+			}
+			if json.Unmarshal(obj.Value, &stored) != nil {
+				continue
+			}
+			for _, named := range plugins.UpstreamIDsOf(stored.Plugins) {
+				if string(named) == id {
+					return fmt.Sprintf("%s, plugin in %s [%s] is still using it now", res.inUse, kind.word, obj.ID)
 				}
 			}
 		}

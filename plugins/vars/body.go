@@ -74,6 +74,9 @@ type body struct {
 	// failed and rest are what the request streams when reading stopped short.
 	failed failedBody
 	rest   restOfBody
+	// read and whole say whether the body was read (load, or Body for a kind load does
+	// not read) and read to its end.
+	read, whole bool
 }
 
 // formField is one field of a form: an urlencoded one still encoded (escaped says whether
@@ -128,7 +131,7 @@ func (b *body) load(r *fasthttp.Request) {
 	default:
 		return // APISIX reads no other body for post_arg
 	}
-	if !b.read(r) {
+	if !b.readWhole(r) {
 		return
 	}
 	switch b.kind {
@@ -143,8 +146,31 @@ func (b *body) load(r *fasthttp.Request) {
 	}
 }
 
-// read reads r's body whole into b.raw and makes it r's body, reporting whether it did.
-func (b *body) read(r *fasthttp.Request) bool {
+// readWhole reads r's body once, as read does, and reports whether it was read whole.
+func (b *body) readWhole(r *fasthttp.Request) bool {
+	if !b.read {
+		b.read, b.whole = true, b.readBody(r)
+	}
+	return b.whole
+}
+
+// Body returns the request's body read whole, as post_arg reads it (within the same
+// limit, maxBodyRead), and makes it the request's body, which the proxy then sends as
+// read; whatever its Content-Type. ok is false for a body larger than the limit or whose
+// stream broke: the proxy then sends, or fails, as it would have unread. forward-auth's
+// POST reads it to send it to the auth service. It allocates only to grow the pooled
+// buffer.
+func Body(r *Request) (raw []byte, ok bool) {
+	b := bodyOf(r.HTTP)
+	if !b.readWhole(&r.HTTP.Request) {
+		return nil, false
+	}
+	return b.raw, true
+}
+
+// readBody reads r's body whole into b.raw and makes it r's body, reporting whether it
+// did.
+func (b *body) readBody(r *fasthttp.Request) bool {
 	stream := r.BodyStream()
 	if stream == nil {
 		b.raw = r.Body() // a body set whole (tests; a request built in memory)
