@@ -142,7 +142,15 @@ func (l *limiter) Access(c *plugins.Ctx) error {
 	if l.hasLedger {
 		ledgerFP = ledgerKey(l.table, fp, l.ledger)
 	}
-	for {
+	for tries := 0; ; tries++ {
+		if tries == maxTries {
+			// The key's count and its ledger entry can take each other's slot in a bucket
+			// full of busy keys: the count is idle (0) until this request takes it, and
+			// the ledger's insert may evict it, and the count's the ledger. That is a
+			// full table for this key, and answered as one, rather than a worker spinning
+			// (it did, in make test's fuzz seeds on a busy machine).
+			return l.degrade()
+		}
 		count, ok := l.table.Find(fp)
 		if !ok {
 			if count, _, ok = l.table.Insert(fp, 0, idleBelow, false, nanos); !ok {
@@ -189,7 +197,7 @@ func (l *limiter) Access(c *plugins.Ctx) error {
 
 // addLedger adds one to this process's ledger entry for count.
 func (l *limiter) addLedger(fp uint64, count shm.Entry, nanos int64) (shm.Entry, bool) {
-	for {
+	for tries := 0; tries < maxTries; tries++ {
 		e, ok := l.table.Find(fp)
 		if !ok {
 			e, existed, ok := l.table.Insert(fp, ledgerPayload(l.ledger, count, 1), idleBelow, false, nanos)
@@ -207,6 +215,7 @@ func (l *limiter) addLedger(fp uint64, count shm.Entry, nanos int64) (shm.Entry,
 			return e, true
 		}
 	}
+	return shm.Entry{}, false
 }
 
 // dropLedger takes back one from a ledger entry (none without a ledger).
@@ -215,6 +224,9 @@ func (l *limiter) dropLedger(e shm.Entry) {
 		take(e, 1)
 	}
 }
+
+// maxTries bounds the attempts to take a key's place while its slots change under it.
+const maxTries = 64
 
 // degrade is the answer when the table has no room for the key.
 func (l *limiter) degrade() error {
