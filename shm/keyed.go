@@ -245,6 +245,22 @@ func (t *KeyedTable) Find(fp uint64) (Entry, bool) {
 // slot of the lowest payload, and without evict Insert returns false (and counts it in
 // Full). now is the wall clock in Unix nanoseconds, for the lock's age.
 func (t *KeyedTable) Insert(fp, payload, idleBelow uint64, evict bool, now int64) (e Entry, existed, ok bool) {
+	return t.insert(fp, payload, idleBelow, evict, noSlot, now)
+}
+
+// InsertBeside is Insert without eviction that never takes keep's slot, even idle: for
+// a second entry that must live beside a first one still idle. limit-conn inserts a
+// key's count at 0 (idle until the request's place is added), then the ledger entry
+// naming it; when both fingerprints fall in one bucket, a plain Insert of the ledger
+// takes the idle count's slot, and the count's next Insert the ledger's, forever.
+func (t *KeyedTable) InsertBeside(fp, payload, idleBelow uint64, keep Entry, now int64) (e Entry, existed, ok bool) {
+	return t.insert(fp, payload, idleBelow, false, keep.slot, now)
+}
+
+// noSlot is no slot's number: a table holds at most 2^22 of them, well below it.
+const noSlot = ^uint32(0)
+
+func (t *KeyedTable) insert(fp, payload, idleBelow uint64, evict bool, keep uint32, now int64) (e Entry, existed, ok bool) {
 	b, want := t.bucket(fp), storedKey(fp)
 	stamp := t.lock(b, now)
 	defer t.unlock(b, stamp)
@@ -254,6 +270,9 @@ func (t *KeyedTable) Insert(fp, payload, idleBelow uint64, evict bool, now int64
 		}
 		victim, seen := -1, uint64(0)
 		for i := 0; i < keyedSlots; i++ {
+			if t.slotOf(b, i) == keep {
+				continue
+			}
 			kw, s := t.words[b+2+2*i].Load(), t.words[b+3+2*i].Load()
 			if kw == 0 || (kw&0xff)<<genShift != s&^payloadMask || s&payloadMask < idleBelow {
 				victim, seen = i, s

@@ -222,3 +222,28 @@ func TestKeyedTableSlotsNameEntries(t *testing.T) {
 		t.Fatalf("Range saw payloads summing to %d, want %d", sum, want)
 	}
 }
+
+// InsertBeside takes any idle slot but the one it keeps, and reports a bucket whose only
+// idle slot is that one as full.
+func TestKeyedTableInsertBesideKeepsItsEntry(t *testing.T) {
+	table, _ := newKeyedTable(t, 4096)
+	idle, _, _ := table.Insert(inBucket(table, 0), 0, 1, false, time.Now().UnixNano())
+	beside, _, ok := table.InsertBeside(inBucket(table, 1), 5, 1, idle, time.Now().UnixNano())
+	if !ok || beside.slot == idle.slot {
+		t.Fatalf("InsertBeside took slot %d, the kept entry's %d (ok %v)", beside.slot, idle.slot, ok)
+	}
+	if _, ok := idle.Load(); !ok {
+		t.Fatal("the kept entry lost its slot")
+	}
+	for i := 2; i < keyedSlots; i++ {
+		if _, _, ok := table.Insert(inBucket(table, i), 9, 0, false, time.Now().UnixNano()); !ok {
+			t.Fatalf("insert %d refused", i)
+		}
+	}
+	if _, _, ok := table.InsertBeside(inBucket(table, 100), 5, 1, idle, time.Now().UnixNano()); ok {
+		t.Fatal("InsertBeside took the kept idle slot, the bucket's only free one")
+	}
+	if _, _, ok := table.Insert(inBucket(table, 100), 5, 1, false, time.Now().UnixNano()); !ok {
+		t.Fatal("a plain Insert did not take the idle slot")
+	}
+}

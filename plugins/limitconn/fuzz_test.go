@@ -37,8 +37,9 @@ func FuzzParseBuildServe(f *testing.F) {
 		var held []*request
 		for i := 0; i < 3; i++ {
 			code, body, r := begin(l, "10.0.0.1")
-			if code != 200 && code != l.rejectedCode && (code != 500 || body != errFull.Error()) {
-				t.Fatalf("%s: answered %d", raw, code)
+			// The table has room for every key the fuzzer makes: never full.
+			if code != 200 && code != l.rejectedCode {
+				t.Fatalf("%s: answered %d %s", raw, code, body)
 			}
 			held = append(held, r)
 		}

@@ -144,11 +144,11 @@ func (l *limiter) Access(c *plugins.Ctx) error {
 	}
 	for tries := 0; ; tries++ {
 		if tries == maxTries {
-			// The key's count and its ledger entry can take each other's slot in a bucket
-			// full of busy keys: the count is idle (0) until this request takes it, and
-			// the ledger's insert may evict it, and the count's the ledger. That is a
-			// full table for this key, and answered as one, rather than a worker spinning
-			// (it did, in make test's fuzz seeds on a busy machine).
+			// Slots change under a request only when other processes give them to other
+			// keys, so this is a bucket churning faster than a request can take a place
+			// in it: answered as a full table, never a worker spinning. (The key's own
+			// count and ledger entry once took each other's slot here forever, when
+			// both fell in one bucket; InsertBeside keeps them apart.)
 			return l.degrade()
 		}
 		count, ok := l.table.Find(fp)
@@ -200,7 +200,9 @@ func (l *limiter) addLedger(fp uint64, count shm.Entry, nanos int64) (shm.Entry,
 	for tries := 0; tries < maxTries; tries++ {
 		e, ok := l.table.Find(fp)
 		if !ok {
-			e, existed, ok := l.table.Insert(fp, ledgerPayload(l.ledger, count, 1), idleBelow, false, nanos)
+			// Beside the count: it is idle until this request's place is added, and a
+			// plain Insert could take its slot, as the count's could take the ledger's.
+			e, existed, ok := l.table.InsertBeside(fp, ledgerPayload(l.ledger, count, 1), idleBelow, count, nanos)
 			if !ok || !existed {
 				return e, ok
 			}

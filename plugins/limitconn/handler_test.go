@@ -26,9 +26,12 @@ type fixture struct {
 	slept []time.Duration
 }
 
-func newFixture(t testing.TB) *fixture {
+func newFixture(t testing.TB) *fixture { return newFixtureOf(t, 64<<10) }
+
+// newFixtureOf makes a segment of size bytes, header included.
+func newFixtureOf(t testing.TB, size int64) *fixture {
 	t.Helper()
-	cfg := conf.Config{Shm: conf.Shm{LimitConn: 64 << 10}}
+	cfg := conf.Config{Shm: conf.Shm{LimitConn: size}}
 	seg, err := shm.Create(segmentSpec.Layout, segmentSpec.Size(&cfg))
 	if err != nil {
 		t.Fatal(err)
@@ -334,5 +337,50 @@ func BenchmarkAccessAndLog(b *testing.B) {
 		l.Access(c)
 		c.UpstreamNanos = 1000
 		l.Log(c)
+	}
+}
+
+// A key's count and its ledger entry in one bucket: the count is idle (0) from its insert
+// until the request's place is added, and the ledger's insert took its slot, then the
+// count's next insert the ledger's, for ever (a worker spun in make test's fuzz seeds;
+// bounded since, it answered 500 "failed to limit conn" on an empty table). With one
+// bucket every key's two entries share it.
+func TestCountAndLedgerShareABucket(t *testing.T) {
+	f := newFixtureOf(t, shm.HeaderSize+64+128) // the table's header and one bucket
+	if c := f.table.Capacity(); c != 7 {
+		t.Fatalf("the table holds %d slots, want one bucket of 7", c)
+	}
+	l := f.build("1", `{"conn": 2, "burst": 0, "default_conn_delay": 0.1, "key": "remote_addr"}`)
+	if !l.hasLedger {
+		t.Fatal("the limiter has no ledger: the test needs one")
+	}
+	var held []*request
+	for _, client := range []string{"10.0.0.1", "10.0.0.1", "10.0.0.2", "10.0.0.3"} {
+		code, body, r := begin(l, client)
+		if code != 200 {
+			t.Fatalf("a request from %s in a table with room answered %d %s", client, code, body)
+		}
+		held = append(held, r)
+	}
+	if n := f.inFlight(l, "10.0.0.1"); n != 2 {
+		t.Fatalf("10.0.0.1 has %d in flight, want 2", n)
+	}
+	// The owner, three counts and three ledger entries fill the bucket: a fourth key
+	// finds it full, and is answered as a full table.
+	if code, body, _ := begin(l, "10.0.0.4"); code != 500 || body != errFull.Error() {
+		t.Fatalf("a fourth key in a full bucket answered %d %q, want 500 %q", code, body, errFull)
+	}
+	for _, r := range held {
+		r.end(l)
+	}
+	for _, client := range []string{"10.0.0.1", "10.0.0.2", "10.0.0.3"} {
+		if n := f.inFlight(l, client); n != 0 {
+			t.Fatalf("%s has %d in flight after every request ended", client, n)
+		}
+	}
+	if code, body, r := begin(l, "10.0.0.4"); code != 200 {
+		t.Fatalf("a fourth key once the others are idle answered %d %s", code, body)
+	} else {
+		r.end(l)
 	}
 }
