@@ -117,3 +117,26 @@ func TestEncodeRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParse: no file makes Parse panic, and every object it returns has a valid id and a
+// JSON value.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte("routes:\n  - uri: /a\n    upstream: {nodes: {\"127.0.0.1:80\": 1}}\n#END\n"), false)
+	f.Add([]byte("consumers: [{username: jack}]\nupstreams: [{id: 1, nodes: {1.2.3.4:80: 1}}]\n#END\n"), false)
+	f.Add([]byte(`{"routes":[{"id":1,"uri":"/a"}]}`), true)
+	f.Fuzz(func(t *testing.T, data []byte, asJSON bool) {
+		format := FormatYAML
+		if asJSON {
+			format = FormatJSON
+		}
+		objs, err := Parse(data, format)
+		if err != nil {
+			return
+		}
+		for _, o := range objs {
+			if !store.ValidID(o.ID) || !json.Valid(o.Value) {
+				t.Fatalf("%s/%s: %s", o.Kind, o.ID, o.Value)
+			}
+		}
+	})
+}
