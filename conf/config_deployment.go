@@ -14,7 +14,7 @@ import (
 type Deployment struct {
 	// Role is RoleTraditional, RoleDataPlane or RoleControlPlane.
 	Role string `json:"role"`
-	// ConfigProvider is ProviderLocal or ProviderEtcd (ProviderYAML is refused for now).
+	// ConfigProvider is ProviderLocal, ProviderEtcd, ProviderYAML or ProviderJSON.
 	ConfigProvider string `json:"config_provider"`
 	Etcd           Etcd   `json:"etcd"`
 }
@@ -24,7 +24,7 @@ const (
 	// RoleTraditional serves both the Admin API and the data plane.
 	RoleTraditional = "traditional"
 	// RoleDataPlane serves the data plane only; it opens no Admin API and takes its config
-	// from etcd.
+	// from etcd or a standalone file.
 	RoleDataPlane = "data_plane"
 	// RoleControlPlane serves the Admin API only: no data listeners, no workers.
 	RoleControlPlane = "control_plane"
@@ -34,8 +34,23 @@ const (
 const (
 	ProviderLocal = "local" // the data_dir store of one node
 	ProviderEtcd  = "etcd"  // APISIX 3's key layout under deployment.etcd.prefix
-	ProviderYAML  = "yaml"  // a standalone file: not supported yet
+	ProviderYAML  = "yaml"  // APISIX's standalone file, conf/apisix.yaml (read-only)
+	ProviderJSON  = "json"  // the same as JSON, conf/apisix.json
 )
+
+// Standalone reports whether the objects come from a standalone file (yaml or json): the
+// Admin API, where a node serves one, only reads.
+func (d *Deployment) Standalone() bool {
+	return d.ConfigProvider == ProviderYAML || d.ConfigProvider == ProviderJSON
+}
+
+// StandaloneFile is the standalone file's path under the prefix's conf directory.
+func (d *Deployment) StandaloneFile() string {
+	if d.ConfigProvider == ProviderJSON {
+		return "apisix.json"
+	}
+	return "apisix.yaml"
+}
 
 // Etcd is deployment.etcd: how a node reaches the etcd cluster that holds its config.
 type Etcd struct {
@@ -75,16 +90,7 @@ func (d *Deployment) ServesData() bool { return d.Role != RoleControlPlane }
 func (l *loader) deployment(path string, n *yaml.Node, d *Deployment) {
 	l.mapping(n, path, []yamlField{
 		{"role", yamlInto(&d.Role, l.oneOfThese(RoleTraditional, RoleDataPlane, RoleControlPlane))},
-		{"config_provider", func(p string, v *yaml.Node) {
-			s, ok := l.oneOf(p, v, ProviderLocal, ProviderEtcd, ProviderYAML)
-			if ok && s == ProviderYAML {
-				l.errorf(v.Line, p, "yaml is not supported yet; use local or etcd")
-				return
-			}
-			if ok {
-				d.ConfigProvider = s
-			}
-		}},
+		{"config_provider", yamlInto(&d.ConfigProvider, l.oneOfThese(ProviderLocal, ProviderEtcd, ProviderYAML, ProviderJSON))},
 		{"etcd", func(p string, v *yaml.Node) { l.etcd(p, v, &d.Etcd) }},
 	})
 }
@@ -159,10 +165,15 @@ func (l *loader) etcdPrefix(path string, v *yaml.Node) (string, bool) {
 // control_plane node shares its config with others, which the local store cannot do.
 func (l *loader) crossCheckDeployment(c *Config) {
 	d := &c.Deployment
-	if d.Role != RoleTraditional && d.ConfigProvider == ProviderLocal {
+	if d.Role == RoleDataPlane && d.ConfigProvider == ProviderLocal {
 		p := l.pick("deployment.config_provider", "deployment.role")
-		l.errorf(l.lines[p], p, "role %s needs config_provider etcd (deployment.role and deployment.config_provider): "+
-			"the local store is one node's, and a %s shares its config with other nodes", d.Role, d.Role)
+		l.errorf(l.lines[p], p, "role data_plane needs config_provider etcd, yaml or json (deployment.role and deployment.config_provider): "+
+			"it has no Admin API, so the local store would stay empty")
+	}
+	if d.Role == RoleControlPlane && d.ConfigProvider != ProviderEtcd {
+		p := l.pick("deployment.config_provider", "deployment.role")
+		l.errorf(l.lines[p], p, "role control_plane needs config_provider etcd (deployment.role and deployment.config_provider): "+
+			"a control_plane shares its config with other nodes through etcd, got %s", d.ConfigProvider)
 	}
 	if d.Etcd.Password != "" && d.Etcd.User == "" {
 		p := "deployment.etcd.password"

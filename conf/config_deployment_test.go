@@ -18,6 +18,18 @@ func wantDefaultDeployment() Deployment {
 	}
 }
 
+func TestDeploymentStandalone(t *testing.T) {
+	for _, tc := range []struct {
+		provider, file string
+		standalone     bool
+	}{{ProviderYAML, "apisix.yaml", true}, {ProviderJSON, "apisix.json", true}, {ProviderEtcd, "apisix.yaml", false}, {ProviderLocal, "apisix.yaml", false}} {
+		d := Deployment{ConfigProvider: tc.provider}
+		if d.Standalone() != tc.standalone || (tc.standalone && d.StandaloneFile() != tc.file) {
+			t.Errorf("%s: Standalone %v, file %s", tc.provider, d.Standalone(), d.StandaloneFile())
+		}
+	}
+}
+
 func TestDeploymentAccepts(t *testing.T) {
 	tests := []struct {
 		name string
@@ -40,6 +52,12 @@ func TestDeploymentAccepts(t *testing.T) {
 		{"credentials and tls", "deployment: {etcd: {user: root, password: pw, tls: {cert: c.pem, key: k.pem, ca: ca.pem, verify: false}}}", func(d *Deployment) {
 			d.Etcd.User, d.Etcd.Password = "root", "pw"
 			d.Etcd.TLS = EtcdTLS{Cert: "c.pem", Key: "k.pem", CA: "ca.pem"}
+		}},
+		{"standalone data plane", "deployment: {role: data_plane, config_provider: yaml}", func(d *Deployment) {
+			d.Role, d.ConfigProvider = RoleDataPlane, ProviderYAML
+		}},
+		{"standalone traditional json", "deployment: {config_provider: json}", func(d *Deployment) {
+			d.ConfigProvider = ProviderJSON
 		}},
 		// admin.* is ignored on a data_plane node: the public key on 0.0.0.0 is no error.
 		{"data plane ignores admin", "deployment: {role: data_plane, config_provider: etcd}\nadmin: {listen: 0.0.0.0:9180}", func(d *Deployment) {
@@ -64,8 +82,9 @@ func TestDeploymentAccepts(t *testing.T) {
 func TestDeploymentRejects(t *testing.T) {
 	tests := []struct{ name, yaml, want string }{
 		{"unknown role", "deployment: {role: edge}", "config.yaml:1: deployment.role: must be one of traditional, data_plane, control_plane"},
-		{"yaml provider", "deployment: {config_provider: yaml}", "deployment.config_provider: yaml is not supported yet"},
-		{"data plane on local", "deployment: {role: data_plane}", "deployment.role: role data_plane needs config_provider etcd (deployment.role and deployment.config_provider)"},
+		{"unknown provider", "deployment: {config_provider: consul}", "deployment.config_provider: must be one of local, etcd, yaml, json"},
+		{"data plane on local", "deployment: {role: data_plane}", "deployment.role: role data_plane needs config_provider etcd, yaml or json (deployment.role and deployment.config_provider)"},
+		{"control plane on yaml", "deployment: {role: control_plane, config_provider: yaml}", "role control_plane needs config_provider etcd"},
 		{"control plane on local", "deployment:\n  role: control_plane\n  config_provider: local", "config.yaml:3: deployment.config_provider: role control_plane needs config_provider etcd"},
 		{"empty hosts", "deployment: {etcd: {host: []}}", "deployment.etcd.host: needs at least one etcd endpoint"},
 		{"host without scheme", "deployment: {etcd: {host: ['127.0.0.1:2379']}}", `deployment.etcd.host[0]: must be an endpoint URL such as http://127.0.0.1:2379 (http or https, a host and a port, no path), got "127.0.0.1:2379"`},

@@ -159,10 +159,25 @@ func (a *adminServers) serve(ln net.Listener, internal bool, m *Master) *http.Se
 			if internal {
 				w = &bodyFirstWriter{ResponseWriter: w, body: r.Body}
 			}
-			if !m.currentConfig().Deployment.ServesAdmin() {
+			deployment := m.currentConfig().Deployment
+			if !deployment.ServesAdmin() {
 				w.Header().Set("Content-Type", "application/json")
 				w.WriteHeader(http.StatusNotFound)
-				fmt.Fprintf(w, "{\"error_msg\":%q}\n", "this node's deployment.role is data_plane: it has no Admin API; write through a traditional or control_plane node, or into etcd")
+				msg := "this node's deployment.role is data_plane: it has no Admin API; write through a traditional or control_plane node, or into etcd"
+				if deployment.Standalone() {
+					msg = "this node's deployment.role is data_plane: it has no Admin API; its config is the standalone file conf/" + deployment.StandaloneFile()
+				}
+				fmt.Fprintf(w, "{\"error_msg\":%q}\n", msg)
+				return
+			}
+			if deployment.Standalone() && r.Method != http.MethodGet && r.Method != http.MethodHead {
+				// APISIX serves no Admin API in standalone mode; gw serves a read-only one
+				// with role traditional, so dashboards and scripts can still look.
+				w.Header().Set("Content-Type", "application/json")
+				w.Header().Set("Allow", "GET, HEAD")
+				w.WriteHeader(http.StatusMethodNotAllowed)
+				fmt.Fprintf(w, "{\"error_msg\":%q}\n", "the config comes from the standalone file conf/"+deployment.StandaloneFile()+
+					" (deployment.config_provider "+deployment.ConfigProvider+"): change that file; the Admin API only reads")
 				return
 			}
 			if m.readOnly.Load() && r.Method != http.MethodGet && r.Method != http.MethodHead {

@@ -144,7 +144,7 @@ func (m *Master) publishRemote(changes []store.Change, revision uint64) {
 		m.log.Infof("etcd answers: serving its config of revision %d, no longer the cached copy", revision)
 	}
 	if len(changes) > 0 {
-		d := m.remoteDelta(changes, revision)
+		d := m.remoteDelta(changes, revision, "etcd", "fix it with a PUT, or DELETE it")
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		if err := m.Publish(ctx, d); err != nil {
 			m.log.Errorf("etcd revision %d: %v", revision, err)
@@ -155,10 +155,11 @@ func (m *Master) publishRemote(changes []store.Change, revision uint64) {
 	m.setServed(revision)
 }
 
-// remoteDelta is the delta that serves changes from etcd: an object that does not decode
-// or does not build is left out and named in the error log, never refused (it is stored
-// already), and whatever else the changes hold is served.
-func (m *Master) remoteDelta(changes []store.Change, revision uint64) *conf.Delta {
+// remoteDelta is the delta that serves changes from a Remote (etcd, a standalone file),
+// named source in the log: an object that does not decode or does not build is left out
+// and named in the error log with advice, never refused (it is stored already), and
+// whatever else the changes hold is served.
+func (m *Master) remoteDelta(changes []store.Change, revision uint64, source, advice string) *conf.Delta {
 	d := &conf.Delta{To: revision}
 	touched := map[string]bool{}
 	var failed []conf.LeftOut
@@ -184,7 +185,7 @@ func (m *Master) remoteDelta(changes []store.Change, revision uint64) *conf.Delt
 	for range 8 {
 		bad, err := m.Check(d)
 		if err != nil {
-			m.log.Errorf("etcd revision %d: the config could not be built: %v", revision, err)
+			m.log.Errorf("%s revision %d: the config could not be built: %v", source, revision, err)
 			break
 		}
 		if len(bad) == 0 {
@@ -194,7 +195,7 @@ func (m *Master) remoteDelta(changes []store.Change, revision uint64) *conf.Delt
 		failed = append(failed, bad...)
 	}
 	for _, l := range failed {
-		m.log.Errorf("object %s in etcd is left out and not served: %s (fix it with a PUT, or DELETE it)", l.Key(), l.Reason)
+		m.log.Errorf("object %s in %s is left out and not served: %s (%s)", l.Key(), source, l.Reason, advice)
 	}
 	return d
 }

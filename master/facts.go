@@ -28,6 +28,8 @@ type Facts struct {
 	ConfigRejections uint64
 	// Etcd is the node's view of etcd; nil on config_provider local.
 	Etcd *EtcdFacts `json:",omitempty"`
+	// Standalone is the node's standalone file; nil unless config_provider is yaml or json.
+	Standalone *StandaloneFacts `json:",omitempty"`
 	// HTTP2Abuse counts HTTP/2 connections cut off, by kind (worker/http2.go).
 	HTTP2Abuse map[string]uint64 `json:",omitempty"`
 }
@@ -98,6 +100,9 @@ func (m *Master) Facts() Facts {
 					Version: n.Version, Revision: n.Revision, Updated: n.Updated, Self: n.ID == e.nodeID})
 			}
 		}
+	}
+	if fs := m.file; fs != nil {
+		f.Standalone = &StandaloneFacts{Path: fs.path, Loaded: fs.loaded, Problem: fs.problem}
 	}
 	for _, w := range sup.workers {
 		wf := WorkerFacts{Slot: w.slot, PID: w.pid, Generation: w.generation, State: w.state(), Started: w.started}

@@ -67,6 +67,7 @@ type Master struct {
 	checker  SnapshotChecker         // nil without Options.NewChecker
 	store    *store.Store
 	etcd     *etcdState // nil on config_provider local
+	file     *fileState // nil unless config_provider is yaml or json
 	admin    *adminServers
 	control  net.Listener
 	metrics  *http.Server
@@ -215,6 +216,7 @@ func (m *Master) start() error {
 		return err
 	}
 	m.startEtcdSync()
+	m.startFileSync()
 	m.announceStart(gen, cfg, snap)
 	return nil
 }
@@ -308,9 +310,12 @@ func (m *Master) openSharedMemory(cfg *conf.Config) error {
 // and the segments owner-only.
 func (m *Master) openStore(cfg *conf.Config) error {
 	var err error
-	if cfg.Deployment.ConfigProvider == conf.ProviderEtcd {
+	switch {
+	case cfg.Deployment.ConfigProvider == conf.ProviderEtcd:
 		err = m.openEtcdStore(cfg)
-	} else {
+	case cfg.Deployment.Standalone():
+		err = m.openFileStore(cfg)
+	default:
 		m.store, err = store.Open(m.paths.DataDir(cfg.DataDir))
 	}
 	if err != nil {
@@ -508,6 +513,7 @@ func (m *Master) teardown() {
 		_ = seg.Close()
 	}
 	m.stopEtcdSync()
+	m.stopFileSync()
 	if m.store != nil {
 		_ = m.store.Close()
 	}

@@ -87,7 +87,7 @@ func (m *Master) loadStored(cfg *conf.Config) (*conf.Snapshot, error) {
 		snap.LeaveOut(failed)
 	}
 	for _, l := range snap.LeftOut {
-		m.log.Errorf("stored object %s is left out and not served: %s (fix it with a PUT, or DELETE it)", l.Key(), l.Reason)
+		m.log.Errorf("stored object %s is left out and not served: %s (%s)", l.Key(), l.Reason, m.fixAdvice())
 	}
 	return snap, nil
 }
@@ -125,6 +125,14 @@ func (m *Master) Check(d *conf.Delta) ([]conf.LeftOut, error) {
 	m.publishMu.Lock()
 	defer m.publishMu.Unlock()
 	return m.checker.CheckDelta(m.deltaForWorkers(d), m.currentConfig())
+}
+
+// fixAdvice says how a user mends an object left out: where the objects come from.
+func (m *Master) fixAdvice() string {
+	if m.file != nil {
+		return "fix it in " + m.file.path
+	}
+	return "fix it with a PUT, or DELETE it"
 }
 
 // LeftOut is the Admin API's Builder: what the snapshot published last leaves out.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,8 @@ import (
 
 	"gw/internal/atomicfile"
 	"gw/master"
+	"gw/master/standalone"
+	"gw/master/store"
 )
 
 // backupTimeout bounds an export or import over the control socket; an import waits for
@@ -26,8 +29,13 @@ func exportCommand() *cli.Command {
 		Flags: []cli.Flag{
 			prefixFlag(),
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "write the backup to `FILE` (mode 0600: it holds credentials) instead of stdout"},
+			&cli.StringFlag{Name: "format", Value: "gw", Usage: "`FORMAT` gw (the JSON backup import reads) or apisix-yaml (APISIX's standalone conf/apisix.yaml, for config_provider yaml)"},
 		},
 		Action: func(c *cli.Context) error {
+			format := c.String("format")
+			if format != "gw" && format != "apisix-yaml" {
+				return fmt.Errorf("--format must be gw or apisix-yaml, got %q", format)
+			}
 			paths, err := instancePaths(c)
 			if err != nil {
 				return err
@@ -47,6 +55,11 @@ func exportCommand() *cli.Command {
 			} else {
 				return running
 			}
+			if format == "apisix-yaml" {
+				if backup, err = standaloneFile(backup); err != nil {
+					return fmt.Errorf("export failed: %w", err)
+				}
+			}
 			if out := c.String("output"); out != "" {
 				return writeBackup(out, backup)
 			}
@@ -54,6 +67,28 @@ func exportCommand() *cli.Command {
 			return err
 		},
 	}
+}
+
+// standaloneFile rewrites a backup as APISIX's standalone file: the same objects, each
+// kind's in the same order.
+func standaloneFile(backup []byte) ([]byte, error) {
+	var kinds map[string]json.RawMessage
+	if err := json.Unmarshal(backup, &kinds); err != nil {
+		return nil, fmt.Errorf("reading the backup: %w", err)
+	}
+	var objects []store.Object
+	for _, kind := range store.Kinds() {
+		var values []json.RawMessage
+		if raw, ok := kinds[string(kind)]; ok {
+			if err := json.Unmarshal(raw, &values); err != nil {
+				return nil, fmt.Errorf("reading the backup's %s: %w", kind, err)
+			}
+		}
+		for i, v := range values {
+			objects = append(objects, store.Object{Kind: kind, ID: fmt.Sprintf("[%d]", i), Value: v})
+		}
+	}
+	return standalone.Encode(objects, store.Kinds())
 }
 
 // writeBackup replaces path with data, never leaving a half-written backup behind. Mode

@@ -131,6 +131,16 @@ func statusCommand() *cli.Command {
 					return err
 				}
 			}
+			if f := s.Standalone; f != nil {
+				if f.Loaded.IsZero() {
+					fmt.Printf("standalone file %s: not served yet\n", f.Path)
+				} else {
+					fmt.Printf("standalone file %s, served as read at %s\n", f.Path, f.Loaded.UTC().Format(time.RFC3339))
+				}
+				if f.Problem != "" {
+					fmt.Printf("the file on disk is NOT served: %s\n", f.Problem)
+				}
+			}
 			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "SLOT\tPID\tGEN\tSTATE\tUPTIME\tREQUESTS\tCONNECTIONS")
 			for _, w := range s.Workers {
@@ -146,7 +156,11 @@ func statusCommand() *cli.Command {
 				}
 			}
 			if len(s.LeftOut) > 0 {
-				fmt.Printf("%d stored objects are left out and not served (fix each with a PUT, or DELETE it):\n", len(s.LeftOut))
+				fix := "fix each with a PUT, or DELETE it"
+				if s.Standalone != nil {
+					fix = "fix each in " + s.Standalone.Path
+				}
+				fmt.Printf("%d stored objects are left out and not served (%s):\n", len(s.LeftOut), fix)
 				for _, l := range s.LeftOut {
 					fmt.Printf("  %s\n", l)
 				}

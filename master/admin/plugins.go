@@ -17,6 +17,7 @@ import (
 //	GET plugins/{name}                       the plugin's schema on a route or service
 //	GET schema/plugins/{name}                the same (APISIX routes both to one function)
 //	GET ...{name}?schema_type=consumer       the schema of a consumer's configuration
+//	GET plugins?all=true                     every plugin: priority, schemas, type
 //
 // They need a key like every admin endpoint: APISIX checks the token before it routes.
 // Other methods get APISIX's 404 {"error_msg":"not found"} for a resource without them.
@@ -35,11 +36,12 @@ func describe(method, collection, rest string, query url.Values) (int, any) {
 		}
 		name, _, _ = strings.Cut(sub, "/")
 	}
-	if query.Get("all") == "true" {
-		// Deprecated in APISIX ("query parameter \"all\" will be deprecated soon").
-		return badRequest("all=true is not supported yet; GET " + Prefix + "/plugins/list, then " + Prefix + "/plugins/{name} for each")
-	}
 	subsystem := query.Get("subsystem")
+	if query.Get("all") == "true" && collection == "plugins" {
+		// Deprecated in APISIX ("query parameter \"all\" will be deprecated soon"), still
+		// what APISIX Dashboard reads. APISIX ignores the name here, so does gw.
+		return allPlugins(subsystem)
+	}
 	if collection == "plugins" && name == "list" {
 		return pluginList(subsystem)
 	}
@@ -84,4 +86,44 @@ func pluginList(subsystem string) (int, any) {
 	}
 	slices.SortStableFunc(names, func(a, b string) int { return priority(b) - priority(a) })
 	return http.StatusOK, names
+}
+
+// pluginInfo is one plugin in APISIX's GET /apisix/admin/plugins?all=true (plugin.get_all
+// with version, priority, schema, metadata_schema, consumer_schema, type and scope):
+// members a plugin lacks are left out, as APISIX leaves out nil ones. gw's plugins have
+// no version and no plugin metadata yet, so neither member appears.
+type pluginInfo struct {
+	Priority       int             `json:"priority"`
+	Schema         json.RawMessage `json:"schema,omitempty"`
+	ConsumerSchema json.RawMessage `json:"consumer_schema,omitempty"`
+	// Type is "auth" for the plugins a consumer holds a credential of, as APISIX's.
+	Type string `json:"type,omitempty"`
+}
+
+// allPlugins answers plugins?all=true from the registry: each schema is the one
+// Validate is held to (plugins/all/schema_test.go), never a copy kept beside it.
+func allPlugins(subsystem string) (int, any) {
+	switch subsystem {
+	case "", "http":
+	case "stream":
+		return http.StatusOK, map[string]pluginInfo{} // gw has no stream plugins
+	default:
+		return badRequest("unsupported subsystem: " + subsystem)
+	}
+	all := map[string]pluginInfo{}
+	for _, name := range plugins.Names() {
+		p, _ := plugins.Lookup(name)
+		info := pluginInfo{Priority: p.Priority()}
+		if d, ok := p.(plugins.Described); ok {
+			info.Schema = d.Schema()
+		}
+		if d, ok := p.(plugins.ConsumerDescribed); ok {
+			info.ConsumerSchema = d.ConsumerSchema()
+		}
+		if _, ok := p.(plugins.ConsumerAuth); ok {
+			info.Type = "auth"
+		}
+		all[name] = info
+	}
+	return http.StatusOK, all
 }

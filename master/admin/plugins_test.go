@@ -92,8 +92,10 @@ func TestPluginSchemas(t *testing.T) {
 		// t/admin/schema.t TEST 3 "get not exist schema": 400.
 		{"object schema", "/apisix/admin/schema/noexits", 400,
 			`{"error_msg":"not found schema: noexits; the schemas of objects are not supported yet, those of plugins are at /apisix/admin/schema/plugins/{name}"}`},
-		{"all", "/apisix/admin/plugins?all=true", 400,
-			`{"error_msg":"all=true is not supported yet; GET /apisix/admin/plugins/list, then /apisix/admin/plugins/{name} for each"}`},
+		// TEST 4 "get all plugins": key-auth with its priority, schemas and type.
+		{"all", "/apisix/admin/plugins?all=true", 200,
+			`{"key-auth":{"priority":2500,"type":"auth","consumer_schema":{"required":["key"]}},"limit-count":{"priority":1002,"schema":{"required":["count","time_window"]}}}`},
+		{"all wrong subsystem", "/apisix/admin/plugins?all=true&subsystem=asdf", 400, `{"error_msg":"unsupported subsystem: asdf"}`},
 		{"stream list", "/apisix/admin/plugins/list?subsystem=stream", 200, `[]`},
 	}
 	for _, tc := range cases {
@@ -121,6 +123,40 @@ func TestPluginSchemas(t *testing.T) {
 				t.Errorf("answer %s does not hold %s", w.Body, tc.want)
 			}
 		})
+	}
+}
+
+// plugins?all=true lists every plugin once, each with the schemas its own endpoints
+// answer, and nothing for the stream subsystem.
+func TestAllPlugins(t *testing.T) {
+	f := newFixture(t)
+	w := f.call("GET", "/apisix/admin/plugins?all=true", "")
+	var all map[string]struct {
+		Priority       int             `json:"priority"`
+		Schema         json.RawMessage `json:"schema"`
+		ConsumerSchema json.RawMessage `json:"consumer_schema"`
+		Type           string          `json:"type"`
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &all); w.Code != 200 || err != nil {
+		t.Fatalf("%d %s: %v", w.Code, w.Body, err)
+	}
+	if len(all) != len(plugins.Names()) {
+		t.Errorf("%d plugins, %d registered", len(all), len(plugins.Names()))
+	}
+	for _, name := range plugins.Names() {
+		p, _ := plugins.Lookup(name)
+		got := all[name]
+		if got.Priority != p.Priority() || !jsonEqual(string(got.Schema), string(p.(plugins.Described).Schema())) {
+			t.Errorf("%s: priority %d, schema %s", name, got.Priority, got.Schema)
+		}
+		cd, auth := p.(plugins.ConsumerDescribed)
+		if auth != (got.Type == "auth") || (auth && !jsonEqual(string(got.ConsumerSchema), string(cd.ConsumerSchema()))) {
+			t.Errorf("%s: type %q, consumer_schema %s", name, got.Type, got.ConsumerSchema)
+		}
+	}
+	w = f.call("GET", "/apisix/admin/plugins?all=true&subsystem=stream", "")
+	if w.Code != 200 || strings.TrimSpace(w.Body.String()) != "{}" {
+		t.Errorf("stream: %d %s", w.Code, w.Body)
 	}
 }
 

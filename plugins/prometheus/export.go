@@ -116,6 +116,12 @@ func NewExporter(table *Table, opts ExporterOptions) *Exporter {
 	s.NewCounter(`gw_reload_failures_total`)
 	s.NewCounter(`gw_config_rejections_total`)
 	s.NewCounter(`gw_metrics_overflow_total`)
+	// nginx-lua-prometheus counts in apisix_nginx_metric_errors_total each update it could
+	// not make, above all when its shared dict is full and a new series is dropped. gw's
+	// one such failure is a label set that finds the table full (it counts in the overflow
+	// series instead), so the two counters hold the same number; the APISIX name is what
+	// APISIX's Grafana dashboard plots.
+	s.NewCounter(`apisix_nginx_metric_errors_total`)
 	for _, seg := range opts.Segments {
 		if seg.Evictions != nil {
 			s.NewCounter(evictionsMetric(seg.Name))
@@ -133,6 +139,7 @@ func (e *Exporter) sync() {
 	s.GetOrCreateCounter(`gw_reload_failures_total`).Set(e.facts.ReloadFailures)
 	s.GetOrCreateCounter(`gw_config_rejections_total`).Set(e.facts.ConfigRejections)
 	s.GetOrCreateCounter(`gw_metrics_overflow_total`).Set(e.table.Overflowed())
+	s.GetOrCreateCounter(`apisix_nginx_metric_errors_total`).Set(e.table.Overflowed())
 	// A kind's series appears with its first count; the kinds are the worker's own names.
 	for kind, n := range e.facts.HTTP2Abuse {
 		s.GetOrCreateCounter(`gw_http2_abuse_total{kind=` + quote(kind) + `}`).Set(n)

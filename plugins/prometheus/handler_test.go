@@ -237,6 +237,9 @@ func TestOverflowKeepsSumsExact(t *testing.T) {
 	if got := fams["gw_metrics_overflow_total"].Sum("gw_metrics_overflow_total", nil); got != 8 {
 		t.Errorf("gw_metrics_overflow_total = %g, want 8", got)
 	}
+	if got := fams["apisix_nginx_metric_errors_total"].Sum("apisix_nginx_metric_errors_total", nil); got != 8 {
+		t.Errorf("apisix_nginx_metric_errors_total = %g, want 8", got)
+	}
 	if got := fams["apisix_http_latency"].Sum("apisix_http_latency_count", map[string]string{"type": "request"}); got != 10 {
 		t.Errorf("latency count = %g, want 10", got)
 	}
