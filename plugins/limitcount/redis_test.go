@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"net"
+	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -499,4 +500,103 @@ func TestRedisTLS(t *testing.T) {
 	if got := do(f.build("1", redisConf(s, `"redis_timeout": 300`)), "1", now(), "10.0.0.1"); got.status != 500 {
 		t.Errorf("plain text to a TLS server: %+v, want 500", got)
 	}
+}
+
+// APISIX resolves limit-count's secret references at request time (fetch_secrets):
+// redis_host, redis_username and redis_password may be "$env://NAME" (or NAME/member of a
+// JSON value). The counter key keeps the reference as written; one without a value, or a
+// $secret:// manager's, fails the configuration naming the field.
+func TestRedisSecretRefs(t *testing.T) {
+	s := testredis.Start(t, "--requirepass", "foobared")
+	env := map[string]string{"GW_REDIS_PASS": "foobared", "GW_REDIS_HOST": "127.0.0.1", "GW_REDIS": `{"pass":"foobared"}`}
+	lookupEnv = func(name string) (string, bool) { v, ok := env[name]; return v, ok }
+	t.Cleanup(func() { lookupEnv = os.LookupEnv })
+
+	f := newFixture(t, 64<<10, "evict")
+	conf := fmt.Sprintf(`{"count": 2, "time_window": 60, "policy": "redis", "redis_host": "$env://GW_REDIS_HOST", "redis_port": %d, `+
+		`"redis_password": "$ENV://GW_REDIS_PASS"}`, s.Port)
+	l := f.build("1", conf).(*redisLimiter)
+	if got := do(l, "1", now(), "10.0.0.1"); got.status != 200 || got.remaining != "1" {
+		t.Errorf("password and host from $env://: %+v", got)
+	}
+	if l.client.target.password != "foobared" || l.client.target.addrs[0] != net.JoinHostPort("127.0.0.1", strconv.Itoa(s.Port)) {
+		t.Errorf("target %+v: the references are not resolved", l.client.target)
+	}
+	cfg, err := Parse(json.RawMessage(conf))
+	if err != nil || cfg.Password != "$ENV://GW_REDIS_PASS" || !strings.Contains(cfg.canonical(), "$ENV://GW_REDIS_PASS") ||
+		strings.Contains(cfg.canonical(), "foobared") {
+		t.Errorf("the configuration must keep the reference as written (and the key no password): %v %+v", err, cfg)
+	}
+	member := f.build("2", redisConf(s, `"redis_password": "$env://GW_REDIS/pass"`))
+	if got := do(member, "2", now(), "10.0.0.1"); got.status != 200 {
+		t.Errorf("password from a JSON member: %+v", got)
+	}
+
+	for _, c := range []struct{ more, want string }{
+		{`"redis_password": "$env://GW_UNSET"`, `redis_password: $env://GW_UNSET has no value in the gateway's environment (unset, empty, or without that member)`},
+		{`"redis_password": "$env://GW_REDIS/nope"`, `redis_password: $env://GW_REDIS/nope has no value`},
+		{`"redis_username": "$env://GW_UNSET"`, `redis_username: $env://GW_UNSET has no value`},
+		{`"redis_password": "$secret://vault/1/pass"`, `redis_password: secret managers ($secret://) are not supported yet`},
+		{`"redis_password": "$env://1BAD"`, `redis_password: "$env://1BAD": the name after $env:// must be an environment variable name`},
+	} {
+		_, err := Parse(json.RawMessage(redisConf(s, c.more)))
+		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want %q", c.more, err, c.want)
+		}
+	}
+	_, err = Parse(json.RawMessage(`{"count": 2, "time_window": 60, "policy": "redis", "redis_host": "$env://GW_UNSET"}`))
+	if err == nil || !strings.HasPrefix(err.Error(), "redis_host: $env://GW_UNSET has no value") {
+		t.Errorf("redis_host without a value: %v", err)
+	}
+	// With policy local the redis fields are ignored, references included.
+	if _, err := Parse(json.RawMessage(`{"count": 2, "time_window": 60, "redis_password": "$env://GW_UNSET"}`)); err != nil {
+		t.Errorf("policy local with an unresolved redis_password: %v", err)
+	}
+}
+
+// redis_keepalive_timeout is APISIX's pool idle timeout: the worker's connection closes
+// once unused that long, and the next request dials again.
+func TestRedisKeepaliveTimeoutClosesIdleConnections(t *testing.T) {
+	s := testredis.Start(t)
+	f := newFixture(t, 64<<10, "evict")
+	l := f.build("1", redisConfN(s, 100, `"redis_keepalive_timeout": 1000`)).(*redisLimiter)
+	clients := func() int {
+		list, err := s.Do("CLIENT", "LIST")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Count(list, "name=gw-limit-count")
+	}
+	if got := do(l, "1", now(), "10.0.0.1"); got.status != 200 {
+		t.Fatalf("request: %+v", got)
+	}
+	if n := clients(); n != 1 {
+		list, _ := s.Do("CLIENT", "LIST")
+		t.Fatalf("%d gw connections after a request, want 1:\n%s", n, list)
+	}
+	// Used every 200 ms for a while: it stays open.
+	for range 8 {
+		time.Sleep(200 * time.Millisecond)
+		if got := do(l, "1", now(), "10.0.0.1"); got.status != 200 {
+			t.Fatalf("request: %+v", got)
+		}
+	}
+	if n := clients(); n != 1 {
+		list, _ := s.Do("CLIENT", "LIST")
+		t.Fatalf("%d gw connections while in use, want 1:\n%s", n, list)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for clients() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the connection is still open 10s into a 1s keepalive timeout with no request")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := do(l, "1", now(), "10.0.0.1"); got.status != 200 || got.remaining != "90" {
+		t.Fatalf("the request after the idle close: %+v, want 200 and the count kept", got)
+	}
+	if n := clients(); n != 1 {
+		t.Fatalf("%d gw connections after dialing again, want 1", n)
+	}
+	runtime.KeepAlive(l)
 }

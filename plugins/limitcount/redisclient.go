@@ -44,15 +44,18 @@ type redisTarget struct {
 	tls      bool
 	verify   bool
 	name     string // redis_cluster_name
+	// idle is redis_keepalive_timeout: the connection closes once unused that long.
+	idle time.Duration
 }
 
 func targetOf(c *Config) redisTarget {
 	r := &c.RedisConfig
-	t := redisTarget{username: r.Username, password: r.Password, timeout: r.TimeoutDuration()}
+	t := redisTarget{username: r.username, password: r.password, timeout: r.TimeoutDuration(),
+		idle: time.Duration(r.KeepaliveTimeout) * time.Millisecond}
 	if c.Policy == "redis-cluster" {
 		t.cluster, t.addrs, t.tls, t.verify, t.name = true, r.ClusterNodes, r.ClusterSSL, r.ClusterSSLVerify, r.ClusterName
 	} else {
-		t.addrs = []string{net.JoinHostPort(r.Host, strconv.Itoa(r.Port))}
+		t.addrs = []string{net.JoinHostPort(r.host, strconv.Itoa(r.Port))}
 		t.database, t.tls, t.verify = int(r.Database), r.SSL, r.SSLVerify
 	}
 	return t
@@ -61,8 +64,8 @@ func targetOf(c *Config) redisTarget {
 // key identifies the target in the cache; it holds the password, and never leaves the
 // process.
 func (t *redisTarget) key() string {
-	return fmt.Sprintf("%t\x00%s\x00%s\x00%s\x00%d\x00%d\x00%t\x00%t\x00%s", t.cluster, strings.Join(t.addrs, ","),
-		t.username, t.password, t.database, t.timeout, t.tls, t.verify, t.name)
+	return fmt.Sprintf("%t\x00%s\x00%s\x00%s\x00%d\x00%d\x00%t\x00%t\x00%s\x00%d", t.cluster, strings.Join(t.addrs, ","),
+		t.username, t.password, t.database, t.timeout, t.tls, t.verify, t.name, t.idle)
 }
 
 // String names the target for the error log, without its credentials.
@@ -115,6 +118,11 @@ type redisClient struct {
 	dialing chan struct{} // closed when the dial in progress ends; nil when none
 	dialErr error         // the last dial's error
 	closed  bool
+
+	// lastUse (unix nanos) and inflight tell closeWhenIdle whether the connection is
+	// idle.
+	lastUse  atomic.Int64
+	inflight atomic.Int64
 
 	nextLog    atomic.Int64 // unix nanos before which failures are only counted
 	unreported atomic.Uint64
@@ -205,10 +213,11 @@ func (rc *redisClient) dial(done chan struct{}) {
 		ClientSetInfo:     rueidis.DisableClientSetInfo,
 		ForceSingleClient: !t.cluster,
 		ShuffleInit:       t.cluster,
-		// One connection per server (rueidis's default is four for one server): a worker
-		// runs on one processor, and its commands batch only if they share a connection.
-		// In benchmark/redis.sh Redis read 12.9 commands per read with one, 7.5 with four.
-		PipelineMultiplex: 0,
+		// One connection per server: a worker runs on one processor, and its commands
+		// batch only if they share a connection. In benchmark/redis.sh Redis read 12.9
+		// commands per read with one, 7.5 with four. -1 says one whatever GOMAXPROCS is;
+		// rueidis reads 0 as log2(GOMAXPROCS), which is one only in a worker.
+		PipelineMultiplex: -1,
 		// The writer waits up to 20 µs (rueidis's suggestion) for more commands while
 		// others are in flight: 20.6 commands per read against 12.9, for gw 1.31× local's
 		// CPU per request against 1.39× (median of 6 rounds each, noisy).
@@ -229,11 +238,40 @@ func (rc *redisClient) dial(done chan struct{}) {
 		err = errClientClosed
 	}
 	if err == nil {
-		rc.client.Store(&clientBox{c})
+		b := &clientBox{c}
+		rc.lastUse.Store(time.Now().UnixNano())
+		rc.client.Store(b)
+		go rc.closeWhenIdle(b)
 	}
 	rc.dialErr, rc.dialing = err, nil
 	rc.mu.Unlock()
 	close(done)
+}
+
+// closeWhenIdle closes b's connections once no request has used them for
+// redis_keepalive_timeout (APISIX's pool idle timeout), so that a worker whose routes
+// stop counting in Redis holds no connection to it; the next request dials again. It
+// returns when b is closed, for idleness or by close. A request that took b just before
+// it closed retries once on the new connection (incr).
+func (rc *redisClient) closeWhenIdle(b *clientBox) {
+	idle := rc.target.idle
+	tick := time.NewTicker(max(idle/4, 100*time.Millisecond))
+	defer tick.Stop()
+	for range tick.C {
+		if rc.client.Load() != b {
+			return
+		}
+		if rc.inflight.Load() != 0 || time.Now().UnixNano()-rc.lastUse.Load() < int64(idle) {
+			continue
+		}
+		rc.mu.Lock()
+		closed := rc.client.CompareAndSwap(b, nil)
+		rc.mu.Unlock()
+		if closed {
+			b.c.Close()
+		}
+		return
+	}
 }
 
 func (rc *redisClient) close() {
@@ -277,14 +315,25 @@ var commit = rueidis.NewLuaScript(commitScript)
 // incr adds cost to key's window (of window seconds, limit requests) and returns the
 // window's count and its time left.
 func (rc *redisClient) incr(ctx context.Context, key string, args []string) (used int64, left time.Duration, err error) {
-	c, err := rc.get(ctx)
-	if err != nil {
-		return 0, 0, err
-	}
+	rc.inflight.Add(1)
+	defer rc.inflight.Add(-1)
+	rc.lastUse.Store(time.Now().UnixNano())
 	keys := [1]string{key}
-	res, err := commit.Exec(ctx, c, keys[:], args).ToArray()
-	if err != nil {
-		return 0, 0, err
+	var res []rueidis.RedisMessage
+	for attempt := 0; ; attempt++ {
+		c, err := rc.get(ctx)
+		if err != nil {
+			return 0, 0, err
+		}
+		res, err = commit.Exec(ctx, c, keys[:], args).ToArray()
+		// The connection closed for idleness between get and Exec: nothing was sent.
+		if errors.Is(err, rueidis.ErrClosing) && attempt == 0 {
+			continue
+		}
+		if err != nil {
+			return 0, 0, err
+		}
+		break
 	}
 	if len(res) != 2 {
 		return 0, 0, fmt.Errorf("limit-count: the script returned %d values, want 2", len(res))

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"time"
 
+	"gw/conf"
 	"gw/plugins/pluginconf"
 )
 
@@ -32,9 +34,11 @@ type RedisConfig struct {
 	// SSL and SSLVerify: TLS to the server, and whether its certificate is checked.
 	SSL       bool `json:"redis_ssl,omitempty"`
 	SSLVerify bool `json:"redis_ssl_verify,omitempty"`
-	// KeepaliveTimeout and KeepalivePool are APISIX's connection pool settings; gw keeps
-	// one multiplexed connection per server for the configuration's life, so they are
-	// checked and kept, and change nothing.
+	// KeepaliveTimeout is APISIX's pool idle timeout, in milliseconds: a worker's
+	// connection to the server closes once no request has used it that long, and the
+	// next request dials again (redisClient.closeWhenIdle). KeepalivePool is the pool's
+	// size: gw keeps one multiplexed connection per server and worker, never more than
+	// any pool size allows, so it is checked and kept, and never binds.
 	KeepaliveTimeout int64 `json:"redis_keepalive_timeout,omitempty"`
 	KeepalivePool    int64 `json:"redis_keepalive_pool,omitempty"`
 	// ClusterNodes ("host:port") are the redis-cluster policy's seeds; ClusterName
@@ -44,6 +48,61 @@ type RedisConfig struct {
 	ClusterName      string   `json:"redis_cluster_name,omitempty"`
 	ClusterSSL       bool     `json:"redis_cluster_ssl,omitempty"`
 	ClusterSSLVerify bool     `json:"redis_cluster_ssl_verify,omitempty"`
+
+	// host, username and password are Host, Username and Password with a secret
+	// reference ($env://NAME, as APISIX's fetch_secrets) replaced by its value from the
+	// process's environment. The fields above keep what was written, so a route's
+	// counter key and the group rule do not depend on the environment.
+	host, username, password string
+}
+
+// lookupEnv is os.LookupEnv; tests replace it.
+var lookupEnv = os.LookupEnv
+
+// secretRefMember reads redis_host, redis_username or redis_password: a plain string,
+// or an $env:// reference that gw can resolve (a malformed one, or $secret://, is
+// refused). Its value is looked up once the policy is known (resolveRefs).
+func secretRefMember(m pluginconf.Member, read func() (string, error)) (string, error) {
+	s, err := read()
+	if err != nil {
+		return "", err
+	}
+	if _, isRef, err := conf.ParseSecretRef(s); isRef && err != nil {
+		return "", fmt.Errorf("%s: %v", m.Name, err)
+	}
+	return s, nil
+}
+
+// resolveRefs looks up the secret references among the connection's settings in the
+// environment: the master's when the Admin API checks a write, the worker's (the same,
+// inherited) when it builds the route. A reference without a value fails the
+// configuration, naming the field: a write is refused with a 400, and a stored route
+// whose variable has gone is left out and reported rather than served with a wrong
+// server or password.
+func (r *RedisConfig) resolveRefs() error {
+	for _, f := range []struct {
+		name    string
+		written string
+		value   *string
+	}{{"redis_host", r.Host, &r.host}, {"redis_username", r.Username, &r.username}, {"redis_password", r.Password, &r.password}} {
+		*f.value = f.written
+		ref, isRef, err := conf.ParseSecretRef(f.written)
+		if !isRef {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %v", f.name, err)
+		}
+		v, ok := ref.Resolve(lookupEnv)
+		if !ok {
+			return fmt.Errorf("%s: %s has no value in the gateway's environment (unset, empty, or without that member)", f.name, ref)
+		}
+		*f.value = v
+	}
+	if r.Host != "" && len(r.host) < 2 {
+		return fmt.Errorf("redis_host: must be at least 2 characters, got %q from %s", r.host, r.Host)
+	}
+	return nil
 }
 
 // TimeoutDuration is Timeout as a duration.
@@ -61,7 +120,7 @@ func (c *Config) parseRedisMember(m pluginconf.Member) (handled bool, err error)
 	r := &c.RedisConfig
 	switch m.Name {
 	case "redis_host":
-		r.Host, err = m.AnyString()
+		r.Host, err = secretRefMember(m, m.AnyString)
 		if err == nil && len(r.Host) < 2 {
 			err = fmt.Errorf("redis_host: must be at least 2 characters, got %s", m.Show())
 		}
@@ -70,9 +129,9 @@ func (c *Config) parseRedisMember(m pluginconf.Member) (handled bool, err error)
 		port, err = m.IntIn(1, 65535)
 		r.Port = int(port)
 	case "redis_username":
-		r.Username, err = m.NonEmptyString()
+		r.Username, err = secretRefMember(m, m.NonEmptyString)
 	case "redis_password":
-		r.Password, err = m.AnyString()
+		r.Password, err = secretRefMember(m, m.AnyString)
 	case "redis_database":
 		r.Database, err = m.IntIn(0, math.MaxInt32)
 	case "redis_timeout":
@@ -170,6 +229,9 @@ func (c *Config) finishRedis() error {
 	}
 	if r.KeepalivePool == 0 {
 		r.KeepalivePool = 100
+	}
+	if err := r.resolveRefs(); err != nil {
+		return err
 	}
 	if c.SyncInterval != 0 {
 		if c.SyncInterval < minSyncInterval {
