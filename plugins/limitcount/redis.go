@@ -86,7 +86,12 @@ func buildRedis(cfg *Config, env *plugins.Env, base *limiter) (*redisLimiter, er
 		logf:             base.logf,
 	}
 	if d := cfg.SyncDuration(); d > 0 {
-		l.sync = newSyncer(l, d)
+		counts, windows, err := openSyncTables(env.Shared)
+		if err != nil {
+			redisClients.release(l.client)
+			return nil, err
+		}
+		l.sync = newSyncer(l, counts, windows, d)
 	}
 	// The client is shared by every limiter of its configuration and closed with the
 	// last; a limiter is dropped with the last snapshot that holds it.

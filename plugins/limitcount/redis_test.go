@@ -600,3 +600,90 @@ func TestRedisKeepaliveTimeoutClosesIdleConnections(t *testing.T) {
 	}
 	runtime.KeepAlive(l)
 }
+
+// With sync_interval a node's workers count one key together in shared memory: two
+// limiters of one route on one node's segments (as two workers) admit exactly count
+// between them, and the node adds its requests to Redis once an interval, not once per
+// worker.
+func TestRedisSyncIntervalSharedByWorkers(t *testing.T) {
+	s := testredis.Start(t)
+	f := newFixture(t, 64<<10, "evict")
+	raw := redisConfN(s, 10, `"sync_interval": 0.2, "key_type": "constant", "key": "k"`)
+	a, b := f.build("1", raw), f.build("1", raw)
+	if a.(*redisLimiter).sync == b.(*redisLimiter).sync {
+		t.Fatal("the two limiters share a syncer: they are not two workers")
+	}
+	admitted := 0
+	for i := range 16 {
+		w := a
+		if i%2 == 1 {
+			w = b
+		}
+		if got := do(w, "1", now(), "10.0.0.1"); got.status == 200 {
+			admitted++
+		}
+	}
+	if admitted != 10 {
+		t.Fatalf("two workers of one node admitted %d of 16 requests, want exactly count (10)", admitted)
+	}
+	keys, _ := s.Do("KEYS", "plugin-limit-count:v1:*")
+	if !waitFor(t, 5*time.Second, func() bool { v, _ := s.Do("GET", keys); return v == "10" }) {
+		v, _ := s.Do("GET", keys)
+		t.Fatalf("Redis holds %q for %q, want the node's 10 admissions", v, keys)
+	}
+
+	// Flushes: one per interval for the node. A wider limit, requests on both workers
+	// for 2s (about 10 intervals); flushing per worker would make about 20.
+	raw = redisConfN(s, 1_000_000, `"sync_interval": 0.2, "key_type": "constant", "key": "busy"`)
+	a, b = f.build("2", raw), f.build("2", raw)
+	do(a, "2", now(), "10.0.0.1") // the first request syncs inline
+	if _, err := s.Do("CONFIG", "RESETSTAT"); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	sent := 0
+	for time.Since(start) < 2*time.Second {
+		for _, w := range []plugins.AccessPhase{a, b} {
+			if got := do(w, "2", now(), "10.0.0.1"); got.status != 200 {
+				t.Fatalf("request: %+v", got)
+			}
+			sent++
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	elapsed := time.Since(start)
+	busy, _ := s.Do("KEYS", "plugin-limit-count:v1:*busy")
+	if !waitFor(t, 5*time.Second, func() bool { v, _ := s.Do("GET", busy); return v == strconv.Itoa(sent+1) }) {
+		v, _ := s.Do("GET", busy)
+		t.Fatalf("Redis holds %q, want the %d requests of both workers", v, sent+1)
+	}
+	stats, _ := s.Do("INFO", "commandstats")
+	flushes := 0
+	for _, line := range strings.Split(stats, "\n") {
+		if strings.HasPrefix(line, "cmdstat_evalsha:") || strings.HasPrefix(line, "cmdstat_eval:") {
+			calls, _, _ := strings.Cut(strings.TrimPrefix(line[strings.Index(line, ":")+1:], "calls="), ",")
+			n, _ := strconv.Atoi(calls)
+			flushes += n
+		}
+	}
+	intervals := int(elapsed/(200*time.Millisecond)) + 2 // and the wait for the last flush
+	t.Logf("%d requests over %s on two workers: %d flushes for about %d intervals", sent, elapsed.Round(time.Millisecond), flushes, intervals)
+	if flushes < 2 || flushes > intervals+intervals/2 {
+		t.Fatalf("%d flushes in about %d intervals, want about one per interval for the node", flushes, intervals)
+	}
+	runtime.KeepAlive(a)
+	runtime.KeepAlive(b)
+}
+
+// waitFor polls cond every 20 ms until it holds or timeout passes.
+func waitFor(t *testing.T, timeout time.Duration, cond func() bool) bool {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return true
+}
