@@ -115,12 +115,8 @@ func TestParseAccepts(t *testing.T) {
 			}
 			want := defaults(100, 60)
 			tt.want(&want)
-			// Without secret references the values resolved are the values written
-			// (TestRedisSecretRefs has the references).
-			r := &want.RedisConfig
-			if want.Policy != "local" {
-				r.host, r.username, r.password = r.Host, r.Username, r.Password
-			}
+			// The values the secret references resolved to are TestRedisSecretRefs's.
+			got.RedisConfig = got.RedisConfig.Written()
 			if !reflect.DeepEqual(*got, want) {
 				t.Fatalf("Parse(%s)\n got %+v\nwant %+v", tt.json, *got, want)
 			}

@@ -10,6 +10,7 @@ import (
 
 	"gw/conf"
 	"gw/plugins"
+	"gw/plugins/redispolicy"
 	"gw/shm"
 )
 
@@ -64,7 +65,7 @@ import (
 // A syncer is safe for concurrent use. It must not refer to its limiter, whose cleanup
 // stops it.
 type syncer struct {
-	client   *redisClient
+	client   *redispolicy.Client
 	counts   *shm.KeyedTable
 	windows  *shm.KeyedTable
 	count    int64
@@ -302,7 +303,7 @@ func (s *syncer) flush(e *syncEntry, now int64) error {
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
-	used, left, err := s.client.incr(ctx, e.key, []string{strconv.FormatInt(s.count, 10), s.window, strconv.FormatUint(taken, 10)})
+	used, left, err := incr(ctx, s.client, e.key, []string{strconv.FormatInt(s.count, 10), s.window, strconv.FormatUint(taken, 10)})
 	cancel()
 	if err != nil {
 		if taken > 0 {
@@ -402,7 +403,7 @@ func (s *syncer) run() {
 		for _, e := range due {
 			wg.Go(func() {
 				if err := s.flush(e, time.Now().UnixNano()); err != nil {
-					s.client.failed(s.logf, err)
+					s.client.Failed(s.logf, failedWhat, err)
 				}
 			})
 		}
