@@ -303,3 +303,59 @@ func TestEtcdClusterLaggingNode(t *testing.T) {
 		t.Fatalf("PUT after a node stopped gracefully: %d %s after %s", status, body, time.Since(start))
 	}
 }
+
+// A data_plane node killed with SIGKILL (master and workers: nothing revokes its lease)
+// keeps counting until its lease expires: a write answers 503 naming it, and once the
+// lease's 10 s have passed since its last renewal, writes return 2xx again without it.
+// Renewals come about every 3 s, so the lease ends 6 to 10 s after the kill; the bounds
+// below leave room for a busy machine.
+func TestEtcdClusterKilledNodeLeaseExpires(t *testing.T) {
+	c := startCluster(t, "1s")
+	killed := c.nodes[1]
+	killedID := nodeIDOf(t, killed)
+	master := killed.masterPID()
+	for _, pid := range append([]int{master}, children(master)...) {
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+			t.Fatalf("kill -9 %d: %v", pid, err)
+		}
+	}
+	killedAt := time.Now()
+	// The pid file stays behind; the cleanup's gwctl stop finds no process to stop.
+	if !waitFor(5*time.Second, func() bool { return !alive(master) }) {
+		t.Fatalf("master %d still alive 5s after SIGKILL", master)
+	}
+
+	status, body := c.admin.adminCall("PUT", "/apisix/admin/routes/dead", routeJSON("/dead", c.up.addr))
+	if sinceKill := time.Since(killedAt); status != 503 || !strings.Contains(body, killedID) {
+		t.Fatalf("PUT %s after killing node %s: %d %s; want 503 naming it while its lease lives", sinceKill, killedID, status, body)
+	}
+	t.Logf("%s after the kill: 503 %s", time.Since(killedAt).Round(time.Millisecond), strings.TrimSpace(body))
+
+	var expiredAfter time.Duration
+	for i := 0; ; i++ {
+		status, body = c.admin.adminCall("PUT", "/apisix/admin/routes/dead", routeJSON("/dead", c.up.addr))
+		if status == 200 || status == 201 {
+			expiredAfter = time.Since(killedAt)
+			break
+		}
+		if status != 503 || !strings.Contains(body, killedID) {
+			t.Fatalf("PUT %d while node %s's lease lives: %d %s; want 503 naming it", i, killedID, status, body)
+		}
+		if time.Since(killedAt) > 40*time.Second {
+			t.Fatalf("writes still answer 503 %s after the kill, well past the 10s lease: %s", time.Since(killedAt), body)
+		}
+	}
+	t.Logf("writes return 2xx again %s after the kill (lease 10s, renewed every ~3s)", expiredAfter.Round(time.Millisecond))
+	if expiredAfter < 3*time.Second {
+		t.Fatalf("writes stopped waiting for the killed node %s after the kill, before any 10s lease renewed ~3s earlier could expire", expiredAfter)
+	}
+	for _, in := range []*instance{c.admin, c.nodes[2]} {
+		if resp, got := in.get("/dead"); resp.StatusCode != 200 || got != "up" {
+			t.Fatalf("a live node answers GET /dead right after its 2xx with %d %q", resp.StatusCode, got)
+		}
+	}
+	resp, err := c.cli.Get(context.Background(), "/apisix/gw/nodes/"+killedID)
+	if err != nil || len(resp.Kvs) != 0 {
+		t.Fatalf("the killed node's record is still in etcd after its lease expired: %v %v", resp, err)
+	}
+}

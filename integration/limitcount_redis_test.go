@@ -156,20 +156,20 @@ func TestLimitCountRedisDown(t *testing.T) {
 	}
 }
 
-// sync_interval: counted in each worker and reconciled every interval; one gateway of one
-// worker admits exactly count, and what it admitted reaches Redis within the interval,
-// where a second gateway sees it.
+// sync_interval: counted in the node's shared memory and reconciled every interval; one
+// gateway of two workers admits exactly count between them, and what it admitted
+// reaches Redis within the interval, where a second gateway sees it.
 func TestLimitCountRedisSyncInterval(t *testing.T) {
 	up := startUpstream(t, "ok")
 	s := testredis.Start(t)
 	config := fmt.Sprintf(`{"count": 50, "time_window": 60, "key_type": "constant", "key": "all", "sync_interval": 0.2,
 		"policy": "redis", "redis_host": "127.0.0.1", "redis_port": %d}`, s.Port)
 	a := newInstance(t, "")
-	a.start("--workers", "1")
+	a.start("--workers", "2")
 	a.putLimitedRoute("1", "/synced", up.addr, config)
 	got := sendBurst(t, a.data, "/synced", 200, 20)
 	if got.statuses[200] != 50 || got.statuses[503] != 150 || got.errors != 0 {
-		t.Fatalf("one worker: %v and %d errors, want exactly 50 passed", got.statuses, got.errors)
+		t.Fatalf("two workers: %v and %d errors, want exactly 50 passed", got.statuses, got.errors)
 	}
 	if !waitFor(5*time.Second, func() bool {
 		keys, _ := s.Do("KEYS", "plugin-limit-count:v1:*")

@@ -115,6 +115,8 @@ func TestParseAccepts(t *testing.T) {
 			}
 			want := defaults(100, 60)
 			tt.want(&want)
+			// The values the secret references resolved to are TestRedisSecretRefs's.
+			got.RedisConfig = got.RedisConfig.Written()
 			if !reflect.DeepEqual(*got, want) {
 				t.Fatalf("Parse(%s)\n got %+v\nwant %+v", tt.json, *got, want)
 			}

@@ -21,6 +21,7 @@ import (
 type fixture struct {
 	t    testing.TB
 	seg  *shm.Segment
+	segs map[string]*shm.Segment // seg and the sync_interval tables' segments, by name
 	cfg  conf.Config
 	logs []string
 	mu   sync.Mutex
@@ -39,6 +40,18 @@ func newFixture(t testing.TB, segmentBytes int64, onFull string) *fixture {
 		t.Fatal(err)
 	}
 	f.seg = seg
+	f.segs = map[string]*shm.Segment{Name: seg}
+	for _, spec := range []*plugins.SegmentSpec{plugins.Segments()[syncCountsLayout.Name], plugins.Segments()[syncWindowsLayout.Name]} {
+		s, err := shm.Create(spec.Layout, spec.Size(&f.cfg))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		if err := spec.Init(s); err != nil {
+			t.Fatal(err)
+		}
+		f.segs[spec.Layout.Name] = s
+	}
 	return f
 }
 
@@ -46,7 +59,7 @@ func (f *fixture) env(routeID string, snap *conf.Snapshot) *plugins.Env {
 	return &plugins.Env{
 		Route: &plugins.RouteInfo{ID: routeID, Name: "route-" + routeID},
 		Shared: &plugins.Shared{
-			Segments: map[string]*shm.Segment{Name: f.seg},
+			Segments: f.segs,
 			Config:   &f.cfg,
 			Logf: func(format string, args ...any) {
 				f.mu.Lock()
@@ -66,6 +79,11 @@ func (f *fixture) build(routeID, raw string) plugins.AccessPhase {
 func (f *fixture) buildIn(routeID, raw string, snap *conf.Snapshot) plugins.AccessPhase {
 	f.t.Helper()
 	instance, err := plugins.BuildInstance(Name, json.RawMessage(raw), f.env(routeID, snap))
+	if l, ok := instance.(*redisLimiter); ok && l.sync != nil {
+		// The syncer reads the fixture's segments, closed by earlier cleanups (which
+		// run after this one).
+		f.t.Cleanup(func() { l.sync.stop(); <-l.sync.exited })
+	}
 	if err != nil {
 		f.t.Fatalf("build %s: %v", raw, err)
 	}

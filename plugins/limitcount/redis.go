@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"gw/plugins"
+	"gw/plugins/redispolicy"
 )
 
 // redisKeyPrefix is APISIX 3's: "plugin-" .. plugin name, then its counter format's
@@ -24,7 +25,7 @@ var errFailedToLimit = errors.New("failed to limit count")
 // sync_interval they are counted in the worker and reconciled with Redis every interval
 // (syncer). It is immutable and shared by every request of the route.
 type redisLimiter struct {
-	client *redisClient
+	client *redispolicy.Client
 	// prefix is the key up to the request's key value: redisKeyPrefix, then APISIX's
 	// gen_limit_key, "<group>:" or "<resource key>:<configuration version>:".
 	prefix []byte
@@ -72,7 +73,7 @@ func buildRedis(cfg *Config, env *plugins.Env, base *limiter) (*redisLimiter, er
 	}
 	prefix = append(prefix, ':')
 	l := &redisLimiter{
-		client:           redisClients.acquire(targetOf(cfg)),
+		client:           redispolicy.Acquire(cfg.Policy, &cfg.RedisConfig),
 		prefix:           prefix,
 		text:             text,
 		count:            cfg.Count,
@@ -86,7 +87,12 @@ func buildRedis(cfg *Config, env *plugins.Env, base *limiter) (*redisLimiter, er
 		logf:             base.logf,
 	}
 	if d := cfg.SyncDuration(); d > 0 {
-		l.sync = newSyncer(l, d)
+		counts, windows, err := openSyncTables(env.Shared)
+		if err != nil {
+			redispolicy.Release(l.client)
+			return nil, err
+		}
+		l.sync = newSyncer(l, counts, windows, d)
 	}
 	// The client is shared by every limiter of its configuration and closed with the
 	// last; a limiter is dropped with the last snapshot that holds it.
@@ -95,7 +101,7 @@ func buildRedis(cfg *Config, env *plugins.Env, base *limiter) (*redisLimiter, er
 }
 
 type cleanupOf struct {
-	client *redisClient
+	client *redispolicy.Client
 	sync   *syncer
 }
 
@@ -103,7 +109,7 @@ func release(c cleanupOf) {
 	if c.sync != nil {
 		c.sync.stop()
 	}
-	redisClients.release(c.client)
+	redispolicy.Release(c.client)
 }
 
 // keyScratchRedis holds most keys, prefix included, on the stack.
@@ -129,7 +135,7 @@ func (l *redisLimiter) Access(c *plugins.Ctx) error {
 		remaining = l.count - used
 	}
 	if err != nil {
-		l.client.failed(l.logf, err)
+		l.client.Failed(l.logf, failedWhat, err)
 		if l.allowDegradation {
 			return nil
 		}
@@ -146,7 +152,7 @@ func (l *redisLimiter) Access(c *plugins.Ctx) error {
 
 // incr runs the script with args, bounded by redis_timeout.
 func (l *redisLimiter) incr(key string, args []string) (int64, time.Duration, error) {
-	return l.client.incr(l.client.deadlineFor(time.Now().UnixNano()), key, args)
+	return incr(l.client.Deadline(time.Now().UnixNano()), l.client, key, args)
 }
 
 // headers queues the X-RateLimit-* headers, Reset in whole seconds rounded up as with

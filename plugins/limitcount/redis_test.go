@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"net"
+	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -21,6 +22,7 @@ import (
 	"gw/internal/testnet"
 	"gw/internal/testredis"
 	"gw/plugins"
+	"gw/plugins/redispolicy"
 )
 
 // redisConf is a limit-count configuration of count 2 with policy redis on s, plus more
@@ -368,19 +370,13 @@ func TestRedisClientIsShared(t *testing.T) {
 		t.Error("two configurations share a client")
 	}
 	rc := a.client
-	redisClients.mu.Lock()
-	users := rc.users
-	redisClients.mu.Unlock()
-	if users != 2 {
-		t.Errorf("users = %d, want 2", users)
+	release(cleanupOf{client: rc})
+	if rc.Closed() {
+		t.Error("the first release closed a client another limiter uses")
 	}
 	release(cleanupOf{client: rc})
-	release(cleanupOf{client: rc})
-	redisClients.mu.Lock()
-	_, cached := redisClients.byKey[rc.cacheKey]
-	redisClients.mu.Unlock()
-	if cached || !rc.closed {
-		t.Errorf("the last release left the client open (cached %t, closed %t)", cached, rc.closed)
+	if !rc.Closed() {
+		t.Error("the last release left the client open")
 	}
 }
 
@@ -462,21 +458,13 @@ func TestRedisClientClosedWithItsLastLimiter(t *testing.T) {
 	}
 	rc := l.client
 	l = nil
-	closed := func() bool {
-		rc.mu.Lock()
-		defer rc.mu.Unlock()
-		return rc.closed
-	}
 	deadline := time.Now().Add(10 * time.Second)
-	for !closed() {
+	for !rc.Closed() {
 		if time.Now().After(deadline) {
 			t.Fatal("the client is still open 10s after its last limiter was dropped")
 		}
 		runtime.GC()
 		time.Sleep(10 * time.Millisecond)
-	}
-	if rc.client.Load() != nil {
-		t.Error("a closed client still holds its connection")
 	}
 }
 
@@ -499,4 +487,187 @@ func TestRedisTLS(t *testing.T) {
 	if got := do(f.build("1", redisConf(s, `"redis_timeout": 300`)), "1", now(), "10.0.0.1"); got.status != 500 {
 		t.Errorf("plain text to a TLS server: %+v, want 500", got)
 	}
+}
+
+// APISIX resolves limit-count's secret references at request time (fetch_secrets):
+// redis_host, redis_username and redis_password may be "$env://NAME" (or NAME/member of a
+// JSON value). The counter key keeps the reference as written; one without a value, or a
+// $secret:// manager's, fails the configuration naming the field.
+func TestRedisSecretRefs(t *testing.T) {
+	s := testredis.Start(t, "--requirepass", "foobared")
+	env := map[string]string{"GW_REDIS_PASS": "foobared", "GW_REDIS_HOST": "127.0.0.1", "GW_REDIS": `{"pass":"foobared"}`}
+	redispolicy.LookupEnv = func(name string) (string, bool) { v, ok := env[name]; return v, ok }
+	t.Cleanup(func() { redispolicy.LookupEnv = os.LookupEnv })
+
+	f := newFixture(t, 64<<10, "evict")
+	conf := fmt.Sprintf(`{"count": 2, "time_window": 60, "policy": "redis", "redis_host": "$env://GW_REDIS_HOST", "redis_port": %d, `+
+		`"redis_password": "$ENV://GW_REDIS_PASS"}`, s.Port)
+	l := f.build("1", conf).(*redisLimiter)
+	if got := do(l, "1", now(), "10.0.0.1"); got.status != 200 || got.remaining != "1" {
+		t.Errorf("password and host from $env://: %+v", got)
+	}
+	cfg, err := Parse(json.RawMessage(conf))
+	if err != nil || cfg.Password != "$ENV://GW_REDIS_PASS" || !strings.Contains(cfg.canonical(), "$ENV://GW_REDIS_PASS") ||
+		strings.Contains(cfg.canonical(), "foobared") {
+		t.Errorf("the configuration must keep the reference as written (and the key no password): %v %+v", err, cfg)
+	}
+	member := f.build("2", redisConf(s, `"redis_password": "$env://GW_REDIS/pass"`))
+	if got := do(member, "2", now(), "10.0.0.1"); got.status != 200 {
+		t.Errorf("password from a JSON member: %+v", got)
+	}
+
+	for _, c := range []struct{ more, want string }{
+		{`"redis_password": "$env://GW_UNSET"`, `redis_password: $env://GW_UNSET has no value in the gateway's environment (unset, empty, or without that member)`},
+		{`"redis_password": "$env://GW_REDIS/nope"`, `redis_password: $env://GW_REDIS/nope has no value`},
+		{`"redis_username": "$env://GW_UNSET"`, `redis_username: $env://GW_UNSET has no value`},
+		{`"redis_password": "$secret://vault/1/pass"`, `redis_password: secret managers ($secret://) are not supported yet`},
+		{`"redis_password": "$env://1BAD"`, `redis_password: "$env://1BAD": the name after $env:// must be an environment variable name`},
+	} {
+		_, err := Parse(json.RawMessage(redisConf(s, c.more)))
+		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("%s: got %v, want %q", c.more, err, c.want)
+		}
+	}
+	_, err = Parse(json.RawMessage(`{"count": 2, "time_window": 60, "policy": "redis", "redis_host": "$env://GW_UNSET"}`))
+	if err == nil || !strings.HasPrefix(err.Error(), "redis_host: $env://GW_UNSET has no value") {
+		t.Errorf("redis_host without a value: %v", err)
+	}
+	// With policy local the redis fields are ignored, references included.
+	if _, err := Parse(json.RawMessage(`{"count": 2, "time_window": 60, "redis_password": "$env://GW_UNSET"}`)); err != nil {
+		t.Errorf("policy local with an unresolved redis_password: %v", err)
+	}
+}
+
+// redis_keepalive_timeout is APISIX's pool idle timeout: the worker's connection closes
+// once unused that long, and the next request dials again.
+func TestRedisKeepaliveTimeoutClosesIdleConnections(t *testing.T) {
+	s := testredis.Start(t)
+	f := newFixture(t, 64<<10, "evict")
+	l := f.build("1", redisConfN(s, 100, `"redis_keepalive_timeout": 1000`)).(*redisLimiter)
+	clients := func() int {
+		list, err := s.Do("CLIENT", "LIST")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Count(list, "name=gw ")
+	}
+	if got := do(l, "1", now(), "10.0.0.1"); got.status != 200 {
+		t.Fatalf("request: %+v", got)
+	}
+	if n := clients(); n != 1 {
+		list, _ := s.Do("CLIENT", "LIST")
+		t.Fatalf("%d gw connections after a request, want 1:\n%s", n, list)
+	}
+	// Used every 200 ms for a while: it stays open.
+	for range 8 {
+		time.Sleep(200 * time.Millisecond)
+		if got := do(l, "1", now(), "10.0.0.1"); got.status != 200 {
+			t.Fatalf("request: %+v", got)
+		}
+	}
+	if n := clients(); n != 1 {
+		list, _ := s.Do("CLIENT", "LIST")
+		t.Fatalf("%d gw connections while in use, want 1:\n%s", n, list)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for clients() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the connection is still open 10s into a 1s keepalive timeout with no request")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := do(l, "1", now(), "10.0.0.1"); got.status != 200 || got.remaining != "90" {
+		t.Fatalf("the request after the idle close: %+v, want 200 and the count kept", got)
+	}
+	if n := clients(); n != 1 {
+		t.Fatalf("%d gw connections after dialing again, want 1", n)
+	}
+	runtime.KeepAlive(l)
+}
+
+// With sync_interval a node's workers count one key together in shared memory: two
+// limiters of one route on one node's segments (as two workers) admit exactly count
+// between them, and the node adds its requests to Redis once an interval, not once per
+// worker.
+func TestRedisSyncIntervalSharedByWorkers(t *testing.T) {
+	s := testredis.Start(t)
+	f := newFixture(t, 64<<10, "evict")
+	raw := redisConfN(s, 10, `"sync_interval": 0.2, "key_type": "constant", "key": "k"`)
+	a, b := f.build("1", raw), f.build("1", raw)
+	if a.(*redisLimiter).sync == b.(*redisLimiter).sync {
+		t.Fatal("the two limiters share a syncer: they are not two workers")
+	}
+	admitted := 0
+	for i := range 16 {
+		w := a
+		if i%2 == 1 {
+			w = b
+		}
+		if got := do(w, "1", now(), "10.0.0.1"); got.status == 200 {
+			admitted++
+		}
+	}
+	if admitted != 10 {
+		t.Fatalf("two workers of one node admitted %d of 16 requests, want exactly count (10)", admitted)
+	}
+	keys, _ := s.Do("KEYS", "plugin-limit-count:v1:*")
+	if !waitFor(t, 5*time.Second, func() bool { v, _ := s.Do("GET", keys); return v == "10" }) {
+		v, _ := s.Do("GET", keys)
+		t.Fatalf("Redis holds %q for %q, want the node's 10 admissions", v, keys)
+	}
+
+	// Flushes: one per interval for the node. A wider limit, requests on both workers
+	// for 2s (about 10 intervals); flushing per worker would make about 20.
+	raw = redisConfN(s, 1_000_000, `"sync_interval": 0.2, "key_type": "constant", "key": "busy"`)
+	a, b = f.build("2", raw), f.build("2", raw)
+	do(a, "2", now(), "10.0.0.1") // the first request syncs inline
+	if _, err := s.Do("CONFIG", "RESETSTAT"); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	sent := 0
+	for time.Since(start) < 2*time.Second {
+		for _, w := range []plugins.AccessPhase{a, b} {
+			if got := do(w, "2", now(), "10.0.0.1"); got.status != 200 {
+				t.Fatalf("request: %+v", got)
+			}
+			sent++
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	elapsed := time.Since(start)
+	busy, _ := s.Do("KEYS", "plugin-limit-count:v1:*busy")
+	if !waitFor(t, 5*time.Second, func() bool { v, _ := s.Do("GET", busy); return v == strconv.Itoa(sent+1) }) {
+		v, _ := s.Do("GET", busy)
+		t.Fatalf("Redis holds %q, want the %d requests of both workers", v, sent+1)
+	}
+	stats, _ := s.Do("INFO", "commandstats")
+	flushes := 0
+	for _, line := range strings.Split(stats, "\n") {
+		if strings.HasPrefix(line, "cmdstat_evalsha:") || strings.HasPrefix(line, "cmdstat_eval:") {
+			calls, _, _ := strings.Cut(strings.TrimPrefix(line[strings.Index(line, ":")+1:], "calls="), ",")
+			n, _ := strconv.Atoi(calls)
+			flushes += n
+		}
+	}
+	intervals := int(elapsed/(200*time.Millisecond)) + 2 // and the wait for the last flush
+	t.Logf("%d requests over %s on two workers: %d flushes for about %d intervals", sent, elapsed.Round(time.Millisecond), flushes, intervals)
+	if flushes < 2 || flushes > intervals+intervals/2 {
+		t.Fatalf("%d flushes in about %d intervals, want about one per interval for the node", flushes, intervals)
+	}
+	runtime.KeepAlive(a)
+	runtime.KeepAlive(b)
+}
+
+// waitFor polls cond every 20 ms until it holds or timeout passes.
+func waitFor(t *testing.T, timeout time.Duration, cond func() bool) bool {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return true
 }

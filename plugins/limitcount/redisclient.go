@@ -2,262 +2,13 @@ package limitcount
 
 import (
 	"context"
-	"crypto/tls"
-	"errors"
 	"fmt"
-	"net"
-	"slices"
-	"strconv"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"gw/plugins/redispolicy"
 )
-
-// The Redis client is rueidis: it pipelines the commands of concurrent callers on one
-// connection per server by itself (auto-pipelining), so a worker with GOMAXPROCS=1 and
-// a thousand connections sends their counts in a few writes and reads per round trip
-// instead of a round trip each, and it follows a cluster's slots (MOVED, ASK) and
-// reconnects without help. go-redis pipelines only when asked, batch by batch.
-
-// redisClients is the worker's Redis clients: one per distinct server configuration,
-// shared by every route that uses it, made on the first request that needs it and
-// closed once no limiter refers to it. Safe for concurrent use.
-var redisClients = clientCache{byKey: map[string]*redisClient{}}
-
-type clientCache struct {
-	mu    sync.Mutex
-	byKey map[string]*redisClient
-}
-
-// redisTarget is what a client connects with: the fields of RedisConfig a connection
-// depends on, for the redis or the redis-cluster policy.
-type redisTarget struct {
-	cluster  bool
-	addrs    []string
-	username string
-	password string
-	database int
-	timeout  time.Duration
-	tls      bool
-	verify   bool
-	name     string // redis_cluster_name
-}
-
-func targetOf(c *Config) redisTarget {
-	r := &c.RedisConfig
-	t := redisTarget{username: r.Username, password: r.Password, timeout: r.TimeoutDuration()}
-	if c.Policy == "redis-cluster" {
-		t.cluster, t.addrs, t.tls, t.verify, t.name = true, r.ClusterNodes, r.ClusterSSL, r.ClusterSSLVerify, r.ClusterName
-	} else {
-		t.addrs = []string{net.JoinHostPort(r.Host, strconv.Itoa(r.Port))}
-		t.database, t.tls, t.verify = int(r.Database), r.SSL, r.SSLVerify
-	}
-	return t
-}
-
-// key identifies the target in the cache; it holds the password, and never leaves the
-// process.
-func (t *redisTarget) key() string {
-	return fmt.Sprintf("%t\x00%s\x00%s\x00%s\x00%d\x00%d\x00%t\x00%t\x00%s", t.cluster, strings.Join(t.addrs, ","),
-		t.username, t.password, t.database, t.timeout, t.tls, t.verify, t.name)
-}
-
-// String names the target for the error log, without its credentials.
-func (t *redisTarget) String() string {
-	if t.cluster {
-		return "redis cluster " + strings.Join(t.addrs, ",")
-	}
-	return "redis " + t.addrs[0]
-}
-
-// acquire returns the client for t, counting one more user; release gives it back.
-func (cc *clientCache) acquire(t redisTarget) *redisClient {
-	k := t.key()
-	cc.mu.Lock()
-	defer cc.mu.Unlock()
-	rc := cc.byKey[k]
-	if rc == nil {
-		rc = &redisClient{target: t, cacheKey: k}
-		cc.byKey[k] = rc
-	}
-	rc.users++
-	return rc
-}
-
-func (cc *clientCache) release(rc *redisClient) {
-	cc.mu.Lock()
-	rc.users--
-	last := rc.users == 0
-	if last {
-		delete(cc.byKey, rc.cacheKey)
-	}
-	cc.mu.Unlock()
-	if last {
-		rc.close()
-	}
-}
-
-// redisClient is one Redis configuration's connection in this process. It dials on the
-// first request that needs it, outside any lock, and requests that arrive meanwhile wait
-// for that dial up to their own deadline; a dial that fails is tried again by the next
-// request. Once connected, rueidis reconnects by itself. Safe for concurrent use.
-type redisClient struct {
-	target   redisTarget
-	cacheKey string
-	users    int // guarded by clientCache.mu
-
-	client atomic.Pointer[clientBox]
-
-	mu      sync.Mutex
-	dialing chan struct{} // closed when the dial in progress ends; nil when none
-	dialErr error         // the last dial's error
-	closed  bool
-
-	nextLog    atomic.Int64 // unix nanos before which failures are only counted
-	unreported atomic.Uint64
-
-	// deadline is the context requests bound their counts with (deadlineFor).
-	deadline atomic.Pointer[sharedDeadline]
-}
-
-// sharedDeadline is a context whose deadline is made, then shared by every request of
-// the next tenth of redis_timeout.
-type sharedDeadline struct {
-	ctx context.Context
-	// cancel is never called: requests may hold ctx until it expires, which frees it.
-	cancel context.CancelFunc
-	at     int64 // unix nanos
-}
-
-// deadlineFor returns a context that expires at most redis_timeout after now and at
-// least nine tenths of it after: one context, and one runtime timer, serves every request
-// of a tenth of the timeout, rather than one of each per request (4 of a request's 6
-// allocations, and the timer heap's lock). Each is left to expire by itself, so at most
-// about ten are alive at once.
-func (rc *redisClient) deadlineFor(now int64) context.Context {
-	timeout := int64(rc.target.timeout)
-	if d := rc.deadline.Load(); d != nil && d.at <= now+timeout && d.at >= now+timeout-timeout/10 {
-		return d.ctx
-	}
-	at := now + timeout
-	ctx, cancel := context.WithDeadline(context.Background(), time.Unix(0, at))
-	rc.deadline.Store(&sharedDeadline{ctx: ctx, cancel: cancel, at: at})
-	return ctx
-}
-
-type clientBox struct{ c rueidis.Client }
-
-var errClientClosed = errors.New("limit-count: redis client closed")
-
-// get returns the connected client, dialing or waiting for a dial until deadline.
-func (rc *redisClient) get(ctx context.Context) (rueidis.Client, error) {
-	if b := rc.client.Load(); b != nil {
-		return b.c, nil
-	}
-	rc.mu.Lock()
-	if b := rc.client.Load(); b != nil {
-		rc.mu.Unlock()
-		return b.c, nil
-	}
-	if rc.closed {
-		rc.mu.Unlock()
-		return nil, errClientClosed
-	}
-	done := rc.dialing
-	if done == nil {
-		done = make(chan struct{})
-		rc.dialing = done
-		go rc.dial(done)
-	}
-	rc.mu.Unlock()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		return nil, fmt.Errorf("connecting to %s: %w", &rc.target, ctx.Err())
-	}
-	if b := rc.client.Load(); b != nil {
-		return b.c, nil
-	}
-	rc.mu.Lock()
-	err := rc.dialErr
-	rc.mu.Unlock()
-	return nil, err
-}
-
-// dial connects, bounded by the target's timeout, and wakes the waiters.
-func (rc *redisClient) dial(done chan struct{}) {
-	t := &rc.target
-	opt := rueidis.ClientOption{
-		InitAddress:  slices.Clone(t.addrs), // rueidis shuffles it in place, and t is shared
-		Username:     t.username,
-		Password:     t.password,
-		SelectDB:     t.database,
-		Dialer:       net.Dialer{Timeout: t.timeout},
-		DisableCache: true,
-		// A response slower than this breaks the connection, and every command queued on
-		// it fails, rather than waiting behind it.
-		ConnWriteTimeout: max(t.timeout, 100*time.Millisecond),
-		ClientName:       "gw-limit-count",
-		// Debian's redis-server 7.0 has no CLIENT SETINFO; skipping it saves a round trip.
-		ClientSetInfo:     rueidis.DisableClientSetInfo,
-		ForceSingleClient: !t.cluster,
-		ShuffleInit:       t.cluster,
-		// One connection per server (rueidis's default is four for one server): a worker
-		// runs on one processor, and its commands batch only if they share a connection.
-		// In benchmark/redis.sh Redis read 12.9 commands per read with one, 7.5 with four.
-		PipelineMultiplex: 0,
-		// The writer waits up to 20 µs (rueidis's suggestion) for more commands while
-		// others are in flight: 20.6 commands per read against 12.9, for gw 1.31× local's
-		// CPU per request against 1.39× (median of 6 rounds each, noisy).
-		MaxFlushDelay: 20 * time.Microsecond,
-	}
-
-	if t.tls {
-		host, _, _ := net.SplitHostPort(t.addrs[0])
-		opt.TLSConfig = &tls.Config{ServerName: host, InsecureSkipVerify: !t.verify, MinVersion: tls.VersionTLS12}
-	}
-	c, err := rueidis.NewClient(opt)
-	if err != nil {
-		err = fmt.Errorf("connecting to %s: %w", t, err)
-	}
-	rc.mu.Lock()
-	if err == nil && rc.closed {
-		c.Close()
-		err = errClientClosed
-	}
-	if err == nil {
-		rc.client.Store(&clientBox{c})
-	}
-	rc.dialErr, rc.dialing = err, nil
-	rc.mu.Unlock()
-	close(done)
-}
-
-func (rc *redisClient) close() {
-	rc.mu.Lock()
-	rc.closed = true
-	b := rc.client.Swap(nil)
-	rc.mu.Unlock()
-	if b != nil {
-		b.c.Close()
-	}
-}
-
-// failed logs a failure to the error log at most once a second per client, counting the
-// others into the next line.
-func (rc *redisClient) failed(logf func(string, ...any), err error) {
-	now := time.Now().UnixNano()
-	next := rc.nextLog.Load()
-	if now < next || !rc.nextLog.CompareAndSwap(next, now+int64(time.Second)) {
-		rc.unreported.Add(1)
-		return
-	}
-	logf("limit-count: failed to limit count with %s: %v (%d more failures in the last second)", &rc.target, err,
-		rc.unreported.Swap(0))
-}
 
 // commitScript is APISIX's (apisix/plugins/limit-count/util.lua): the first request of
 // a window SETs the key to its cost with the window as its expiry, so the window is
@@ -274,15 +25,11 @@ return {redis.call('incrby', KEYS[1], ARGV[3]), ttl}`
 
 var commit = rueidis.NewLuaScript(commitScript)
 
-// incr adds cost to key's window (of window seconds, limit requests) and returns the
-// window's count and its time left.
-func (rc *redisClient) incr(ctx context.Context, key string, args []string) (used int64, left time.Duration, err error) {
-	c, err := rc.get(ctx)
-	if err != nil {
-		return 0, 0, err
-	}
+// incr adds cost to key's window (args: limit, window seconds, cost) on rc and returns
+// the window's count and its time left.
+func incr(ctx context.Context, rc *redispolicy.Client, key string, args []string) (used int64, left time.Duration, err error) {
 	keys := [1]string{key}
-	res, err := commit.Exec(ctx, c, keys[:], args).ToArray()
+	res, err := rc.Exec(ctx, commit, keys[:], args)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -296,3 +43,6 @@ func (rc *redisClient) incr(ctx context.Context, key string, args []string) (use
 	}
 	return used, left, err
 }
+
+// failedWhat begins limit-count's error log lines about Redis.
+const failedWhat = "limit-count: failed to limit count"

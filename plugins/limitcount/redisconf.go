@@ -1,123 +1,30 @@
 package limitcount
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
-	"net"
 	"strconv"
-	"strings"
 	"time"
 
 	"gw/plugins/pluginconf"
+	"gw/plugins/redispolicy"
 )
 
-// RedisConfig is where the redis and redis-cluster policies keep their counters, with
-// APISIX's defaults (apisix/utils/redis-schema.lua) applied. It is part of Config and as
-// immutable.
-type RedisConfig struct {
-	// Host and Port are the redis policy's server.
-	Host string `json:"redis_host,omitempty"`
-	Port int    `json:"redis_port,omitempty"`
-	// Username and Password authenticate (AUTH); an empty Password sends no AUTH, as
-	// APISIX. redis-cluster uses them too.
-	Username string `json:"redis_username,omitempty"`
-	Password string `json:"redis_password,omitempty"`
-	// Database is SELECTed on each new connection (redis policy only).
-	Database int64 `json:"redis_database,omitempty"`
-	// Timeout bounds, in milliseconds, connecting and each command: no request waits
-	// longer for Redis.
-	Timeout int64 `json:"redis_timeout,omitempty"`
-	// SSL and SSLVerify: TLS to the server, and whether its certificate is checked.
-	SSL       bool `json:"redis_ssl,omitempty"`
-	SSLVerify bool `json:"redis_ssl_verify,omitempty"`
-	// KeepaliveTimeout and KeepalivePool are APISIX's connection pool settings; gw keeps
-	// one multiplexed connection per server for the configuration's life, so they are
-	// checked and kept, and change nothing.
-	KeepaliveTimeout int64 `json:"redis_keepalive_timeout,omitempty"`
-	KeepalivePool    int64 `json:"redis_keepalive_pool,omitempty"`
-	// ClusterNodes ("host:port") are the redis-cluster policy's seeds; ClusterName
-	// names the cluster, as APISIX requires (gw also refuses an empty one), and is only
-	// part of the client's identity.
-	ClusterNodes     []string `json:"redis_cluster_nodes,omitempty"`
-	ClusterName      string   `json:"redis_cluster_name,omitempty"`
-	ClusterSSL       bool     `json:"redis_cluster_ssl,omitempty"`
-	ClusterSSLVerify bool     `json:"redis_cluster_ssl_verify,omitempty"`
-}
-
-// TimeoutDuration is Timeout as a duration.
-func (r *RedisConfig) TimeoutDuration() time.Duration {
-	return time.Duration(r.Timeout) * time.Millisecond
-}
+// RedisConfig is where the redis and redis-cluster policies keep their counters
+// (redispolicy.Config, shared with limit-req). It is part of Config and as immutable.
+type RedisConfig = redispolicy.Config
 
 // minSyncInterval is APISIX's: "sync_interval should not be smaller than 0.1".
 const minSyncInterval = 0.1
 
 // parseRedisMember reads one of the redis policies' members into c; handled is false for
-// a name that is none of them. The redis-sentinel policy's own settings are accepted
-// without a look: the policy itself is refused.
+// a name that is none of them.
 func (c *Config) parseRedisMember(m pluginconf.Member) (handled bool, err error) {
-	r := &c.RedisConfig
-	switch m.Name {
-	case "redis_host":
-		r.Host, err = m.AnyString()
-		if err == nil && len(r.Host) < 2 {
-			err = fmt.Errorf("redis_host: must be at least 2 characters, got %s", m.Show())
-		}
-	case "redis_port":
-		var port int64
-		port, err = m.IntIn(1, 65535)
-		r.Port = int(port)
-	case "redis_username":
-		r.Username, err = m.NonEmptyString()
-	case "redis_password":
-		r.Password, err = m.AnyString()
-	case "redis_database":
-		r.Database, err = m.IntIn(0, math.MaxInt32)
-	case "redis_timeout":
-		r.Timeout, err = m.PositiveInt(math.MaxInt32)
-	case "redis_ssl":
-		r.SSL, err = m.Bool()
-	case "redis_ssl_verify":
-		r.SSLVerify, err = m.Bool()
-	case "redis_keepalive_timeout":
-		r.KeepaliveTimeout, err = m.IntIn(1000, math.MaxInt32)
-	case "redis_keepalive_pool":
-		r.KeepalivePool, err = m.PositiveInt(math.MaxInt32)
-	case "redis_cluster_nodes":
-		r.ClusterNodes, err = clusterNodes(m)
-	case "redis_cluster_name":
-		r.ClusterName, err = m.NonEmptyString()
-	case "redis_cluster_ssl":
-		r.ClusterSSL, err = m.Bool()
-	case "redis_cluster_ssl_verify":
-		r.ClusterSSLVerify, err = m.Bool()
-	case "sync_interval":
+	if m.Name == "sync_interval" {
 		c.SyncInterval, err = syncInterval(m)
-	case "redis_sentinels", "redis_master_name", "redis_role", "redis_connect_timeout", "redis_read_timeout",
-		"sentinel_username", "sentinel_password":
-	default:
-		return false, nil
+		return true, err
 	}
-	return true, err
-}
-
-// clusterNodes reads redis_cluster_nodes: at least one "host:port", as APISIX's
-// resty-redis-cluster splits them (APISIX checks only that each is 2 to 100 characters).
-func clusterNodes(m pluginconf.Member) ([]string, error) {
-	var nodes []string
-	if len(m.Value) == 0 || m.Value[0] != '[' || json.Unmarshal(m.Value, &nodes) != nil || len(nodes) == 0 {
-		return nil, fmt.Errorf("redis_cluster_nodes: must be a non-empty array of \"host:port\" strings, got %s", m.Show())
-	}
-	for i, n := range nodes {
-		host, port, err := net.SplitHostPort(n)
-		p, perr := strconv.Atoi(port)
-		if len(n) < 2 || len(n) > 100 || err != nil || host == "" || perr != nil || p < 1 || p > 65535 {
-			return nil, fmt.Errorf("redis_cluster_nodes[%d]: must be \"host:port\" with a port from 1 to 65535, got %q", i, n)
-		}
-	}
-	return nodes, nil
+	return c.RedisConfig.ParseMember(m)
 }
 
 // syncInterval reads sync_interval in seconds; APISIX's default, -1, turns it off (0).
@@ -142,34 +49,12 @@ func syncInterval(m pluginconf.Member) (float64, error) {
 // read. With policy local the redis settings are checked but not kept, as APISIX ignores
 // them: they neither change the counters' keys nor the group rule.
 func (c *Config) finishRedis() error {
-	r := &c.RedisConfig
-	switch c.Policy {
-	case "redis":
-		if r.Host == "" {
-			return errors.New(`redis_host: is required with policy "redis"`)
-		}
-		if r.Port == 0 {
-			r.Port = 6379
-		}
-	case "redis-cluster":
-		if len(r.ClusterNodes) == 0 {
-			return errors.New(`redis_cluster_nodes: is required with policy "redis-cluster" (the cluster's "host:port" seeds)`)
-		}
-		if r.ClusterName == "" {
-			return errors.New(`redis_cluster_name: is required with policy "redis-cluster"`)
-		}
-	default:
-		c.RedisConfig, c.SyncInterval = RedisConfig{}, 0
+	if err := c.RedisConfig.Finish(c.Policy); err != nil {
+		return err
+	}
+	if c.Policy == "local" {
+		c.SyncInterval = 0
 		return nil
-	}
-	if r.Timeout == 0 {
-		r.Timeout = 1000
-	}
-	if r.KeepaliveTimeout == 0 {
-		r.KeepaliveTimeout = 10000
-	}
-	if r.KeepalivePool == 0 {
-		r.KeepalivePool = 100
 	}
 	if c.SyncInterval != 0 {
 		if c.SyncInterval < minSyncInterval {
@@ -199,29 +84,12 @@ func (c *Config) SyncDuration() time.Duration {
 // redisSettings are the redis settings, for canonical and difference: none with policy
 // local, so that local counters keep their keys.
 func (c *Config) redisSettings() []setting {
-	if c.Policy == "local" {
-		return nil
+	var out []setting
+	for _, s := range c.RedisConfig.Settings(c.Policy) {
+		out = append(out, setting{s.Name, s.Value})
 	}
-	r := &c.RedisConfig
-	nodes := make([]string, len(r.ClusterNodes))
-	for i, n := range r.ClusterNodes {
-		nodes[i] = strconv.Quote(n)
+	if out != nil {
+		out = append(out, setting{"sync_interval", strconv.FormatFloat(c.SyncInterval, 'g', -1, 64)})
 	}
-	return []setting{
-		{"redis_host", strconv.Quote(r.Host)},
-		{"redis_port", strconv.Itoa(r.Port)},
-		{"redis_username", strconv.Quote(r.Username)},
-		{"redis_password", strconv.Quote(r.Password)},
-		{"redis_database", strconv.FormatInt(r.Database, 10)},
-		{"redis_timeout", strconv.FormatInt(r.Timeout, 10)},
-		{"redis_ssl", strconv.FormatBool(r.SSL)},
-		{"redis_ssl_verify", strconv.FormatBool(r.SSLVerify)},
-		{"redis_keepalive_timeout", strconv.FormatInt(r.KeepaliveTimeout, 10)},
-		{"redis_keepalive_pool", strconv.FormatInt(r.KeepalivePool, 10)},
-		{"redis_cluster_nodes", strings.Join(nodes, ",")},
-		{"redis_cluster_name", strconv.Quote(r.ClusterName)},
-		{"redis_cluster_ssl", strconv.FormatBool(r.ClusterSSL)},
-		{"redis_cluster_ssl_verify", strconv.FormatBool(r.ClusterSSLVerify)},
-		{"sync_interval", strconv.FormatFloat(c.SyncInterval, 'g', -1, 64)},
-	}
+	return out
 }
