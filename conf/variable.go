@@ -42,6 +42,10 @@ const (
 	VarMQTTClientID                     // mqtt_client_id: a stream-proxy variable, never set over HTTP
 	VarPostArg                          // post_arg.<path>: a field of a JSON, urlencoded or multipart body
 	VarPostArgForm                      // post_arg_<name>: a field of an urlencoded body
+	// The response variables, read by ParseResponseVar alone: they have a value only
+	// once there is a response (response-rewrite's vars).
+	VarStatus     // status: the response's status code
+	VarSentHeader // sent_http_<name>: a header of the response, as it stands
 
 	varKindEnd // one past the last kind
 )
@@ -93,6 +97,18 @@ var supportedVars = func() string {
 	return strings.Join(names, ", ")
 }()
 
+// responseVarStatus and responseHeaderPrefix name the response variables (nginx's
+// $status and $sent_http_<name>), which only a reader of the response may name: a route's
+// vars, a key or a template are read before there is one, and would never see a value.
+const (
+	responseVarStatus    = "status"
+	responseHeaderPrefix = "sent_http_"
+)
+
+// ParseResponseVar is ParseVar for an expression read once the response is known
+// (response-rewrite's vars): it also takes status and sent_http_<name>.
+func ParseResponseVar(name string) (Var, error) { return parseVar(name, true) }
+
 // ErrUnknownVar is what ParseVar's error wraps when gw does not know the name (as
 // opposed to knowing the name and finding it malformed, like post_arg.a[).
 var ErrUnknownVar = errors.New("conf: unknown variable")
@@ -114,7 +130,22 @@ type Var struct {
 // ParseVar reads a variable name ("uri", "http_x_user", "arg_page",
 // "post_arg.messages[*].role") into a Var. The error names the variable and lists the
 // supported ones, or says what is wrong in a post_arg path.
-func ParseVar(name string) (Var, error) {
+func ParseVar(name string) (Var, error) { return parseVar(name, false) }
+
+func parseVar(name string, response bool) (Var, error) {
+	isResponseVar := name == responseVarStatus || strings.HasPrefix(name, responseHeaderPrefix)
+	switch {
+	case isResponseVar && !response:
+		return Var{}, &unknownVarError{fmt.Sprintf("variable %q is the response's: only response-rewrite's vars can read it; supported here: %s", name, supportedVars)}
+	case name == responseVarStatus:
+		return Var{Kind: VarStatus}, nil
+	case isResponseVar:
+		rest := name[len(responseHeaderPrefix):]
+		if rest == "" {
+			return Var{}, &unknownVarError{fmt.Sprintf("invalid variable %q: the name after %q is missing", name, responseHeaderPrefix)}
+		}
+		return Var{Kind: VarSentHeader, Name: canonicalHeader(rest)}, nil
+	}
 	if kind, ok := varsByName[name]; ok {
 		return Var{Kind: kind}, nil
 	}
@@ -137,6 +168,9 @@ func ParseVar(name string) (Var, error) {
 		}
 		return Var{Kind: p.kind, Name: rest}, nil
 	}
+	if response {
+		return Var{}, &unknownVarError{fmt.Sprintf("unknown variable %q; supported: %s, %s, %s<name>", name, supportedVars, responseVarStatus, responseHeaderPrefix)}
+	}
 	return Var{}, &unknownVarError{fmt.Sprintf("unknown variable %q; supported: %s", name, supportedVars)}
 }
 
@@ -151,8 +185,13 @@ func (e *unknownVarError) Is(target error) bool { return target == ErrUnknownVar
 // String is the variable's name as ParseVar reads it back: "uri", "http_x_api_key";
 // "query_string" reads as "args". The zero Var is "".
 func (v Var) String() string {
-	if v.Kind == VarPostArg {
+	switch v.Kind {
+	case VarPostArg:
 		return postArgPrefix + v.Name
+	case VarStatus:
+		return responseVarStatus
+	case VarSentHeader:
+		return responseHeaderPrefix + nginxHeader(v.Name)
 	}
 	for _, p := range varPrefixes {
 		if p.kind == v.Kind {

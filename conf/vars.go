@@ -104,7 +104,17 @@ func (e *VarsError) Error() string {
 // ParseVars compiles a route's vars value. An empty array or a missing value (nil or
 // JSON null) gives a nil Expr, which every request satisfies. Regular expressions are
 // compiled here, with Go's RE2 syntax, which lacks PCRE's look-arounds and back-references.
-func ParseVars(raw json.RawMessage) (*Expr, error) {
+func ParseVars(raw json.RawMessage) (*Expr, error) { return parseVars(raw, ParseVar) }
+
+// ParseResponseVars is ParseVars for an expression read once the response is known
+// (response-rewrite's vars): its comparisons may also name the response's variables,
+// status and sent_http_<name> (ParseResponseVar).
+func ParseResponseVars(raw json.RawMessage) (*Expr, error) { return parseVars(raw, ParseResponseVar) }
+
+// varParser reads a variable's name: ParseVar, or ParseResponseVar.
+type varParser func(name string) (Var, error)
+
+func parseVars(raw json.RawMessage, parse varParser) (*Expr, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
@@ -128,7 +138,7 @@ func ParseVars(raw json.RawMessage) (*Expr, error) {
 			return nil, &VarsError{Path: "vars", Reason: `rule should be wrapped inside brackets: write [["arg_a", "==", "1"]], not ["arg_a", "==", "1"]`}
 		}
 	}
-	e, err := compileRule(list, "vars")
+	e, err := compileRule(list, "vars", parse)
 	if err != nil {
 		return nil, err
 	}
@@ -146,12 +156,12 @@ func decodeVarsJSON(raw json.RawMessage) (any, error) {
 // compileRule compiles one array: a list of rules (all must hold), a logical operator
 // and its operands, or a comparison, told apart by the first element as lua-resty-expr
 // does.
-func compileRule(rule []any, path string) (Expr, error) {
+func compileRule(rule []any, path string, parse varParser) (Expr, error) {
 	if len(rule) == 0 {
 		return Expr{}, &VarsError{Path: path, Reason: "rule too short: an empty array"}
 	}
 	if _, nested := rule[0].([]any); nested {
-		return compileOperands(LogicAnd, false, rule, path, 0)
+		return compileOperands(LogicAnd, false, rule, path, 0, parse)
 	}
 	if op, isLogic := logicOp(rule[0]); isLogic {
 		if len(rule) < 3 {
@@ -162,16 +172,16 @@ func compileRule(rule []any, path string) (Expr, error) {
 		if strings.TrimPrefix(op, "!") == "OR" {
 			logic = LogicOr
 		}
-		return compileOperands(logic, negate, rule[1:], path, 1)
+		return compileOperands(logic, negate, rule[1:], path, 1, parse)
 	}
-	cmp, negate, err := compileComparison(rule, path)
+	cmp, negate, err := compileComparison(rule, path, parse)
 	if err != nil {
 		return Expr{}, err
 	}
 	return Expr{Cmp: cmp, Negate: negate}, nil
 }
 
-func compileOperands(logic Logic, negate bool, operands []any, path string, first int) (Expr, error) {
+func compileOperands(logic Logic, negate bool, operands []any, path string, first int, parse varParser) (Expr, error) {
 	e := Expr{Logic: logic, Negate: negate, Operands: make([]Expr, len(operands))}
 	for i, operand := range operands {
 		at := fmt.Sprintf("%s[%d]", path, first+i)
@@ -179,7 +189,7 @@ func compileOperands(logic Logic, negate bool, operands []any, path string, firs
 		if !ok {
 			return Expr{}, &VarsError{Path: at, Reason: "invalid expression: expected an array, got " + jsonTypeName(operand)}
 		}
-		sub, err := compileRule(list, at)
+		sub, err := compileRule(list, at, parse)
 		if err != nil {
 			return Expr{}, err
 		}
@@ -202,7 +212,7 @@ func logicOp(v any) (string, bool) {
 }
 
 // compileComparison compiles [var, op, value], [var, "!", op, value] or [var, value].
-func compileComparison(rule []any, path string) (Comparison, bool, error) {
+func compileComparison(rule []any, path string, parse varParser) (Comparison, bool, error) {
 	bad := func(i int, format string, args ...any) (Comparison, bool, error) {
 		return Comparison{}, false, &VarsError{Path: fmt.Sprintf("%s[%d]", path, i), Reason: fmt.Sprintf(format, args...)}
 	}
@@ -216,7 +226,7 @@ func compileComparison(rule []any, path string) (Comparison, bool, error) {
 	if !ok {
 		return bad(0, "invalid expression: the variable name must be a string, got %s", jsonTypeName(rule[0]))
 	}
-	v, err := ParseVar(name)
+	v, err := parse(name)
 	if err != nil {
 		return bad(0, "%v", err)
 	}

@@ -89,6 +89,7 @@ func TestGzip(t *testing.T) {
 		`{"comp_level":10}`:        "comp_level: must be an integer from 1 to 9, got 10",
 		`{"http_version":2}`:       "http_version: must be 1.1 or 1.0, got 2",
 		`{"buffers":{"number":0}}`: "buffers.number: must be an integer > 0, got 0",
+		`{"buffers":{"number":8}}`: `buffers: {\"number\": 8, \"size\": 4096} is not supported yet`,
 		`{"types":[]}`:             "types: must be",
 	} {
 		status, resp := in.adminCall("PUT", "/apisix/admin/global_rules/1", `{"plugins":{"gzip":`+cfg+`}}`)

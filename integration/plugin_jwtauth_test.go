@@ -86,6 +86,7 @@ func TestJWTAuth(t *testing.T) {
 		`{"username":"k2","plugins":{"jwt-auth":{"key":"user-key-res256","algorithm":"RS256"}}}`:   `public_key: is required with algorithm \"RS256\"`,
 		`{"username":"k3","plugins":{"jwt-auth":{"key":"user-key","secret":"x"}}}`:                 "duplicate key of plugin jwt-auth found with consumer: jack",
 		`{"username":"k4","plugins":{"jwt-auth":{"key":"k4","secret":"%%","base64_secret":true}}}`: "base64_secret required but the secret is not in base64 format",
+		`{"username":"k5","plugins":{"jwt-auth":{"key":"k5","secret":"s","exp":60}}}`:              "exp: 60 is not supported yet",
 	} {
 		status, resp := in.adminCall("PUT", "/apisix/admin/consumers", body)
 		if status != 400 || !strings.Contains(resp, want) {

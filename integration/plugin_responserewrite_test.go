@@ -50,6 +50,12 @@ func TestResponseRewrite(t *testing.T) {
 	// TEST 4/5 "set header(rewrite header and body)".
 	route("3", "/replaced", `{"proxy-rewrite":{"uri":"/big"},"response-rewrite":{"body":"new body\n","headers":{"X-Server-id":3,"Content-Type":""}}}`)
 	route("4", "/guarded", `{"key-auth":{},"response-rewrite":{"status_code":403,"body":"{\"message\":\"forbidden\"}"}}`)
+	// TEST 18-20 "http status code as expr": vars decide per response, on its status (here
+	// key-auth's 401, or the node's 200) and headers, and the request's variables.
+	route("5", "/vars/guarded", `{"key-auth":{},"response-rewrite":{"status_code":403,"body":"denied","vars":[["status","==",401]]}}`)
+	route("6", "/vars/miss", `{"proxy-rewrite":{"uri":"/big"},"response-rewrite":{"status_code":403,"body":"x","vars":[["status","==",500]]}}`)
+	route("7", "/vars/header", `{"proxy-rewrite":{"uri":"/big"},"response-rewrite":{"headers":{"set":{"X-Matched":"yes"}},`+
+		`"vars":[["sent_http_x_upstream","==","yes"],["arg_mark","==","1"]]}}`)
 
 	resp, body := in.get("/big")
 	if resp.StatusCode != 203 || !strings.HasSuffix(body, "THE END") || len(body) < 100<<10-12 {
@@ -72,17 +78,31 @@ func TestResponseRewrite(t *testing.T) {
 	if resp.StatusCode != 403 || body != `{"message":"forbidden"}` {
 		t.Errorf("/guarded: %d %q, want key-auth's 401 rewritten to 403", resp.StatusCode, body)
 	}
+	if resp, body = in.get("/vars/guarded"); resp.StatusCode != 403 || body != "denied" {
+		t.Errorf("/vars/guarded: %d %q, want the 401 rewritten (status == 401)", resp.StatusCode, body)
+	}
+	if resp, body = in.get("/vars/miss"); resp.StatusCode != 200 || !strings.HasSuffix(body, "THE END") {
+		t.Errorf("/vars/miss: %d, %d bytes, want the node's answer untouched (status is not 500)", resp.StatusCode, len(body))
+	}
+	if resp, _ = in.get("/vars/header?mark=1"); resp.Header.Get("X-Matched") != "yes" {
+		t.Errorf("/vars/header?mark=1: X-Matched %q, want yes", resp.Header.Get("X-Matched"))
+	}
+	if resp, _ = in.get("/vars/header?mark=2"); resp.Header.Get("X-Matched") != "" {
+		t.Errorf("/vars/header?mark=2: X-Matched %q, want none", resp.Header.Get("X-Matched"))
+	}
 	// The worker keeps serving, its node connections intact, after the streams were cut.
 	for range 3 {
 		if resp, body = in.get("/big"); resp.StatusCode != 203 || !strings.HasSuffix(body, "THE END") {
 			t.Fatalf("/big again: %d, %d bytes", resp.StatusCode, len(body))
 		}
 	}
-	// TEST 2 "add plugin with wrong status_code", and vars refused.
+	// TEST 2 "add plugin with wrong status_code", TEST 17 vars, and variables gw cannot read.
 	for cfg, want := range map[string]string{
-		`{"response-rewrite":{"status_code":180}}`:                "status_code: must be an integer from 200 to 598, got 180",
-		`{"response-rewrite":{"vars":[["status","==",200]]}}`:     "vars: is not supported yet",
-		`{"response-rewrite":{"headers":{"X-B":"$balancer_ip"}}}`: `unknown variable \"balancer_ip\"`,
+		`{"response-rewrite":{"status_code":180}}`:                         "status_code: must be an integer from 200 to 598, got 180",
+		`{"response-rewrite":{"vars":[[]]}}`:                               "vars: failed to validate the 'vars' expression: rule too short",
+		`{"response-rewrite":{"vars":[["upstream_status","==",200]]}}`:     `unknown variable \"upstream_status\"`,
+		`{"limit-count":{"count":1,"time_window":60,"key":"sent_http_a"}}`: `variable \"sent_http_a\" is the response's`,
+		`{"response-rewrite":{"headers":{"X-B":"$balancer_ip"}}}`:          `unknown variable \"balancer_ip\"`,
 	} {
 		status, resp := in.adminCall("PUT", "/apisix/admin/routes/9", `{"uri":"/x","plugins":`+cfg+`}`)
 		if status != 400 || !strings.Contains(resp, want) {

@@ -104,9 +104,13 @@ func benchWorker(tb testing.TB, upstream string, routePlugins string) *Worker {
 	if err := plugins.ValidateAll(route.Plugins); err != nil {
 		tb.Fatal(err)
 	}
+	consumer, err := conf.DecodeConsumer([]byte(benchConsumer))
+	if err != nil {
+		tb.Fatal(err)
+	}
 	pools := proxy.NewPools()
 	tb.Cleanup(pools.Close)
-	t, leftOut, err := compile(&conf.Snapshot{Version: 1, Routes: []conf.Route{*route}}, pools, shared)
+	t, leftOut, err := compile(&conf.Snapshot{Version: 1, Routes: []conf.Route{*route}, Consumers: []conf.Consumer{*consumer}}, pools, shared)
 	if err != nil || leftOut != nil {
 		tb.Fatal(err, leftOut)
 	}
@@ -127,6 +131,18 @@ func benchWorker(tb testing.TB, upstream string, routePlugins string) *Worker {
 // and prometheus.
 const benchPlugins = `{"limit-count":{"count":2000000000000,"time_window":60,"rejected_code":503,"key":"remote_addr"},"prometheus":{}}`
 
+// benchChain is benchmark/run.sh --chain's route (issue 22): the plugins a typical API
+// route carries, key-auth, limit-req with a rate the benchmark never reaches, cors,
+// request-id and prometheus. The requests carry the consumer's key and an Origin.
+const benchChain = `{"key-auth":{},"limit-req":{"rate":10000000,"burst":1000000,"nodelay":true,"key":"consumer_name"},` +
+	`"cors":{},"request-id":{},"prometheus":{}}`
+
+// benchConsumer is the consumer whose key the chain's requests carry.
+const benchConsumer = `{"username":"bench","plugins":{"key-auth":{"key":"bench-key"}}}`
+
+// benchChainHeaders are the headers wrk sends in run.sh --chain, to every scenario.
+const benchChainHeaders = "apikey: bench-key\r\nOrigin: http://bench.test\r\n"
+
 // requestRunner replays one wrk-like request through w.handle on a reused RequestCtx, as
 // fasthttp's server reuses one per connection.
 type requestRunner struct {
@@ -135,11 +151,11 @@ type requestRunner struct {
 	ctx      fasthttp.RequestCtx
 }
 
-func newRequestRunner(w *Worker) *requestRunner {
+func newRequestRunner(w *Worker, headers string) *requestRunner {
 	r := &requestRunner{w: w}
 	// Parsed from the wire as the server does, so that the request keeps its raw header
 	// block and goes out pristine, as wrk's do.
-	raw := "GET /hello HTTP/1.1\r\nHost: 127.0.0.1:9080\r\nUser-Agent: wrk\r\n\r\n"
+	raw := "GET /hello HTTP/1.1\r\nHost: 127.0.0.1:9080\r\nUser-Agent: wrk\r\n" + headers + "\r\n"
 	if err := r.template.Read(bufio.NewReader(strings.NewReader(raw))); err != nil {
 		panic(err)
 	}
@@ -158,9 +174,12 @@ func (r *requestRunner) once() int {
 var handlerScenarios = []struct {
 	name    string
 	plugins string
+	headers string
 }{
-	{"no-plugin", `{}`},
-	{"limit-count+prometheus", benchPlugins},
+	{"no-plugin", `{}`, ""},
+	{"limit-count+prometheus", benchPlugins, ""},
+	{"no-plugin-chain-headers", `{}`, benchChainHeaders},
+	{"chain", benchChain, benchChainHeaders},
 }
 
 // BenchmarkHandle is one proxied request through the whole worker handler: router,
@@ -170,7 +189,7 @@ func BenchmarkHandle(b *testing.B) {
 	upstream := startStubUpstream(b)
 	for _, sc := range handlerScenarios {
 		b.Run(sc.name, func(b *testing.B) {
-			r := newRequestRunner(benchWorker(b, upstream, sc.plugins))
+			r := newRequestRunner(benchWorker(b, upstream, sc.plugins), sc.headers)
 			if status := r.once(); status != fasthttp.StatusOK {
 				b.Fatalf("status %d, body %q", status, r.ctx.Response.Body())
 			}
@@ -194,7 +213,7 @@ func TestHandleAllocs(t *testing.T) {
 	for _, sc := range handlerScenarios {
 		t.Run(sc.name, func(t *testing.T) {
 			w := benchWorker(t, upstream, sc.plugins)
-			r := newRequestRunner(w)
+			r := newRequestRunner(w, sc.headers)
 			for range 100 { // warm the pools, the upstream connection and the metric series
 				if status := r.once(); status != fasthttp.StatusOK {
 					t.Fatalf("status %d, body %q", status, r.ctx.Response.Body())
@@ -202,6 +221,14 @@ func TestHandleAllocs(t *testing.T) {
 			}
 			if got := string(r.ctx.Response.Body()); got != "1234567890" {
 				t.Fatalf("body %q, want the upstream's", got)
+			}
+			if sc.plugins == benchChain {
+				// cors and request-id answered: the chain ran (key-auth's refusal of a
+				// request without the key is TestHandleRunsPlugins's).
+				h := &r.ctx.Response.Header
+				if len(h.Peek("X-Request-Id")) != 36 || string(h.Peek("Access-Control-Allow-Origin")) != "*" {
+					t.Fatalf("the chain's headers are missing: %s", h.Header())
+				}
 			}
 			allocs := testing.AllocsPerRun(1000, func() { r.once() })
 			if allocs != 0 {
@@ -222,12 +249,16 @@ func TestHandleRunsPlugins(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := newRequestRunner(benchWorker(t, upstream, string(limited)))
+	r := newRequestRunner(benchWorker(t, upstream, string(limited)), "")
 	want := []int{200, 200, 503}
 	for i, code := range want {
 		if got := r.once(); got != code {
 			t.Fatalf("request %d: status %d, want %d", i+1, got, code)
 		}
+	}
+	// The chain's key-auth refuses a request without the consumer's key.
+	if got := newRequestRunner(benchWorker(t, upstream, benchChain), "").once(); got != 401 {
+		t.Fatalf("the chain without a key: status %d, want 401", got)
 	}
 }
 
@@ -242,7 +273,7 @@ func TestHandleAllocsTrafficSplit(t *testing.T) {
 	own, other := startStubUpstream(t), startStubUpstream(t)
 	split := fmt.Sprintf(`{"traffic-split":{"rules":[{"weighted_upstreams":[{"upstream":{"nodes":{%q:1}},"weight":1},{"weight":1}]}]}}`, other)
 	w := benchWorker(t, own, split)
-	r := newRequestRunner(w)
+	r := newRequestRunner(w, "")
 	for range 100 { // warm both upstreams' connections
 		if status := r.once(); status != fasthttp.StatusOK {
 			t.Fatalf("status %d, body %q", status, r.ctx.Response.Body())

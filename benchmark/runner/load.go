@@ -70,10 +70,15 @@ func runPinned(cpus string, argv ...string) (loadRun, error) {
 	return run, nil
 }
 
-// wrkArgs is one wrk invocation: threads, connections, duration and the summary script.
-func wrkArgs(bin, script, url string, threads, connections int, d time.Duration) []string {
-	return []string{bin, "-t", strconv.Itoa(threads), "-c", strconv.Itoa(connections),
-		"-d", fmt.Sprintf("%.0fs", d.Seconds()), "--latency", "-s", script, url}
+// wrkArgs is one wrk invocation: threads, connections, duration, the summary script and
+// the request's extra header fields ("Name: value").
+func wrkArgs(bin, script, url string, threads, connections int, d time.Duration, headers ...string) []string {
+	args := []string{bin, "-t", strconv.Itoa(threads), "-c", strconv.Itoa(connections),
+		"-d", fmt.Sprintf("%.0fs", d.Seconds()), "--latency", "-s", script}
+	for _, h := range headers {
+		args = append(args, "-H", h)
+	}
+	return append(args, url)
 }
 
 // abResult is what ApacheBench reports, the figures seed 001 quotes.

@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -52,6 +53,7 @@ func parseFlags(args []string) (*options, string, error) {
 	fs.IntVar(&o.retries, "retries", 2, "how many times a disturbed run is taken again before its figures are kept anyway")
 	fs.BoolVar(&o.accessLog, "access-log", true, "access log on in both gw and nginx (buffered 64k, flushed every 1s)")
 	fs.BoolVar(&o.ocelot, "ocelot", false, "run seed 001's ab -n 20000 -c 1000 comparison instead of the sweep")
+	fs.BoolVar(&o.chain, "chain", false, "also measure gw with issue 22's chain (key-auth, limit-req, cors, request-id, prometheus); every scenario's requests then carry the consumer's key and an Origin")
 	fs.BoolVar(&o.h2, "h2", false, "run the HTTP/2 comparison (h2load -c 16 -m 10, h2c and h2 over TLS) instead of the sweep")
 	fs.StringVar(&o.h2load, "h2load", "h2load", "h2load binary (nghttp2-client)")
 	fs.StringVar(&o.gwctl, "gwctl", "bin/gwctl", "gwctl binary")
@@ -164,7 +166,7 @@ func benchmark(o *options) error {
 		Machine: describeMachine(),
 		Settings: Settings{
 			Workers: o.workers, Duration: o.duration.String(), Warmup: o.warmup.String(), Rounds: o.rounds,
-			Connections: o.connections, BodyBytes: o.bodyBytes, AccessLog: o.accessLog,
+			Connections: o.connections, BodyBytes: o.bodyBytes, AccessLog: o.accessLog, Chain: o.chain,
 		},
 	}
 	m := &report.Machine
@@ -211,6 +213,9 @@ func benchmark(o *options) error {
 		if _, _, _, ok := pinning(n, m.Cores); ok {
 			runnable = append(runnable, n)
 		}
+	}
+	if o.chain {
+		scenarioOrder = slices.Insert(scenarioOrder, 2, gwChain)
 	}
 	perSweep := time.Duration(len(scenarioOrder))*o.warmup + time.Duration(o.rounds*len(scenarioOrder))*o.duration
 	if o.profile {

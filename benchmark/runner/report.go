@@ -28,6 +28,9 @@ var goals = []goal{
 	{gwScraped, "p99 < 1.05× unscraped (issue 5)", func(sc *Scenario) (string, string) {
 		return judge(sc.VsUnscraped, p99, below(1.05))
 	}},
+	{gwChain, "CPU µs per request ≤ 1.10× gw's with no plugin (issue 22)", func(sc *Scenario) (string, string) {
+		return judge(sc.VsPlain, cpuPerRequest, atMost(1.10))
+	}},
 }
 
 // figure picks one ratio, and its interval, out of a Ratios.
@@ -134,6 +137,9 @@ func markdown(r *Report, charts []string) string {
 	case r.Ocelot == nil:
 		fmt.Fprintf(&b, "- Load: wrk -c %d, one thread per load CPU, %s warm-up then %d rounds of %s, scenarios alternating; body %d bytes; access log %s.\n",
 			st.Connections, st.Warmup, st.Rounds, st.Duration, st.BodyBytes, accessLog)
+		if st.Chain {
+			b.WriteString("- Every scenario's requests carry `apikey` (the chain's consumer's key) and `Origin`, so that the chain does its work and the others see the same requests.\n")
+		}
 	default:
 		fmt.Fprintf(&b, "- Load: seed 001's ab -n %d -c %d (new connection per request), one warm-up run each, then %d rounds, the two alternating; body %d bytes; access log %s.\n",
 			r.Ocelot.Requests, r.Ocelot.Clients, st.Rounds, st.BodyBytes, accessLog)
@@ -192,6 +198,10 @@ func writeRow(b *strings.Builder, row *Row) {
 		}
 		if sc.Repeated > 0 {
 			fmt.Fprintf(b, "\n%s: %d run(s) were disturbed by other processes and taken again.\n", sc.Name, sc.Repeated)
+		}
+		if sc.VsPlain != nil {
+			fmt.Fprintf(b, "\n%s: CPU µs/req %.2f× and p99 %.2f× gw's with no plugin in the same round (median).\n",
+				sc.Name, sc.VsPlain.CPUPerRequest, sc.VsPlain.P99)
 		}
 		if sc.VsUnscraped != nil {
 			fmt.Fprintf(b, "\n%s: p99 %.2f× and CPU µs/req %.2f× the unscraped run's in the same round (median).\n",

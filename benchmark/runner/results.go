@@ -46,6 +46,8 @@ type Settings struct {
 	Connections int    `json:"connections"`
 	BodyBytes   int    `json:"body_bytes"`
 	AccessLog   bool   `json:"access_log"`
+	// Chain: gwChain was measured, and every scenario's requests carried chainHeaders.
+	Chain bool `json:"chain,omitempty"`
 }
 
 type LoadAverage struct {
@@ -70,7 +72,10 @@ const (
 	gwPlugins = "gw limit-count+prometheus"
 	// gwScraped is gwPlugins' very server with its metrics scraped every second during the
 	// run, as Prometheus would: issue 5 bounds what scraping may add to p99.
-	gwScraped   = "gw limit-count+prometheus, scraped 1/s"
+	gwScraped = "gw limit-count+prometheus, scraped 1/s"
+	// gwChain is issue 22's realistic chain (run.sh --chain); its CPU per request is
+	// compared with gwPlain's, the same requests through no plugin.
+	gwChain     = "gw key-auth+limit-req+cors+request-id+prometheus"
 	nginxProxy  = "nginx proxy"
 	nginxDirect = "nginx direct"
 )
@@ -90,6 +95,8 @@ type Scenario struct {
 	VsNginx *Ratios `json:"vs_nginx_proxy,omitempty"`
 	// VsUnscraped is gwScraped's figures over gwPlugins' in the same round; nil for the others.
 	VsUnscraped *Ratios `json:"vs_unscraped,omitempty"`
+	// VsPlain is gwChain's figures over gwPlain's in the same round; nil for the others.
+	VsPlain *Ratios `json:"vs_no_plugin,omitempty"`
 }
 
 // Run is one measured wrk run against one scenario.
@@ -269,13 +276,15 @@ func ratios(gw, nginx []Run) *Ratios {
 
 // finish fills the medians and ratios of a measured row.
 func (row *Row) finish() {
-	var nginx, unscraped []Run
+	var nginx, unscraped, plain []Run
 	for _, sc := range row.Scenarios {
 		switch sc.Name {
 		case nginxProxy:
 			nginx = sc.Runs
 		case gwPlugins:
 			unscraped = sc.Runs
+		case gwPlain:
+			plain = sc.Runs
 		}
 	}
 	for i := range row.Scenarios {
@@ -287,6 +296,9 @@ func (row *Row) finish() {
 		case gwScraped:
 			sc.VsNginx = ratios(sc.Runs, nginx)
 			sc.VsUnscraped = ratios(sc.Runs, unscraped)
+		case gwChain:
+			sc.VsNginx = ratios(sc.Runs, nginx)
+			sc.VsPlain = ratios(sc.Runs, plain)
 		}
 	}
 }

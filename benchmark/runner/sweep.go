@@ -22,6 +22,7 @@ type options struct {
 	accessLog   bool
 	ocelot      bool
 	h2          bool
+	chain       bool // also measure issue 22's plugin chain (gwChain)
 	h2load      string
 
 	gwctl, upstream, profgw string
@@ -60,6 +61,26 @@ type target struct {
 	alias bool
 	// scrapeURL, when set, is scraped every second during each measured run.
 	scrapeURL string
+}
+
+// chainPlugins is issue 22's realistic chain: key-auth, limit-req with a rate the
+// benchmark never reaches (one worker serves far fewer than 10,000,000 a second, and
+// nodelay never sleeps), cors, request-id and prometheus, all with APISIX's defaults
+// otherwise. chainConsumer holds the key chainHeaders send.
+const (
+	chainPlugins = `{"key-auth":{},"limit-req":{"rate":10000000,"burst":1000000,"nodelay":true,"key":"consumer_name"},` +
+		`"cors":{},"request-id":{},"prometheus":{}}`
+	chainConsumer = `{"username":"bench","plugins":{"key-auth":{"key":"bench-key"}}}`
+)
+
+// headers are the header fields every scenario's requests carry: with -chain, the
+// chain's consumer key and an Origin (for cors), sent to all so that they see the same
+// requests.
+func (o *options) headers() []string {
+	if !o.chain {
+		return nil
+	}
+	return []string{"apikey: bench-key", "Origin: http://bench.test"}
 }
 
 // routeBody is the seeds' route 1, with or without their two plugins.
@@ -127,6 +148,20 @@ func (s *sweep) start() error {
 				alias: true, scrapeURL: "http://" + g.metrics + metricsURI})
 		}
 	}
+	if o.chain {
+		g, err := startGW(o.gwctl, filepath.Join(s.dir, "gw-chain"), s.gwCPUs, s.workers, o.accessLog, "")
+		if err != nil {
+			return fmt.Errorf("%s: %w", gwChain, err)
+		}
+		s.targets = append(s.targets, target{name: gwChain, url: "http://" + g.data + "/hello", srv: g})
+		if code, body, err := g.put("/apisix/admin/consumers", chainConsumer); err != nil || code/100 != 2 {
+			return fmt.Errorf("%s: PUT consumer: %d %s %v", gwChain, code, body, err)
+		}
+		route := fmt.Sprintf(`{"uri":"/hello","plugins":%s,"upstream":{"type":"roundrobin","nodes":{%q:1}}}`, chainPlugins, s.up.addr)
+		if code, body, err := g.putRoute(route); err != nil || code/100 != 2 {
+			return fmt.Errorf("%s: PUT route 1: %d %s %v", gwChain, code, body, err)
+		}
+	}
 	for _, direct := range []bool{false, true} {
 		name, tmpl := nginxProxy, "proxy.conf.tmpl"
 		if direct {
@@ -146,7 +181,7 @@ func (s *sweep) start() error {
 		s.targets = append(s.targets, target{name: name, url: "http://" + addr + "/hello", srv: n})
 	}
 	for _, t := range s.targets {
-		if err := checkResponse(t.url, o.bodyBytes); err != nil {
+		if err := checkResponse(t.url, o.bodyBytes, o.headers()...); err != nil {
 			return fmt.Errorf("%s: %w", t.name, err)
 		}
 	}
@@ -163,9 +198,17 @@ func makeBody(n int) []byte {
 }
 
 // checkResponse makes sure a scenario answers 200 with the upstream's body, so that every
-// scenario does the same work.
-func checkResponse(url string, bodyBytes int) error {
-	resp, err := http.Get(url)
+// scenario does the same work; headers are sent with the request ("Name: value").
+func checkResponse(url string, bodyBytes int, headers ...string) error {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	for _, h := range headers {
+		name, value, _ := strings.Cut(h, ":")
+		req.Header.Set(name, strings.TrimSpace(value))
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return err
 	}
@@ -188,7 +231,7 @@ func (s *sweep) run() (Row, error) {
 	}
 	for _, t := range s.targets {
 		s.progress.step(fmt.Sprintf("%d worker(s): warming up %s", s.workers, t.name), o.warmup)
-		if _, err := runPinned(s.loadCPUs, wrkArgs(o.wrk, script, t.url, s.loadCores, o.connections, o.warmup)...); err != nil {
+		if _, err := runPinned(s.loadCPUs, wrkArgs(o.wrk, script, t.url, s.loadCores, o.connections, o.warmup, o.headers()...)...); err != nil {
 			return row, fmt.Errorf("warming up %s: %w", t.name, err)
 		}
 	}
@@ -258,7 +301,7 @@ func (s *sweep) measure(t target, script string) (Run, error) {
 		}
 	}
 	start := time.Now()
-	lr, err := runPinned(s.loadCPUs, wrkArgs(o.wrk, script, t.url, s.loadCores, o.connections, o.duration)...)
+	lr, err := runPinned(s.loadCPUs, wrkArgs(o.wrk, script, t.url, s.loadCores, o.connections, o.duration, o.headers()...)...)
 	wall := time.Since(start).Seconds()
 	if scr != nil {
 		sum, serr := scr.stop()

@@ -34,10 +34,6 @@ type Config struct {
 	// Types are the media types compressed; nil is "*": every type.
 	Types     []string
 	MinLength int64
-	// Mode is Brotli's hint (0 generic, 1 text, 2 font), and LGBlock its input block
-	// size (0: automatic): accepted and checked; the Go encoder chooses both itself.
-	Mode    int
-	LGBlock int
 	// CompLevel is Brotli's quality, 0 to 11.
 	CompLevel int
 	// LGWin is the window's base-2 logarithm, 10 to 24, 0 for the encoder's choice.
@@ -61,9 +57,13 @@ func Parse(raw json.RawMessage) (*Config, error) {
 			c.Types, err = types(m)
 		case "min_length":
 			c.MinLength, err = m.PositiveInt(1 << 62)
+		// mode (Brotli's hint: generic, text, font) and lgblock (the input block size)
+		// tune only the size of the output, and the Go encoder takes neither: a value
+		// other than 0 (the encoder's choice) is refused rather than ignored.
 		case "mode":
-			n, err = m.IntIn(0, 2)
-			c.Mode = int(n)
+			if n, err = m.IntIn(0, 2); err == nil && n != 0 {
+				err = fmt.Errorf("%s: %d is not supported yet: the Go encoder has no mode hint (it only tunes the size); leave it out or give 0", m.Name, n)
+			}
 		case "comp_level":
 			n, err = m.IntIn(0, 11)
 			c.CompLevel = int(n)
@@ -75,8 +75,9 @@ func Parse(raw json.RawMessage) (*Config, error) {
 		case "lgblock":
 			if n, err = m.IntIn(0, 24); err == nil && n > 0 && n < 16 {
 				err = fmt.Errorf("%s: must be 0 or from 16 to 24, got %s", m.Name, m.Show())
+			} else if err == nil && n != 0 {
+				err = fmt.Errorf("%s: %d is not supported yet: the Go encoder chooses its own input block size; leave it out or give 0", m.Name, n)
 			}
-			c.LGBlock = int(n)
 		case "http_version":
 			switch string(m.Value) {
 			case "1.1":

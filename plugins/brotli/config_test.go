@@ -12,9 +12,9 @@ func TestParseAccepts(t *testing.T) {
 	cases := map[string]Config{
 		// t/plugin/brotli.t TEST 1 "sanity".
 		`{}`: defaults,
-		`{"comp_level":11,"lgwin":24,"lgblock":16,"mode":1}`: with(func(c *Config) { c.CompLevel, c.LGWin, c.LGBlock, c.Mode = 11, 24, 16, 1 }),
-		`{"comp_level":0,"lgwin":0}`:                         with(func(c *Config) { c.CompLevel, c.LGWin = 0, 0 }),
-		`{"min_length":1,"http_version":1.0,"vary":true}`:    with(func(c *Config) { c.MinLength, c.HTTPVersion, c.Vary = 1, 10, true }),
+		`{"comp_level":11,"lgwin":24,"lgblock":0,"mode":0}`: with(func(c *Config) { c.CompLevel, c.LGWin = 11, 24 }),
+		`{"comp_level":0,"lgwin":0}`:                        with(func(c *Config) { c.CompLevel, c.LGWin = 0, 0 }),
+		`{"min_length":1,"http_version":1.0,"vary":true}`:   with(func(c *Config) { c.MinLength, c.HTTPVersion, c.Vary = 1, 10, true }),
 		`{"types":"*"}`:                       with(func(c *Config) { c.Types = nil }),
 		`{"types":["text/plain"],"_meta":{}}`: with(func(c *Config) { c.Types = []string{"text/plain"} }),
 	}
@@ -44,6 +44,10 @@ func TestParseRejects(t *testing.T) {
 		`{"lgwin":9}`:        "lgwin: must be 0 or from 10 to 24, got 9",
 		`{"lgwin":25}`:       "lgwin: must be an integer from 0 to 24, got 25",
 		`{"lgblock":15}`:     "lgblock: must be 0 or from 16 to 24, got 15",
+		`{"lgblock":16}`:     "lgblock: 16 is not supported yet",
+		`{"lgblock":24}`:     "lgblock: 24 is not supported yet",
+		`{"mode":1}`:         "mode: 1 is not supported yet",
+		`{"mode":2}`:         "mode: 2 is not supported yet",
 		`{"http_version":2}`: "http_version: must be 1.1 or 1.0, got 2",
 		`{"vary":"yes"}`:     `vary: must be a boolean, got "yes"`,
 		`{"buffers":{}}`:     "buffers: unknown field",

@@ -3,6 +3,7 @@ package forwardauth
 import (
 	"crypto/tls"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -21,6 +22,10 @@ type client struct {
 	hc      *fasthttp.HostClient
 	timeout time.Duration
 	close   bool // keepalive false: every call closes its connection
+	// pool is keepalive_pool, the most connections kept open once idle, and inFlight
+	// the calls under way; see do.
+	pool     int64
+	inFlight atomic.Int64
 }
 
 // newClient is c's client. fasthttp's HostClient pools the connections; a call never
@@ -43,7 +48,7 @@ func newClient(c *Config) *client {
 	if c.Target.tls {
 		hc.TLSConfig = &tls.Config{InsecureSkipVerify: !c.SSLVerify} //nolint:gosec // ssl_verify false asks for it
 	}
-	return &client{hc: hc, timeout: c.Timeout, close: !c.Keepalive}
+	return &client{hc: hc, timeout: c.Timeout, close: !c.Keepalive, pool: c.KeepalivePool}
 }
 
 // call is one call's request and answer, pooled.
@@ -70,7 +75,21 @@ func (x *call) setHeader(name, value []byte) { x.req.Header.SetCanonical(name, v
 func (x *call) setBody(body []byte)          { x.req.SetBodyRaw(body) }
 
 // do sends the call and reads the answer, within the client's timeout.
-func (cl *client) do(x *call) error { return cl.hc.DoTimeout(&x.req, &x.resp, cl.timeout) }
+//
+// keepalive_pool is nginx's idle pool: a connection goes back to it after a call unless
+// it already holds pool connections, and is closed otherwise. fasthttp bounds
+// connections, not idle ones, so a call decides before it starts: one that starts with
+// pool calls already under way closes its connection at the end (Connection: close). At
+// most pool calls that keep theirs are then ever under way together, each on an idle
+// connection if there is one, so at most pool connections are ever idle.
+func (cl *client) do(x *call) error {
+	if cl.inFlight.Add(1) > cl.pool {
+		x.req.SetConnectionClose()
+	}
+	err := cl.hc.DoTimeout(&x.req, &x.resp, cl.timeout)
+	cl.inFlight.Add(-1)
+	return err
+}
 
 func (x *call) has(name []byte) bool      { return x.req.Header.PeekBytes(name) != nil }
 func (x *call) status() int               { return x.resp.StatusCode() }

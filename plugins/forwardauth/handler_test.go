@@ -2,11 +2,13 @@ package forwardauth
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -292,5 +294,77 @@ func BenchmarkAccess(b *testing.B) {
 		if err := h.Access(c); err != nil || c.Answered() {
 			b.Fatal("refused")
 		}
+	}
+}
+
+// keepalive_pool bounds the connections kept open once the calls are over: calls made
+// together open one connection each, and only keepalive_pool of them stay open.
+func TestKeepalivePoolBoundsIdleConnections(t *testing.T) {
+	for _, tc := range []struct{ pool, calls, wantOpen int }{{2, 8, 2}, {8, 8, 8}, {1, 4, 1}} {
+		t.Run(fmt.Sprintf("pool %d, %d calls", tc.pool, tc.calls), func(t *testing.T) {
+			var mu sync.Mutex
+			open := 0
+			arrived := make(chan struct{}, tc.calls)
+			release := make(chan struct{})
+			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				arrived <- struct{}{}
+				<-release
+			}))
+			srv.Config.ConnState = func(_ net.Conn, state http.ConnState) {
+				mu.Lock()
+				defer mu.Unlock()
+				switch state {
+				case http.StateNew:
+					open++
+				case http.StateClosed, http.StateHijacked:
+					open--
+				}
+			}
+			srv.Start()
+			t.Cleanup(srv.Close)
+			h := instance(t, fmt.Sprintf(`{"uri":%q,"keepalive_pool":%d,"timeout":60000}`, srv.URL, tc.pool))
+			var wg sync.WaitGroup
+			for range tc.calls {
+				wg.Go(func() {
+					ctx := request("GET", "/", "")
+					if run(t, h, ctx) {
+						t.Errorf("refused: %d %q", ctx.Response.StatusCode(), ctx.Response.Body())
+					}
+				})
+			}
+			// Every call holds its own connection until all have arrived: none can reuse
+			// another's.
+			for range tc.calls {
+				select {
+				case <-arrived:
+				case <-time.After(30 * time.Second):
+					t.Fatal("the calls did not all reach the service")
+				}
+			}
+			close(release)
+			wg.Wait()
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				mu.Lock()
+				n := open
+				mu.Unlock()
+				if n == tc.wantOpen {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%d connections open after the calls, want keepalive_pool's %d", n, tc.wantOpen)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			// And they are reused: another round opens none.
+			if ctx := request("GET", "/", ""); run(t, h, ctx) {
+				t.Fatalf("refused: %d", ctx.Response.StatusCode())
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if open != tc.wantOpen {
+				t.Fatalf("%d connections open after one more call, want %d (the pool's reused)", open, tc.wantOpen)
+			}
+		})
 	}
 }

@@ -40,8 +40,8 @@ type Config struct {
 	CompLevel int
 	// HTTPVersion is the lowest request version served compressed: 11 (HTTP/1.1) or 10.
 	HTTPVersion int
-	// BuffersNumber and BuffersSize are nginx's gzip_buffers, accepted for APISIX's
-	// configurations; gw's compressor sizes its own.
+	// BuffersNumber and BuffersSize are nginx's gzip_buffers. Only the default is
+	// accepted (see buffers): gw's compressor sizes its own.
 	BuffersNumber, BuffersSize int64
 	// Vary adds Vary: Accept-Encoding to the responses that may be compressed.
 	Vary bool
@@ -53,7 +53,7 @@ func Parse(raw json.RawMessage) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Config{Types: []string{"text/html"}, MinLength: 20, CompLevel: 1, HTTPVersion: 11, BuffersNumber: 32, BuffersSize: 4096}
+	c := &Config{Types: []string{"text/html"}, MinLength: 20, CompLevel: 1, HTTPVersion: 11, BuffersNumber: defaultBuffersNumber, BuffersSize: defaultBuffersSize}
 	for _, m := range members {
 		switch m.Name {
 		case "types":
@@ -105,6 +105,15 @@ func types(m pluginconf.Member) ([]string, error) {
 	return list, nil
 }
 
+// defaultBuffersNumber and defaultBuffersSize are APISIX's defaults for buffers.
+const (
+	defaultBuffersNumber = 32
+	defaultBuffersSize   = 4096
+)
+
+// buffers reads nginx's gzip_buffers. gw compresses a body held whole (up to 32 KiB)
+// into one growing buffer, so the number and size of nginx's output buffers cannot mean
+// anything here: any other than the default is refused rather than accepted and ignored.
 func buffers(m pluginconf.Member, c *Config) error {
 	members, err := pluginconf.Verbatim.Members(m.Value)
 	if err != nil {
@@ -123,6 +132,10 @@ func buffers(m pluginconf.Member, c *Config) error {
 		if err != nil {
 			return err
 		}
+	}
+	if c.BuffersNumber != defaultBuffersNumber || c.BuffersSize != defaultBuffersSize {
+		return fmt.Errorf(`%s: {"number": %d, "size": %d} is not supported yet: gw compresses a body into one buffer of its own; `+
+			`leave buffers out (or give APISIX's default {"number": 32, "size": 4096})`, m.Name, c.BuffersNumber, c.BuffersSize)
 	}
 	return nil
 }

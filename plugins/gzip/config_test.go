@@ -13,17 +13,20 @@ func TestParseAccepts(t *testing.T) {
 		// t/plugin/gzip.t TEST 1 "sanity".
 		`{}`: defaults,
 		// TEST 4 "compress level".
-		`{"comp_level":9,"buffers":{"number":8,"size":16384}}`: with(func(c *Config) { c.CompLevel, c.BuffersNumber, c.BuffersSize = 9, 8, 16384 }),
+		// (its buffers, {"number":8,"size":16384}, are refused below: not supported yet).
+		`{"comp_level":9}`: with(func(c *Config) { c.CompLevel = 9 }),
 		// TEST 6 "min length", TEST 8 "http version".
 		`{"min_length":21}`:    with(func(c *Config) { c.MinLength = 21 }),
 		`{"http_version":1.0}`: with(func(c *Config) { c.HTTPVersion = 10 }),
 		`{"http_version":1.1}`: defaults,
 		// TEST 11 "types", TEST 15 "match all types", TEST 17 "vary".
 		`{"types":["text/plain","application/json"]}`: with(func(c *Config) { c.Types = []string{"text/plain", "application/json"} }),
-		`{"types":"*"}`:  with(func(c *Config) { c.Types = nil }),
-		`{"vary":true}`:  with(func(c *Config) { c.Vary = true }),
-		`{"buffers":{}}`: defaults,
-		`{"_meta":{}}`:   defaults,
+		`{"types":"*"}`:                         with(func(c *Config) { c.Types = nil }),
+		`{"vary":true}`:                         with(func(c *Config) { c.Vary = true }),
+		`{"buffers":{}}`:                        defaults,
+		`{"buffers":{"number":32,"size":4096}}`: defaults,
+		`{"buffers":{"number":32}}`:             defaults,
+		`{"_meta":{}}`:                          defaults,
 	}
 	for raw, want := range cases {
 		t.Run(raw, func(t *testing.T) {
@@ -41,21 +44,24 @@ func TestParseAccepts(t *testing.T) {
 // t/plugin/gzip.t TEST 19 "schema check", each refusal naming its field.
 func TestParseRejects(t *testing.T) {
 	cases := map[string]string{
-		`[]`:                       "must be a JSON object",
-		`{"types":[]}`:             `types: must be "*" or a non-empty array of media types, got []`,
-		`{"types":"text/html"}`:    `types: must be "*" or a non-empty array`,
-		`{"types":[""]}`:           "types[0]: must not be empty",
-		`{"min_length":0}`:         "min_length: must be an integer > 0, got 0",
-		`{"comp_level":10}`:        "comp_level: must be an integer from 1 to 9, got 10",
-		`{"comp_level":0}`:         "comp_level: must be an integer from 1 to 9, got 0",
-		`{"http_version":2}`:       "http_version: must be 1.1 or 1.0, got 2",
-		`{"http_version":"1.1"}`:   `http_version: must be 1.1 or 1.0, got "1.1"`,
-		`{"buffers":{"number":0}}`: "buffers.number: must be an integer > 0, got 0",
-		`{"buffers":{"size":0}}`:   "buffers.size: must be an integer > 0, got 0",
-		`{"buffers":{"count":1}}`:  "buffers.count: unknown field",
-		`{"buffers":1}`:            "buffers: configuration must be a JSON object",
-		`{"vary":0}`:               "vary: must be a boolean, got 0",
-		`{"brotli":true}`:          "brotli: unknown field",
+		`[]`:                                    "must be a JSON object",
+		`{"types":[]}`:                          `types: must be "*" or a non-empty array of media types, got []`,
+		`{"types":"text/html"}`:                 `types: must be "*" or a non-empty array`,
+		`{"types":[""]}`:                        "types[0]: must not be empty",
+		`{"min_length":0}`:                      "min_length: must be an integer > 0, got 0",
+		`{"comp_level":10}`:                     "comp_level: must be an integer from 1 to 9, got 10",
+		`{"comp_level":0}`:                      "comp_level: must be an integer from 1 to 9, got 0",
+		`{"http_version":2}`:                    "http_version: must be 1.1 or 1.0, got 2",
+		`{"http_version":"1.1"}`:                `http_version: must be 1.1 or 1.0, got "1.1"`,
+		`{"buffers":{"number":0}}`:              "buffers.number: must be an integer > 0, got 0",
+		`{"buffers":{"size":0}}`:                "buffers.size: must be an integer > 0, got 0",
+		`{"buffers":{"count":1}}`:               "buffers.count: unknown field",
+		`{"buffers":1}`:                         "buffers: configuration must be a JSON object",
+		`{"buffers":{"number":8}}`:              `buffers: {"number": 8, "size": 4096} is not supported yet`,
+		`{"buffers":{"number":8,"size":16384}}`: `buffers: {"number": 8, "size": 16384} is not supported yet`,
+		`{"buffers":{"size":8192}}`:             `buffers: {"number": 32, "size": 8192} is not supported yet`,
+		`{"vary":0}`:                            "vary: must be a boolean, got 0",
+		`{"brotli":true}`:                       "brotli: unknown field",
 	}
 	for raw, want := range cases {
 		t.Run(raw, func(t *testing.T) {

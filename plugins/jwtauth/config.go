@@ -64,9 +64,7 @@ type Config struct {
 	HideCredentials bool
 	// KeyClaimName is the claim holding the consumer's key.
 	KeyClaimName string
-	// StoreInCtx is accepted for APISIX's configurations; no gw plugin reads the payload.
-	StoreInCtx bool
-	Realm      string
+	Realm        string
 	// AnonymousConsumer, when set, is the consumer a request without a valid token runs as.
 	AnonymousConsumer string
 	// ClaimsToVerify lists the claims that must be present and hold; nil checks exp and
@@ -83,8 +81,6 @@ type ConsumerConfig struct {
 	// PublicKey (PEM) checks the other algorithms' signatures.
 	PublicKey string
 	Algorithm string
-	// Exp is the lifetime of tokens APISIX 2.x signed; accepted, unused (gw signs none).
-	Exp int64
 	// LifetimeGracePeriod is the leeway, in seconds, on exp and nbf.
 	LifetimeGracePeriod int64
 }
@@ -109,7 +105,13 @@ func Parse(raw json.RawMessage) (*Config, error) {
 		case "key_claim_name":
 			c.KeyClaimName, err = m.NonEmptyString()
 		case "store_in_ctx":
-			c.StoreInCtx, err = m.Bool()
+			// APISIX keeps the payload in ctx.jwt_auth_payload for Lua code that runs
+			// later (serverless functions, custom plugins). gw runs no Lua and no plugin
+			// or variable of its reads a payload: true would be accepted and do nothing.
+			var store bool
+			if store, err = m.Bool(); err == nil && store {
+				err = fmt.Errorf("%s: true is not supported yet: no gw plugin or variable reads the token's payload (APISIX keeps it for Lua code); leave it out or give false", m.Name)
+			}
 		case "realm":
 			c.Realm, err = authn.Realm(m)
 		case "anonymous_consumer":
@@ -152,6 +154,9 @@ var (
 	publicAlgorithms = []string{"RS256", "RS384", "RS512", "ES256", "ES384", "ES512", "PS256", "PS384", "PS512", "EdDSA"}
 )
 
+// defaultExp is APISIX's default for a consumer's exp, one day in seconds.
+const defaultExp = 86400
+
 // ParseConsumer decodes a consumer's jwt-auth configuration strictly and applies the
 // defaults. A public key is parsed here, unless it is a secret reference: one that no
 // request could be checked against is refused at the write.
@@ -160,7 +165,7 @@ func ParseConsumer(raw json.RawMessage) (*ConsumerConfig, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &ConsumerConfig{Algorithm: "HS256", Exp: 86400}
+	c := &ConsumerConfig{Algorithm: "HS256"}
 	var hasKey, hasSecret, hasPublicKey bool
 	for _, m := range members {
 		switch m.Name {
@@ -182,7 +187,13 @@ func ParseConsumer(raw json.RawMessage) (*ConsumerConfig, error) {
 		case "base64_secret":
 			c.Base64Secret, err = m.Bool()
 		case "exp":
-			c.Exp, err = m.PositiveInt(1 << 62)
+			// The lifetime of the tokens APISIX's sign endpoint issues for the consumer;
+			// gw has no sign endpoint, so only APISIX's default, which changes nothing,
+			// is accepted.
+			var exp int64
+			if exp, err = m.PositiveInt(1 << 62); err == nil && exp != defaultExp {
+				err = fmt.Errorf("%s: %d is not supported yet: it is the lifetime of the tokens APISIX's sign endpoint issues, and gw signs no tokens; leave it out (or give %d)", m.Name, exp, defaultExp)
+			}
 		case "lifetime_grace_period":
 			c.LifetimeGracePeriod, err = m.IntIn(0, 1<<40)
 		case "private_key":

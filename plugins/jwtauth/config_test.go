@@ -20,7 +20,7 @@ func TestParseAccepts(t *testing.T) {
 		"header": {`{"header":"X-JWT","query":"token","cookie":"session"}`, with(func(c *Config) { c.Header, c.Query, c.Cookie = "X-JWT", "token", "session" })},
 		"hide":   {`{"hide_credentials":true}`, with(func(c *Config) { c.HideCredentials = true })},
 		"claim":  {`{"key_claim_name":"iss"}`, with(func(c *Config) { c.KeyClaimName = "iss" })},
-		"store":  {`{"store_in_ctx":true}`, with(func(c *Config) { c.StoreInCtx = true })},
+		"store":  {`{"store_in_ctx":false}`, with(func(c *Config) {})},
 		"realm":  {`{"realm":"api"}`, with(func(c *Config) { c.Realm = "api" })},
 		"anon":   {`{"anonymous_consumer":"guest"}`, with(func(c *Config) { c.AnonymousConsumer = "guest" })},
 		"claims": {`{"claims_to_verify":["exp","nbf"]}`, with(func(c *Config) { c.ClaimsToVerify = []string{"exp", "nbf"} })},
@@ -53,6 +53,8 @@ func TestParseRejects(t *testing.T) {
 		"claims iat":    {`{"claims_to_verify":["iat"]}`, `claims_to_verify[0]: must be "exp" or "nbf", got "iat"`},
 		"claims twice":  {`{"claims_to_verify":["exp","exp"]}`, `claims_to_verify[1]: "exp" appears twice`},
 		"claims string": {`{"claims_to_verify":"exp"}`, `claims_to_verify: must be an array of "exp" and "nbf", got "exp"`},
+		"store":         {`{"store_in_ctx":true}`, "store_in_ctx: true is not supported yet"},
+		"store string":  {`{"store_in_ctx":"yes"}`, `store_in_ctx: must be a boolean, got "yes"`},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -70,12 +72,12 @@ const es256PublicKey = "-----BEGIN PUBLIC KEY-----\nMFkwEwYHKoZIzj0CAQYIKoZIzj0D
 func TestParseConsumer(t *testing.T) {
 	accepted := map[string]ConsumerConfig{
 		// t/plugin/jwt-auth.t TEST 3.
-		`{"key":"user-key","secret":"my-secret-key"}`: {Key: "user-key", Secret: "my-secret-key", Algorithm: "HS256", Exp: 86400},
+		`{"key":"user-key","secret":"my-secret-key"}`: {Key: "user-key", Secret: "my-secret-key", Algorithm: "HS256"},
 		// TEST 14.
-		`{"key":"user-key","secret":"fo4XKdZ1xSrIZyms4q2BwPrW5lMpls9qqy5tiAk2esc=","base64_secret":true}`: {Key: "user-key", Secret: "fo4XKdZ1xSrIZyms4q2BwPrW5lMpls9qqy5tiAk2esc=", Base64Secret: true, Algorithm: "HS256", Exp: 86400},
-		`{"key":"k","secret":"s","algorithm":"HS512","exp":60,"lifetime_grace_period":5}`:                 {Key: "k", Secret: "s", Algorithm: "HS512", Exp: 60, LifetimeGracePeriod: 5},
-		`{"key":"k","secret":"$env://JWT_SECRET","base64_secret":true}`:                                   {Key: "k", Secret: "$env://JWT_SECRET", Base64Secret: true, Algorithm: "HS256", Exp: 86400},
-		`{"key":"k","algorithm":"RS256","public_key":"$env://JWT_PUBLIC_KEY"}`:                            {Key: "k", PublicKey: "$env://JWT_PUBLIC_KEY", Algorithm: "RS256", Exp: 86400},
+		`{"key":"user-key","secret":"fo4XKdZ1xSrIZyms4q2BwPrW5lMpls9qqy5tiAk2esc=","base64_secret":true}`: {Key: "user-key", Secret: "fo4XKdZ1xSrIZyms4q2BwPrW5lMpls9qqy5tiAk2esc=", Base64Secret: true, Algorithm: "HS256"},
+		`{"key":"k","secret":"s","algorithm":"HS512","exp":86400,"lifetime_grace_period":5}`:              {Key: "k", Secret: "s", Algorithm: "HS512", LifetimeGracePeriod: 5},
+		`{"key":"k","secret":"$env://JWT_SECRET","base64_secret":true}`:                                   {Key: "k", Secret: "$env://JWT_SECRET", Base64Secret: true, Algorithm: "HS256"},
+		`{"key":"k","algorithm":"RS256","public_key":"$env://JWT_PUBLIC_KEY"}`:                            {Key: "k", PublicKey: "$env://JWT_PUBLIC_KEY", Algorithm: "RS256"},
 	}
 	for raw, want := range accepted {
 		got, err := ParseConsumer([]byte(raw))
@@ -106,6 +108,7 @@ func TestParseConsumer(t *testing.T) {
 		`{"key":"k","algorithm":"RS256","public_key":"not a key"}`:                   "public_key: not a PEM public key for RS256",
 		`{"key":"k","algorithm":"RS256","public_key":` + quote(es256PublicKey) + `}`: "public_key: not a PEM public key for RS256",
 		`{"key":"k","secret":"s","exp":0}`:                                           "exp: must be an integer > 0, got 0",
+		`{"key":"k","secret":"s","exp":60}`:                                          "exp: 60 is not supported yet",
 		`{"key":"k","secret":"s","lifetime_grace_period":-1}`:                        "lifetime_grace_period: must be an integer from 0",
 		`{"key":"k","secret":"s","private_key":"p"}`:                                 "private_key: gw signs no tokens",
 		`{"key":"k","secret":"$secret://vault/jwt"}`:                                 "secret:",

@@ -24,7 +24,7 @@ var schema = []byte(`{
     "cookie": {"type": "string", "minLength": 1, "default": "jwt"},
     "hide_credentials": {"type": "boolean", "default": false},
     "key_claim_name": {"type": "string", "minLength": 1, "default": "key"},
-    "store_in_ctx": {"type": "boolean", "default": false},
+    "store_in_ctx": {"type": "boolean", "enum": [false], "default": false},
     "realm": {"type": "string", "minLength": 1, "maxLength": 128, "pattern": "^[ !#-\\[\\]-~]+$", "default": "jwt"},
     "anonymous_consumer": {"type": "string", "minLength": 1},
     "claims_to_verify": {"type": "array", "items": {"type": "string", "enum": ["exp", "nbf"]}},
@@ -40,7 +40,7 @@ var consumerSchema = []byte(`{
     "secret": {"type": "string", "minLength": 1},
     "public_key": {"type": "string", "minLength": 1},
     "algorithm": {"type": "string", "enum": ["HS256", "HS384", "HS512", "RS256", "RS384", "RS512", "ES256", "ES384", "ES512", "PS256", "PS384", "PS512", "EdDSA"], "default": "HS256"},
-    "exp": {"type": "integer", "minimum": 1, "default": 86400},
+    "exp": {"type": "integer", "enum": [86400], "default": 86400},
     "base64_secret": {"type": "boolean", "default": false},
     "lifetime_grace_period": {"type": "integer", "minimum": 0, "default": 0}
   },

@@ -66,8 +66,9 @@ type Config struct {
 	RejectedMsg string `json:"rejected_msg,omitempty"`
 	// NoDelay lets requests within burst through at once instead of delaying them.
 	NoDelay bool `json:"nodelay"`
-	// AllowDegradation lets requests through when the buckets cannot be read; the shared
-	// table never fails a request (a full bucket evicts), so it changes nothing here.
+	// AllowDegradation lets requests through, unlimited, when the limiter is unavailable:
+	// a key's bucket that cannot be taken within maxTries (its slot changing owner under
+	// it each time), where it would otherwise be a 500.
 	AllowDegradation bool `json:"allow_degradation"`
 	// Policy is where buckets live; only "local" (this gateway's workers) is supported.
 	Policy string `json:"policy"`

@@ -51,6 +51,9 @@ func segmentDataSize(cfg *conf.Config) int {
 var (
 	contentTypeJSON  = []byte("application/json")
 	errNoSharedTable = errors.New("no shared memory segment for limit-req (the master creates it at start)")
+	// errContended is APISIX's answer when its limiter fails: 500, unless
+	// allow_degradation.
+	errContended = errors.New("failed to limit req: the key's slot in the shared table kept changing owner")
 )
 
 // limiter is one route's limit-req instance. It is immutable and shared by every request
@@ -69,6 +72,7 @@ type limiter struct {
 	interval     uint64 // ticks per request, 1/rate
 	limit        uint64 // the most excess allowed, in ticks: burst intervals
 	nodelay      bool
+	degrade      bool // allow_degradation
 	rejectedCode int
 	rejectedBody []byte // nil: no body, as APISIX without rejected_msg
 	sleep        func(time.Duration)
@@ -107,6 +111,7 @@ func (plugin) Build(raw json.RawMessage, env *plugins.Env) (any, error) {
 		interval:     interval,
 		limit:        uint64(math.Floor(cfg.Burst*float64(interval) + 0.5)),
 		nodelay:      cfg.NoDelay,
+		degrade:      cfg.AllowDegradation,
 		rejectedCode: cfg.RejectedCode,
 		sleep:        time.Sleep,
 		now:          wallNanos,
@@ -137,7 +142,10 @@ func (l *limiter) Access(c *plugins.Ctx) error {
 	nanos := l.now()
 	now := uint64(nanos / tickNanos)
 	fp := l.keys.Fingerprint(c)
-	for {
+	for tries := 0; ; tries++ {
+		if tries == maxTries {
+			return l.unavailable()
+		}
 		e, ok := l.table.Find(fp)
 		if !ok {
 			// A new key's bucket starts empty at now and takes this request with excess
@@ -165,6 +173,20 @@ func (l *limiter) Access(c *plugins.Ctx) error {
 		}
 		return nil
 	}
+}
+
+// maxTries bounds the attempts to take a key's bucket while its slot changes owner under
+// it (other keys evicting it, in a table full of busy keys): a worker never spins.
+const maxTries = 64
+
+// unavailable is the answer when the bucket could not be taken: the limiter is
+// unavailable, and APISIX's allow_degradation lets the request through unlimited;
+// otherwise it is a 500.
+func (l *limiter) unavailable() error {
+	if l.degrade {
+		return nil
+	}
+	return errContended
 }
 
 // reject answers rejected_code, with rejected_msg's body when there is one.

@@ -2,6 +2,7 @@ package limitreq
 
 import (
 	"encoding/json"
+	"errors"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -273,5 +274,20 @@ func BenchmarkAccess(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		l.Access(c)
+	}
+}
+
+// A bucket that cannot be taken (its slot kept changing owner for maxTries attempts) is
+// the limiter unavailable: a 500 error, or with allow_degradation the request passes
+// unlimited, as APISIX's.
+func TestUnavailableDegradesOnlyWithAllowDegradation(t *testing.T) {
+	f := newFixture(t)
+	strict := f.build("1", `{"rate": 1, "burst": 0, "key": "remote_addr"}`)
+	lenient := f.build("2", `{"rate": 1, "burst": 0, "key": "remote_addr", "allow_degradation": true}`)
+	if err := strict.unavailable(); !errors.Is(err, errContended) {
+		t.Fatalf("without allow_degradation: %v, want %v", err, errContended)
+	}
+	if err := lenient.unavailable(); err != nil {
+		t.Fatalf("with allow_degradation: %v, want the request through", err)
 	}
 }

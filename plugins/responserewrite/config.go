@@ -49,6 +49,9 @@ type Config struct {
 	Filters  []Filter
 	// MaxBodySize bounds the body a filter reads; past it the body is truncated.
 	MaxBodySize int
+	// Vars, when not nil, is the condition for the whole rewrite: a response for which it
+	// does not hold goes as it is.
+	Vars *conf.Expr
 }
 
 // Header is one header operation: a name and a value that may hold variables. An empty
@@ -101,14 +104,15 @@ func Parse(raw json.RawMessage) (*Config, error) {
 			n, err = m.PositiveInt(1 << 40)
 			c.MaxBodySize = int(n)
 		case "vars":
-			// Evaluating a vars expression from a plugin waits for the shared evaluator
-			// (plugins/vars), and APISIX's response vars ($status, $upstream_http_*) are
-			// not in gw's variable language yet: refused rather than ignored.
-			err = fmt.Errorf("%s: is not supported yet; the rewrite applies to every response of the route", m.Name)
+			// Read once the response is known, as APISIX's header_filter does: the
+			// request's variables and the response's (status, sent_http_<name>).
+			if c.Vars, err = conf.ParseResponseVars(m.Value); err != nil {
+				err = fmt.Errorf("%s: %w", m.Name, err)
+			}
 		case "_meta":
 			err = m.Object()
 		default:
-			err = fmt.Errorf("%s: unknown field; known fields: status_code, body, body_base64, headers, filters, max_resp_body_size", m.Name)
+			err = fmt.Errorf("%s: unknown field; known fields: status_code, body, body_base64, headers, filters, max_resp_body_size, vars", m.Name)
 		}
 		if err != nil {
 			return nil, err

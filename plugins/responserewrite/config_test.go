@@ -1,6 +1,7 @@
 package responserewrite
 
 import (
+	"gw/conf"
 	"strings"
 	"testing"
 )
@@ -45,6 +46,23 @@ func TestParseAccepts(t *testing.T) {
 		`{"filters":[{"regex":"hello","replace":"$0 $$ ${0}1"},{"regex":"(?:a)b","scope":"global","replace":"x$1y","options":"jo"}],"max_resp_body_size":10}`: func(t *testing.T, c *Config) {
 			if len(c.Filters) != 2 || c.Filters[0].Replace != "${0} $$ ${0}1" || !c.Filters[1].Global || c.Filters[1].Replace != "x${1}y" || c.MaxBodySize != 10 {
 				t.Errorf("%+v", c.Filters)
+			}
+		},
+		// TEST 16 "add validate vars"; response-rewrite3.t's, with the request's variables
+		// and the response's headers.
+		`{"vars":[["status","==",200]]}`: func(t *testing.T, c *Config) {
+			if c.Vars == nil || c.Vars.Logic != conf.LogicAnd || len(c.Vars.Operands) != 1 || c.Vars.Operands[0].Cmp.Var.String() != "status" {
+				t.Errorf("vars: %+v", c.Vars)
+			}
+		},
+		`{"vars":[["sent_http_content_type","~~","^text/"],["arg_a","==","1"]],"body":"x"}`: func(t *testing.T, c *Config) {
+			if c.Vars == nil || len(c.Vars.Operands) != 2 || c.Vars.Operands[0].Cmp.Var.String() != "sent_http_content_type" {
+				t.Errorf("vars: %+v", c.Vars)
+			}
+		},
+		`{"vars":[]}`: func(t *testing.T, c *Config) {
+			if c.Vars != nil {
+				t.Errorf("vars: %+v, want none (every response)", c.Vars)
 			}
 		},
 		`{"filters":[{"regex":"HELLO","replace":"x","options":"i"}]}`: func(t *testing.T, c *Config) {
@@ -106,9 +124,13 @@ func TestParseRejects(t *testing.T) {
 		`{"filters":[{"regex":"a","replace":"b","options":"x"}]}`: `filters[0].options: option 'x' is not supported`,
 		`{"filters":[{"regex":"a","replace":"b","x":1}]}`:         "filters[0].x: unknown field",
 		`{"max_resp_body_size":0}`:                                "max_resp_body_size: must be an integer > 0",
-		// TEST 16 "add validate vars": refused until gw evaluates response vars.
-		`{"vars":[["status","==",200]]}`: "vars: is not supported yet",
-		`{"status":200}`:                 "status: unknown field",
+		// TEST 17 "add plugin with invalidate vars", and variables gw cannot read.
+		`{"vars":[[]]}`:                           "vars: failed to validate the 'vars' expression: rule too short",
+		`{"vars":{"status":200}}`:                 "vars: failed to validate the 'vars' expression: must be an array",
+		`{"vars":[["upstream_status","==",200]]}`: `vars: failed to validate the 'vars' expression: unknown variable "upstream_status"`,
+		`{"vars":[["sent_http_","==","a"]]}`:      `invalid variable "sent_http_"`,
+		`{"vars":[["status","~~","("]]}`:          "vars: failed to validate",
+		`{"status":200}`:                          "status: unknown field",
 	}
 	for raw, want := range cases {
 		t.Run(raw, func(t *testing.T) {

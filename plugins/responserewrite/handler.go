@@ -7,7 +7,9 @@ import (
 	"io"
 	"sync"
 
+	"gw/conf"
 	"gw/plugins"
+	"gw/plugins/vars"
 )
 
 // rewrite is one route's response-rewrite. It is immutable and safe for concurrent use.
@@ -19,6 +21,7 @@ type rewrite struct {
 	remove   [][]byte
 	filters  []Filter
 	maxBody  int
+	when     *conf.Expr // vars: nil rewrites every response
 }
 
 // headerOp is one header operation with its name as bytes.
@@ -43,7 +46,7 @@ func (plugin) Build(raw json.RawMessage, _ *plugins.Env) (any, error) {
 	}
 	r := &rewrite{
 		status: cfg.StatusCode, body: cfg.Body, hasBody: cfg.HasBody,
-		filters: cfg.Filters, maxBody: cfg.MaxBodySize,
+		filters: cfg.Filters, maxBody: cfg.MaxBodySize, when: cfg.Vars,
 	}
 	for _, h := range cfg.Add {
 		r.add = append(r.add, headerOp{[]byte(h.Name), h})
@@ -70,9 +73,15 @@ type scratch struct{ value, body []byte }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
 
-// Response rewrites the final response: status, header fields, then the body, as
-// APISIX's header_filter and body_filter do.
+// Response rewrites the final response when vars holds for it: status, header fields,
+// then the body, as APISIX's header_filter and body_filter do.
 func (r *rewrite) Response(c *plugins.Ctx) {
+	if r.when != nil {
+		req := c.VarsRequest()
+		if !vars.Eval(r.when, &req) {
+			return // APISIX's vars: the response goes as it is
+		}
+	}
 	s := scratchPool.Get().(*scratch)
 	defer scratchPool.Put(s)
 	if r.status != 0 {

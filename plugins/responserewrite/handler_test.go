@@ -128,6 +128,21 @@ func TestResponse(t *testing.T) {
 		{name: "body replaces encoded", cfg: `{"body":"plain"}`,
 			up:     upstreamAnswer{status: 200, body: gzipped("x"), headers: []string{"Content-Encoding", "gzip"}},
 			status: 200, body: "plain", headers: map[string]string{"Content-Encoding": ""}},
+		// vars: response-rewrite.t TEST 18-20, the rewrite only where the status matches;
+		// response-rewrite3.t's with status 200; the response's headers and the
+		// request's variables.
+		{name: "vars status matches", cfg: `{"body":"new body3\n","status_code":403,"vars":[["status","==",500]]}`,
+			up: upstreamAnswer{status: 500, body: "boom"}, status: 403, body: "new body3\n"},
+		{name: "vars status differs", cfg: `{"body":"new body3\n","status_code":403,"vars":[["status","==",500]]}`,
+			up: hello, status: 200, body: "hello world\n", headers: map[string]string{"ETag": `"abc"`}},
+		{name: "vars header", cfg: `{"headers":{"set":{"X-Text":"yes"}},"vars":[["sent_http_content_type","~~","^text/"]]}`,
+			up: hello, status: 200, body: "hello world\n", headers: map[string]string{"X-Text": "yes"}},
+		{name: "vars header absent", cfg: `{"headers":{"set":{"X-Text":"yes"}},"vars":[["sent_http_x_missing","==","a"]]}`,
+			up: hello, status: 200, body: "hello world\n", headers: map[string]string{"X-Text": ""}},
+		{name: "vars request and response", cfg: `{"body":"x","vars":["OR",["status",">=",500],["uri","==","/with_header"]]}`,
+			up: hello, status: 200, body: "x"},
+		{name: "vars negated", cfg: `{"body":"x","vars":[["status","!","==",200]]}`,
+			up: hello, status: 200, body: "hello world\n"},
 		// Another plugin's answer is rewritten too (APISIX's header_filter runs for it).
 		{name: "a 401", cfg: `{"status_code":403,"body":"no\n"}`, up: upstreamAnswer{status: 401, body: `{"message":"Missing API key in request"}`},
 			status: 403, body: "no\n"},
@@ -164,7 +179,8 @@ func TestResponseAllocatesNothing(t *testing.T) {
 	if race.Enabled {
 		t.Skip("the race detector allocates")
 	}
-	r := instance(t, `{"status_code":201,"headers":{"add":["X-Add: a"],"set":{"X-A":"$remote_addr","X-Route":"route $route_id"},"remove":["Server"]}}`)
+	r := instance(t, `{"status_code":201,"headers":{"add":["X-Add: a"],"set":{"X-A":"$remote_addr","X-Route":"route $route_id"},"remove":["Server"]},`+
+		`"vars":[["status","==",200],["sent_http_content_type","~~","text/"]]}`)
 	ctx := &fasthttp.RequestCtx{}
 	ctx.Request.SetRequestURI("/a")
 	ctx.SetRemoteAddr(&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 5000})
@@ -173,6 +189,7 @@ func TestResponseAllocatesNothing(t *testing.T) {
 	allocs := testing.AllocsPerRun(200, func() {
 		c.End()
 		ctx.Response.Reset()
+		ctx.Response.Header.SetContentType("text/plain")
 		c.Begin(ctx, route, 0)
 		r.Response(c)
 	})

@@ -7,7 +7,7 @@ var _ plugins.Described = plugin{}
 // Schema is the configuration's JSON Schema, what Parse accepts but for what a schema
 // cannot say: body with filters, base64 that does not decode, header values naming a
 // variable gw does not know, the new form's members beside others, regexes and
-// replacements RE2 cannot run. vars is left out: refused as not supported yet.
+// replacements RE2 cannot run, and what a vars expression must be (conf.ParseResponseVars).
 func (plugin) Schema() []byte { return schema }
 
 var schema = []byte(`{
@@ -16,6 +16,7 @@ var schema = []byte(`{
     "status_code": {"type": "integer", "minimum": 200, "maximum": 598},
     "body": {"type": "string"},
     "body_base64": {"type": "boolean", "default": false},
+    "vars": {"type": "array"},
     "headers": {
       "type": "object",
       "minProperties": 1,

@@ -249,6 +249,20 @@ func read(r *Request, v *conf.Var, buf []byte) (value []byte, appended, ok bool)
 		return text(r.Consumer)
 	case conf.VarPostArg, conf.VarPostArgForm:
 		return readPostArg(r, v, buf)
+	case conf.VarStatus:
+		// The response's status as it stands; nginx's $status is 000 before there is one,
+		// and only response-rewrite, once there is, reads it.
+		return strconv.AppendInt(buf, int64(req.Response.StatusCode()), 10), true, true
+	case conf.VarSentHeader:
+		h := &req.Response.Header
+		if value := h.PeekBytes(stringBytes(v.Name)); len(value) > 0 {
+			return value, false, true
+		}
+		values := h.PeekAll(v.Name)
+		if len(values) == 0 {
+			return nil, false, false
+		}
+		return values[0], false, true
 	case 0, conf.VarMQTTClientID:
 		return nil, false, false
 	}
