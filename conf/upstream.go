@@ -270,7 +270,17 @@ type Scheme uint8
 const (
 	SchemeHTTP Scheme = iota
 	SchemeHTTPS
+	// SchemeGRPC is HTTP/2 in the clear (prior knowledge) to the nodes, SchemeGRPCS HTTP/2
+	// over TLS: a route with either proxies gRPC calls from HTTP/2 clients.
+	SchemeGRPC
+	SchemeGRPCS
 )
+
+// IsGRPC reports whether s speaks HTTP/2 to the nodes, for gRPC.
+func (s Scheme) IsGRPC() bool { return s == SchemeGRPC || s == SchemeGRPCS }
+
+// Secure reports whether s speaks TLS to the nodes.
+func (s Scheme) Secure() bool { return s == SchemeHTTPS || s == SchemeGRPCS }
 
 func schemeOf(s string) (Scheme, error) {
 	switch s {
@@ -278,7 +288,11 @@ func schemeOf(s string) (Scheme, error) {
 		return SchemeHTTP, nil
 	case "https":
 		return SchemeHTTPS, nil
-	case "grpc", "grpcs", "tcp", "tls", "udp", "kafka":
+	case "grpc":
+		return SchemeGRPC, nil
+	case "grpcs":
+		return SchemeGRPCS, nil
+	case "tcp", "tls", "udp", "kafka":
 		return 0, fmt.Errorf("%q is not supported yet", s)
 	}
 	return 0, fmt.Errorf("matches none of the enum values (grpc, grpcs, http, https, tcp, tls, udp, kafka), got %q", s)

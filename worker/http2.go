@@ -3,6 +3,7 @@ package worker
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/tls"
 	"errors"
 	"io"
@@ -214,6 +215,8 @@ type h2Conn struct {
 
 	// completed counts responses given, which earn the flood budgets back.
 	completed atomic.Int64
+	// dataSincePing is set when DATA with a payload went either way since the last PING.
+	dataSincePing atomic.Bool
 
 	mu   sync.Mutex
 	cond sync.Cond
@@ -294,6 +297,13 @@ type h2Stream struct {
 	stalled      bool  // send_timeout passed with the client's window shut
 	body         h2Body
 	remoteClosed bool // END_STREAM came (read loop, and respond under mu)
+
+	// gRPC (grpc.go): grpc is the request body as the node's side reads it; grpcAnswered
+	// is set once proxyGRPC took the response over, so respond writes nothing; cancel
+	// (under c.mu) ends the node's call, and is called when the client resets the stream.
+	grpc         grpcBody
+	grpcAnswered bool
+	cancel       context.CancelFunc
 
 	// read loop
 	declared int64 // content-length, -1 when none
@@ -538,7 +548,10 @@ func (c *h2Conn) handle(f http2.Frame) error {
 		if f.IsAck() {
 			return nil
 		}
-		if c.over(abusePing) {
+		// A PING after DATA went either way is a client measuring the connection (gRPC's
+		// BDP estimation pings as it receives DATA), not a flood: only the others are
+		// charged.
+		if !c.dataSincePing.Swap(false) && c.over(abusePing) {
 			return errCut
 		}
 		c.mu.Lock()
@@ -677,6 +690,9 @@ func (c *h2Conn) closeStreamLocked(s *h2Stream) {
 	}
 	if !s.answered {
 		s.reset = true
+		if s.cancel != nil {
+			s.cancel() // a gRPC call's, to the node
+		}
 	}
 	if !s.body.eof && s.body.err == nil {
 		s.body.err = errStreamGone
@@ -770,7 +786,9 @@ func (c *h2Conn) newStream(id uint32) *h2Stream {
 	s.c, s.id, s.declared, s.received, s.recvWindow = c, id, -1, 0, streamWindow
 	s.reset, s.stalled, s.answered, s.remoteClosed = false, false, false, false
 	s.body = h2Body{s: s}
+	s.grpc, s.grpcAnswered, s.cancel = grpcBody{}, false, nil
 	ec := &s.ec
+	ec.stream = s
 	ec.peerLen, ec.trusted, ec.inBody, ec.body, ec.h2Stream = 0, false, false, limitedBody{}, true
 	if c.ec != nil {
 		ec.TCPConn, ec.l, ec.trusted = c.ec.TCPConn, c.ec.l, c.ec.trusted
@@ -1091,6 +1109,7 @@ func (s *h2Stream) serve() {
 	s.ctx.Response.Reset()
 	s.ctx.ResetUserValues()
 	s.c, s.body = nil, h2Body{}
+	s.grpc, s.grpcAnswered, s.cancel = grpcBody{}, false, nil
 	s.tlsc = tlsStreamConn{}
 	h2StreamPool.Put(s)
 }
@@ -1100,6 +1119,13 @@ func (s *h2Stream) serve() {
 func (s *h2Stream) respond() {
 	c := s.c
 	resp := &s.ctx.Response
+	if s.grpcAnswered {
+		return
+	}
+	if resp.StatusCode() != fasthttp.StatusOK && isGRPCRequest(&s.ctx.Request.Header) {
+		s.respondGRPCError()
+		return
+	}
 	var body []byte
 	var src io.Reader
 	if resp.IsBodyStream() {
@@ -1298,6 +1324,9 @@ func (s *h2Stream) writeData(p []byte, end bool) error {
 		}
 		c.sendWindow -= int32(n)
 		s.sendWindow -= int32(n)
+		if n > 0 && !c.dataSincePing.Load() {
+			c.dataSincePing.Store(true)
+		}
 		p = p[n:]
 		if len(p) == 0 {
 			c.flushLaterLocked()
@@ -1376,6 +1405,9 @@ func (c *h2Conn) data(f *http2.DataFrame) error {
 	}
 	s.recvWindow -= n
 	s.received += int64(len(data))
+	if len(data) > 0 {
+		c.dataSincePing.Store(true)
+	}
 	b := &s.body
 	if len(data) > 0 {
 		if len(b.buf)-b.end < len(data) {
