@@ -119,7 +119,31 @@ func (u *Upstream) checkAcrossFields(path string) error {
 	if err := u.validateTLS(path); err != nil {
 		return err
 	}
+	if err := u.validateGRPCChecks(path); err != nil {
+		return err
+	}
 	return u.validateHashKey(path)
+}
+
+// validateGRPCChecks refuses the health checks a grpc or grpcs upstream would get wrong:
+// an active check of type http or https probes with HTTP/1.1, which a gRPC server does
+// not answer, so every node would go unhealthy; passive checks are not counted from gRPC
+// calls. An active check of type tcp (a connect) works as for any upstream.
+func (u *Upstream) validateGRPCChecks(path string) error {
+	if (u.Scheme != "grpc" && u.Scheme != "grpcs") || u.Checks == nil {
+		return nil
+	}
+	if u.Checks.Passive != nil {
+		return &ObjectError{Path: memberPath(path, "checks.passive"), Reason: fmt.Sprintf("passive health checks are not supported yet for scheme %q; use an active check of type tcp", u.Scheme)}
+	}
+	if a := u.Checks.Active; a != nil && a.Type != "tcp" {
+		typ := a.Type
+		if typ == "" {
+			typ = "http"
+		}
+		return &ObjectError{Path: memberPath(path, "checks.active.type"), Reason: fmt.Sprintf(`must be "tcp" for scheme %q, got %q: an HTTP/1.1 probe cannot check a gRPC node (gRPC health checking is not supported yet)`, u.Scheme, typ)}
+	}
+	return nil
 }
 
 // DefaultHashOn is where a chash upstream takes its key from when hash_on is unset.

@@ -203,12 +203,28 @@ func wantCode(t *testing.T, what string, err error, code codes.Code, msgPart str
 // and trailers passed both ways and the node's own status codes kept.
 func TestGRPCCallsThroughTheGateway(t *testing.T) {
 	node := startGRPCServer(t, "n1", nil)
-	in := newInstance(t, "worker_processes: 1\n")
+	tlsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	in := newInstance(t, fmt.Sprintf("worker_processes: 1\nssl:\n  enabled: true\n  listen: [%q]\n", tlsAddr))
 	in.start()
+	cert := newTLSTestCert(t, "grpc.test")
+	in.mustPut("/apisix/admin/ssls/1", cert.sslBody("grpc.test"))
 	putGRPCRoute(t, in, "1", "/test.Echo/*", map[string]any{"scheme": "grpc", "nodes": map[string]int{node.addr: 1}}, "")
 	cc := dialGW(t, in.data)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+
+	// Over TLS, h2 by ALPN, as over h2c.
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM([]byte(cert.cert))
+	secure, err := grpc.NewClient(tlsAddr, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool, ServerName: "grpc.test"})),
+		grpc.WithDefaultCallOptions(grpc.ForceCodec(rawCodec{})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer secure.Close()
+	if out, err := unary(ctx, secure, "Echo", "over tls"); err != nil || out != "n1:over tls" {
+		t.Fatalf("unary over TLS: %q, %v", out, err)
+	}
 
 	var header, trailer metadata.MD
 	out, err := unary(ctx, cc, "Echo", "hello", grpc.Header(&header), grpc.Trailer(&trailer))
@@ -338,6 +354,15 @@ func TestGRPCCancelDeadlineAndGatewayErrors(t *testing.T) {
 
 	err = cc.Invoke(ctx, "/nothing.Here/M", &in2, &out)
 	wantCode(t, "no route", err, codes.Unimplemented, "404 Route Not Found")
+
+	// A node that refuses the connection is passed over for the next (retries), as the
+	// HTTP forward does: every call is answered.
+	putGRPCRoute(t, in, "3", "/test.Echo/Echo", map[string]any{"scheme": "grpc", "nodes": map[string]int{dead: 1, node.addr: 1}}, "")
+	for i := range 4 {
+		if out, err := unary(ctx, cc, "Echo", "again"); err != nil || out != "n1:again" {
+			t.Fatalf("call %d with one node down: %q, %v", i+1, out, err)
+		}
+	}
 }
 
 // The route's plugins run on the call's header: key-auth refuses a call without a key
@@ -446,5 +471,3 @@ func TestGRPCAdminAPI(t *testing.T) {
 		t.Fatalf("scheme tcp: %d %s", status, resp)
 	}
 }
-
-

@@ -75,15 +75,17 @@ func forwardTo(ctx *fasthttp.RequestCtx, up *proxy.Upstream, info *proxy.Info) {
 
 // grpcBody is a gRPC stream's request body as the node's side reads it, from its own
 // goroutine: h2Body, plus a close that lets the stream's state be reused only once no
-// read is under way.
+// read is under way. One is made per call: net/http may read a request body (and find
+// it closed) after RoundTrip returned, when the stream may serve another request.
 type grpcBody struct {
 	s       *h2Stream
-	closed  bool // under s.c.mu
-	readers int  // under s.c.mu
+	c       *h2Conn
+	closed  bool // under c.mu; once set, s is no longer touched
+	readers int  // under c.mu
 }
 
 func (b *grpcBody) Read(p []byte) (int, error) {
-	c := b.s.c
+	c := b.c
 	c.mu.Lock()
 	if b.closed {
 		c.mu.Unlock()
@@ -103,7 +105,7 @@ func (b *grpcBody) Read(p []byte) (int, error) {
 
 // Close ends the body for its reader: a read waiting for DATA returns.
 func (b *grpcBody) Close() error {
-	c := b.s.c
+	c := b.c
 	c.mu.Lock()
 	b.closeLocked()
 	c.mu.Unlock()
@@ -111,17 +113,20 @@ func (b *grpcBody) Close() error {
 }
 
 func (b *grpcBody) closeLocked() {
+	if b.closed {
+		return
+	}
 	b.closed = true
 	if body := &b.s.body; !body.eof && body.err == nil {
 		body.err = errBodyClosed
 	}
-	b.s.c.cond.Broadcast()
+	b.c.cond.Broadcast()
 }
 
 // release closes the body and waits until no read is under way: the stream (and its body
 // buffer) goes back to its pool after.
 func (b *grpcBody) release() {
-	c := b.s.c
+	c := b.c
 	c.mu.Lock()
 	b.closeLocked()
 	for b.readers > 0 {
@@ -150,22 +155,25 @@ func proxyGRPC(ctx *fasthttp.RequestCtx, up *proxy.Upstream, info *proxy.Info) {
 	c.mu.Lock()
 	s.cancel = cancel
 	gone := s.reset || c.dead
-	var body io.ReadCloser
+	var body *grpcBody
 	if !s.remoteClosed || s.body.start < s.body.end {
-		s.grpc = grpcBody{s: s}
-		body = &s.grpc
+		body = &grpcBody{s: s, c: c}
 	}
 	c.mu.Unlock()
 	defer func() {
 		cancel()
 		if body != nil {
-			s.grpc.release()
+			body.release()
 		}
 	}()
 	if gone {
 		return
 	}
-	resp, err := up.RoundTripGRPC(call, ctx, body, info)
+	var reqBody io.ReadCloser
+	if body != nil {
+		reqBody = body
+	}
+	resp, err := up.RoundTripGRPC(call, ctx, reqBody, info)
 	if err != nil {
 		s.grpcFailed(call, err, false)
 		return

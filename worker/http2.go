@@ -298,10 +298,9 @@ type h2Stream struct {
 	body         h2Body
 	remoteClosed bool // END_STREAM came (read loop, and respond under mu)
 
-	// gRPC (grpc.go): grpc is the request body as the node's side reads it; grpcAnswered
-	// is set once proxyGRPC took the response over, so respond writes nothing; cancel
-	// (under c.mu) ends the node's call, and is called when the client resets the stream.
-	grpc         grpcBody
+	// gRPC (grpc.go): grpcAnswered is set once proxyGRPC took the response over, so
+	// respond writes nothing; cancel (under c.mu) ends the node's call, and is called
+	// when the client resets the stream.
 	grpcAnswered bool
 	cancel       context.CancelFunc
 
@@ -786,7 +785,7 @@ func (c *h2Conn) newStream(id uint32) *h2Stream {
 	s.c, s.id, s.declared, s.received, s.recvWindow = c, id, -1, 0, streamWindow
 	s.reset, s.stalled, s.answered, s.remoteClosed = false, false, false, false
 	s.body = h2Body{s: s}
-	s.grpc, s.grpcAnswered, s.cancel = grpcBody{}, false, nil
+	s.grpcAnswered, s.cancel = false, nil
 	ec := &s.ec
 	ec.stream = s
 	ec.peerLen, ec.trusted, ec.inBody, ec.body, ec.h2Stream = 0, false, false, limitedBody{}, true
@@ -1109,7 +1108,7 @@ func (s *h2Stream) serve() {
 	s.ctx.Response.Reset()
 	s.ctx.ResetUserValues()
 	s.c, s.body = nil, h2Body{}
-	s.grpc, s.grpcAnswered, s.cancel = grpcBody{}, false, nil
+	s.grpcAnswered, s.cancel = false, nil
 	s.tlsc = tlsStreamConn{}
 	h2StreamPool.Put(s)
 }

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -113,7 +114,8 @@ func (u *Upstream) RoundTripGRPC(call context.Context, ctx *fasthttp.RequestCtx,
 		n := &u.nodes[i]
 		info.Node = n.addr
 		host := u.hostFor(ctx, x, n)
-		req := u.grpcRequest(call, ctx, host, n, body)
+		try := &attemptBody{body: body}
+		req := u.grpcRequest(call, ctx, host, n, try)
 		sni := ""
 		if n.pool.tlsConfig != nil {
 			sni = string(hostWithoutPort(host))
@@ -159,9 +161,31 @@ func outcomeOf(err error) outcome {
 	return done
 }
 
+// attemptBody is the request body as one try sees it. net/http closes a request's body
+// when the try fails, even before dialling succeeded; the body must stay open for the
+// next node, so the try's close only stops the try reading it. The caller closes body.
+type attemptBody struct {
+	body   io.ReadCloser
+	closed atomic.Bool
+}
+
+func (b *attemptBody) Read(p []byte) (int, error) {
+	if b.closed.Load() {
+		return 0, errAttemptOver
+	}
+	return b.body.Read(p)
+}
+
+func (b *attemptBody) Close() error {
+	b.closed.Store(true)
+	return nil
+}
+
+var errAttemptOver = errors.New("proxy: gRPC request body read after its try ended")
+
 // grpcRequest is the request node n gets: ctx's method, path and headers (as prepared),
 // host as :authority, and body.
-func (u *Upstream) grpcRequest(call context.Context, ctx *fasthttp.RequestCtx, host []byte, n *node, body io.ReadCloser) *http.Request {
+func (u *Upstream) grpcRequest(call context.Context, ctx *fasthttp.RequestCtx, host []byte, n *node, body *attemptBody) *http.Request {
 	scheme := "http"
 	if n.pool.tlsConfig != nil {
 		scheme = "https"
@@ -190,7 +214,7 @@ func (u *Upstream) grpcRequest(call context.Context, ctx *fasthttp.RequestCtx, h
 		Body:          body,
 		ContentLength: -1,
 	}
-	if body == nil {
+	if body.body == nil {
 		req.Body, req.ContentLength = http.NoBody, 0
 	}
 	return req.WithContext(call)
