@@ -29,7 +29,7 @@ import (
 // served here, on golang.org/x/net/http2's Framer and HPACK, and each stream is mapped onto
 // a pooled *fasthttp.RequestCtx that the worker's own handler runs: routing, plugins, the
 // upstream pools, the access log and metrics are those of HTTP/1.1, unchanged. Upstreams
-// are spoken to in HTTP/1.1.
+// are spoken to in HTTP/1.1, but for gRPC ones (grpc.go), which take the stream over.
 //
 // A connection comes here two ways: by ALPN (h2) on a TLS listener, through fasthttp's
 // NextProto, and in the clear when its first bytes are HTTP/2's connection preface
