@@ -119,7 +119,31 @@ func (u *Upstream) checkAcrossFields(path string) error {
 	if err := u.validateTLS(path); err != nil {
 		return err
 	}
+	if err := u.validateGRPCChecks(path); err != nil {
+		return err
+	}
 	return u.validateHashKey(path)
+}
+
+// validateGRPCChecks refuses the health checks a grpc or grpcs upstream would get wrong:
+// an active check of type http or https probes with HTTP/1.1, which a gRPC server does
+// not answer, so every node would go unhealthy; passive checks are not counted from gRPC
+// calls. An active check of type tcp (a connect) works as for any upstream.
+func (u *Upstream) validateGRPCChecks(path string) error {
+	if (u.Scheme != "grpc" && u.Scheme != "grpcs") || u.Checks == nil {
+		return nil
+	}
+	if u.Checks.Passive != nil {
+		return &ObjectError{Path: memberPath(path, "checks.passive"), Reason: fmt.Sprintf("passive health checks are not supported yet for scheme %q; use an active check of type tcp", u.Scheme)}
+	}
+	if a := u.Checks.Active; a != nil && a.Type != "tcp" {
+		typ := a.Type
+		if typ == "" {
+			typ = "http"
+		}
+		return &ObjectError{Path: memberPath(path, "checks.active.type"), Reason: fmt.Sprintf(`must be "tcp" for scheme %q, got %q: an HTTP/1.1 probe cannot check a gRPC node (gRPC health checking is not supported yet)`, u.Scheme, typ)}
+	}
+	return nil
 }
 
 // DefaultHashOn is where a chash upstream takes its key from when hash_on is unset.
@@ -270,7 +294,17 @@ type Scheme uint8
 const (
 	SchemeHTTP Scheme = iota
 	SchemeHTTPS
+	// SchemeGRPC is HTTP/2 in the clear (prior knowledge) to the nodes, SchemeGRPCS HTTP/2
+	// over TLS: a route with either proxies gRPC calls from HTTP/2 clients.
+	SchemeGRPC
+	SchemeGRPCS
 )
+
+// IsGRPC reports whether s speaks HTTP/2 to the nodes, for gRPC.
+func (s Scheme) IsGRPC() bool { return s == SchemeGRPC || s == SchemeGRPCS }
+
+// Secure reports whether s speaks TLS to the nodes.
+func (s Scheme) Secure() bool { return s == SchemeHTTPS || s == SchemeGRPCS }
 
 func schemeOf(s string) (Scheme, error) {
 	switch s {
@@ -278,7 +312,11 @@ func schemeOf(s string) (Scheme, error) {
 		return SchemeHTTP, nil
 	case "https":
 		return SchemeHTTPS, nil
-	case "grpc", "grpcs", "tcp", "tls", "udp", "kafka":
+	case "grpc":
+		return SchemeGRPC, nil
+	case "grpcs":
+		return SchemeGRPCS, nil
+	case "tcp", "tls", "udp", "kafka":
 		return 0, fmt.Errorf("%q is not supported yet", s)
 	}
 	return 0, fmt.Errorf("matches none of the enum values (grpc, grpcs, http, https, tcp, tls, udp, kafka), got %q", s)

@@ -67,7 +67,7 @@ func (u *Upstream) ApplyDefaults() {
 
 // defaultPort is the port of a node of scheme that names none.
 func defaultPort(scheme string) int {
-	if scheme == "https" {
+	if scheme == "https" || scheme == "grpcs" {
 		return defaultHTTPSPort
 	}
 	return defaultHTTPPort

@@ -32,7 +32,7 @@ type NormalUpstream struct {
 	PoolIdleTimeout        time.Duration // 0 keeps no idle connection
 
 	Nodes []NormalNode
-	// TLS is the upstream's tls (https only), nil for none.
+	// TLS is the upstream's tls (https and grpcs only), nil for none.
 	TLS    *UpstreamTLS
 	Checks *HealthChecks
 }
@@ -95,7 +95,7 @@ func (u *Upstream) Normalize(routeTimeout *Timeout) (NormalUpstream, error) {
 	if d.RetryTimeout != nil && *d.RetryTimeout != 0 {
 		n.RetryTimeout, _ = DurationOf(*d.RetryTimeout)
 	}
-	if n.Scheme == SchemeHTTPS {
+	if n.Scheme.Secure() {
 		n.TLS = d.TLS
 	}
 

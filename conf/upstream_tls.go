@@ -81,16 +81,16 @@ func decodeUpstreamTLS(path string, raw json.RawMessage) (*UpstreamTLS, error) {
 }
 
 // validateTLS is the rule between tls and scheme: tls is about the TLS connections of an
-// https upstream, and anywhere else it would silently do nothing.
+// https or grpcs upstream, and anywhere else it would silently do nothing.
 func (u *Upstream) validateTLS(path string) error {
-	if u.TLS == nil || u.Scheme == "https" {
+	if u.TLS == nil || u.Scheme == "https" || u.Scheme == "grpcs" {
 		return nil
 	}
 	scheme := u.Scheme
 	if scheme == "" {
 		scheme = DefaultScheme
 	}
-	return &ObjectError{Path: memberPath(path, "tls"), Reason: fmt.Sprintf(`applies only to scheme "https", got scheme %q; set "scheme": "https" or remove tls`, scheme)}
+	return &ObjectError{Path: memberPath(path, "tls"), Reason: fmt.Sprintf(`applies only to schemes "https" and "grpcs", got scheme %q; set "scheme": "https" (or "grpcs") or remove tls`, scheme)}
 }
 
 // CheckClientCertificate checks an inline client certificate as the Admin API receives

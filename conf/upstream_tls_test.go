@@ -73,8 +73,8 @@ func TestDecodeUpstreamTLS(t *testing.T) {
 		{"empty key", upstreamWithTLS(`{"client_cert":` + cert + `,"client_key":""}`), invalid + `"tls.client_key" validation failed: must not be empty`},
 		{"secret reference", upstreamWithTLS(`{"client_cert":` + cert + `,"client_key":"$secret://vault/k"}`), invalid + `"tls.client_key" validation failed: secret references`},
 		{"scheme http", `{"nodes":{"a:1":1},"scheme":"http","tls":{"verify":false}}`,
-			invalid + `"tls" validation failed: applies only to scheme "https", got scheme "http"; set "scheme": "https" or remove tls`},
-		{"scheme left out", `{"nodes":{"a:1":1},"tls":{}}`, invalid + `"tls" validation failed: applies only to scheme "https", got scheme "http"`},
+			invalid + `"tls" validation failed: applies only to schemes "https" and "grpcs", got scheme "http"; set "scheme": "https" (or "grpcs") or remove tls`},
+		{"scheme left out", `{"nodes":{"a:1":1},"tls":{}}`, invalid + `"tls" validation failed: applies only to schemes "https" and "grpcs", got scheme "http"`},
 	}
 	for _, tt := range reject {
 		t.Run(tt.name, func(t *testing.T) {
@@ -90,7 +90,7 @@ func TestDecodeUpstreamTLS(t *testing.T) {
 
 	// Inline in a route, the path says where.
 	_, err := DecodeRoute([]byte(`{"uri":"/a","upstream":{"nodes":{"a:1":1},"tls":{"verify":false}}}`))
-	if err == nil || !strings.Contains(err.Error(), `"upstream.tls" validation failed: applies only to scheme "https"`) {
+	if err == nil || !strings.Contains(err.Error(), `"upstream.tls" validation failed: applies only to schemes "https" and "grpcs"`) {
 		t.Errorf("route: error %v, want one naming upstream.tls", err)
 	}
 }

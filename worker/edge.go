@@ -158,6 +158,8 @@ func (l *edgeListener) Close() error {
 // (fasthttp's, then the tunnel's after a hijack), except closed.
 type edgeConn struct {
 	*net.TCPConn
+	// stream is the HTTP/2 stream this is the connection of (h2Stream.ec), nil on HTTP/1.x.
+	stream  *h2Stream
 	l       *edgeListener
 	closed  atomic.Bool
 	trusted bool // the TCP peer is in real_ip_from

@@ -329,7 +329,7 @@ func (r *route) proxy(ctx *fasthttp.RequestCtx, info *proxy.Info) {
 		writeJSON(ctx, fasthttp.StatusServiceUnavailable, body)
 		return
 	}
-	r.upstream.ForwardInfo(ctx, info)
+	forwardTo(ctx, r.upstream, info)
 }
 
 func writeJSON(ctx *fasthttp.RequestCtx, status int, body []byte) {

@@ -3,6 +3,7 @@ package worker
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/tls"
 	"errors"
 	"io"
@@ -28,7 +29,7 @@ import (
 // served here, on golang.org/x/net/http2's Framer and HPACK, and each stream is mapped onto
 // a pooled *fasthttp.RequestCtx that the worker's own handler runs: routing, plugins, the
 // upstream pools, the access log and metrics are those of HTTP/1.1, unchanged. Upstreams
-// are spoken to in HTTP/1.1.
+// are spoken to in HTTP/1.1, but for gRPC ones (grpc.go), which take the stream over.
 //
 // A connection comes here two ways: by ALPN (h2) on a TLS listener, through fasthttp's
 // NextProto, and in the clear when its first bytes are HTTP/2's connection preface
@@ -214,6 +215,8 @@ type h2Conn struct {
 
 	// completed counts responses given, which earn the flood budgets back.
 	completed atomic.Int64
+	// dataSincePing is set when DATA with a payload went either way since the last PING.
+	dataSincePing atomic.Bool
 
 	mu   sync.Mutex
 	cond sync.Cond
@@ -294,6 +297,12 @@ type h2Stream struct {
 	stalled      bool  // send_timeout passed with the client's window shut
 	body         h2Body
 	remoteClosed bool // END_STREAM came (read loop, and respond under mu)
+
+	// gRPC (grpc.go): grpcAnswered is set once proxyGRPC took the response over, so
+	// respond writes nothing; cancel (under c.mu) ends the node's call, and is called
+	// when the client resets the stream.
+	grpcAnswered bool
+	cancel       context.CancelFunc
 
 	// read loop
 	declared int64 // content-length, -1 when none
@@ -538,7 +547,10 @@ func (c *h2Conn) handle(f http2.Frame) error {
 		if f.IsAck() {
 			return nil
 		}
-		if c.over(abusePing) {
+		// A PING after DATA went either way is a client measuring the connection (gRPC's
+		// BDP estimation pings as it receives DATA), not a flood: only the others are
+		// charged.
+		if !c.dataSincePing.Swap(false) && c.over(abusePing) {
 			return errCut
 		}
 		c.mu.Lock()
@@ -677,6 +689,9 @@ func (c *h2Conn) closeStreamLocked(s *h2Stream) {
 	}
 	if !s.answered {
 		s.reset = true
+		if s.cancel != nil {
+			s.cancel() // a gRPC call's, to the node
+		}
 	}
 	if !s.body.eof && s.body.err == nil {
 		s.body.err = errStreamGone
@@ -770,7 +785,9 @@ func (c *h2Conn) newStream(id uint32) *h2Stream {
 	s.c, s.id, s.declared, s.received, s.recvWindow = c, id, -1, 0, streamWindow
 	s.reset, s.stalled, s.answered, s.remoteClosed = false, false, false, false
 	s.body = h2Body{s: s}
+	s.grpcAnswered, s.cancel = false, nil
 	ec := &s.ec
+	ec.stream = s
 	ec.peerLen, ec.trusted, ec.inBody, ec.body, ec.h2Stream = 0, false, false, limitedBody{}, true
 	if c.ec != nil {
 		ec.TCPConn, ec.l, ec.trusted = c.ec.TCPConn, c.ec.l, c.ec.trusted
@@ -1091,6 +1108,7 @@ func (s *h2Stream) serve() {
 	s.ctx.Response.Reset()
 	s.ctx.ResetUserValues()
 	s.c, s.body = nil, h2Body{}
+	s.grpcAnswered, s.cancel = false, nil
 	s.tlsc = tlsStreamConn{}
 	h2StreamPool.Put(s)
 }
@@ -1100,6 +1118,13 @@ func (s *h2Stream) serve() {
 func (s *h2Stream) respond() {
 	c := s.c
 	resp := &s.ctx.Response
+	if s.grpcAnswered {
+		return
+	}
+	if resp.StatusCode() != fasthttp.StatusOK && isGRPCRequest(&s.ctx.Request.Header) {
+		s.respondGRPCError()
+		return
+	}
 	var body []byte
 	var src io.Reader
 	if resp.IsBodyStream() {
@@ -1298,6 +1323,9 @@ func (s *h2Stream) writeData(p []byte, end bool) error {
 		}
 		c.sendWindow -= int32(n)
 		s.sendWindow -= int32(n)
+		if n > 0 && !c.dataSincePing.Load() {
+			c.dataSincePing.Store(true)
+		}
 		p = p[n:]
 		if len(p) == 0 {
 			c.flushLaterLocked()
@@ -1376,6 +1404,9 @@ func (c *h2Conn) data(f *http2.DataFrame) error {
 	}
 	s.recvWindow -= n
 	s.received += int64(len(data))
+	if len(data) > 0 {
+		c.dataSincePing.Store(true)
+	}
 	b := &s.body
 	if len(data) > 0 {
 		if len(b.buf)-b.end < len(data) {

@@ -447,7 +447,7 @@ func (r *route) proxyChosen(ctx *fasthttp.RequestCtx, info *proxy.Info, c *plugi
 			continue
 		}
 		if up := set.upstreams[i]; up != nil {
-			up.ForwardInfo(ctx, info)
+			forwardTo(ctx, up, info)
 			return
 		}
 		writeJSON(ctx, fasthttp.StatusServiceUnavailable, set.gone[i])

@@ -25,4 +25,7 @@
 // name, and a pool is never shared between upstreams that authenticate differently (client
 // certificate, verify). Steady-state forwarding does not allocate: per-request state and
 // body streams are pooled (over TLS, crypto/tls allocates once per record read).
+// An upstream of scheme grpc or grpcs is not forwarded so: RoundTripGRPC sends the call over
+// HTTP/2 (net/http's transport, a pooled multiplexed connection per node) and hands the
+// response back to the worker, which streams it to the client's HTTP/2 stream (grpc.go).
 package proxy

@@ -59,7 +59,9 @@ type Pools struct {
 // Over TLS that includes how the node was authenticated and how gw authenticated itself;
 // the name sent as SNI varies per request and is matched per connection (nodePool.get).
 type poolSettings struct {
-	secure      bool
+	secure bool
+	// grpc pools speak HTTP/2 (grpc.go), the others HTTP/1.1.
+	grpc        bool
 	size        int
 	requests    int
 	idleTimeout time.Duration
@@ -376,6 +378,9 @@ type nodePool struct {
 	tlsConfig *tls.Config // nil for plain http
 	logf      func(format string, args ...any)
 
+	// grpc holds the HTTP/2 clients of a grpc or grpcs node (grpc.go).
+	grpc grpcTransports
+
 	mu     sync.Mutex
 	idle   []*upConn // a stack: the most recently used is reused first, so the rest age out
 	closed bool
@@ -532,6 +537,7 @@ func (np *nodePool) shut() {
 	for _, c := range idle {
 		c.close()
 	}
+	np.shutGRPC()
 }
 
 // idleCount is the number of idle connections, for tests.

@@ -28,6 +28,8 @@ type Upstream struct {
 	hashKey  hashKey        // chash only: where the key comes from
 	// websocket is the route's enable_websocket: an Upgrade request becomes a tunnel.
 	websocket bool
+	// grpc is set for scheme grpc and grpcs: requests go through RoundTripGRPC (grpc.go).
+	grpc bool
 	// health is each node's entry in the shared health table, nil without health checks;
 	// passive is set when live traffic is counted into it (health.go).
 	health  []shm.HealthNode
@@ -133,11 +135,13 @@ func (p *Pools) build(n *conf.NormalUpstream) (*Upstream, error) {
 		msgSendTimeout:    errorBody("504 Gateway Timeout: upstream did not take the request within " + formatSeconds(n.Timeout.Send)),
 		msgReadTimeout:    errorBody("504 Gateway Timeout: upstream did not answer within " + formatSeconds(n.Timeout.Read)),
 	}
+	up.grpc = n.Scheme.IsGRPC()
 	if n.PassHost == conf.PassHostRewrite {
 		up.upstreamHost = []byte(n.UpstreamHost)
 	}
 	settings := poolSettings{
-		secure:      n.Scheme == conf.SchemeHTTPS,
+		secure:      n.Scheme.Secure(),
+		grpc:        n.Scheme.IsGRPC(),
 		size:        n.PoolSize,
 		requests:    n.PoolRequests,
 		idleTimeout: n.PoolIdleTimeout,

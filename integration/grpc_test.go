@@ -1,0 +1,473 @@
+package integration
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"gw/internal/testcert"
+)
+
+// The gRPC tests run a real gRPC server (google.golang.org/grpc) behind the real gwctl
+// binary and call it with grpc-go's client over h2c (prior knowledge) to node_listen.
+// The service is written without generated code: messages are raw bytes (rawCodec), the
+// methods a grpc.ServiceDesc, so each kind of call is exercised as the wire carries it.
+
+// rawCodec passes messages as the bytes they are.
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) ([]byte, error) { return *v.(*[]byte), nil }
+func (rawCodec) Unmarshal(data []byte, v any) error {
+	*v.(*[]byte) = append([]byte(nil), data...)
+	return nil
+}
+func (rawCodec) Name() string { return "raw" }
+
+// grpcTestServer is the node: Echo (unary), Count (server-streaming: n messages),
+// Sum (client-streaming: how many messages and bytes), Chat (bidi: each message back),
+// Hang (unary that waits for its cancellation, which it reports).
+type grpcTestServer struct {
+	addr      string
+	name      string
+	cancelled chan struct{} // Hang's context ended
+	calls     atomic.Int64
+}
+
+func startGRPCServer(t *testing.T, name string, creds credentials.TransportCredentials) *grpcTestServer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &grpcTestServer{addr: ln.Addr().String(), name: name, cancelled: make(chan struct{}, 16)}
+	opts := []grpc.ServerOption{grpc.ForceServerCodec(rawCodec{})}
+	if creds != nil {
+		opts = append(opts, grpc.Creds(creds))
+	}
+	srv := grpc.NewServer(opts...)
+	srv.RegisterService(&grpc.ServiceDesc{
+		ServiceName: "test.Echo",
+		HandlerType: (*any)(nil),
+		Methods: []grpc.MethodDesc{
+			{MethodName: "Echo", Handler: s.echo},
+			{MethodName: "Hang", Handler: s.hang},
+		},
+		Streams: []grpc.StreamDesc{
+			{StreamName: "Count", Handler: s.count, ServerStreams: true},
+			{StreamName: "Sum", Handler: s.sum, ClientStreams: true},
+			{StreamName: "Chat", Handler: s.chat, ServerStreams: true, ClientStreams: true},
+		},
+	}, s)
+	go srv.Serve(ln) //nolint:errcheck
+	t.Cleanup(srv.Stop)
+	return s
+}
+
+func (s *grpcTestServer) echo(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+	s.calls.Add(1)
+	var in []byte
+	if err := dec(&in); err != nil {
+		return nil, err
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	if v := md.Get("x-want-status"); len(v) > 0 {
+		code, _ := strconv.Atoi(v[0])
+		return nil, status.Error(codes.Code(code), "asked for "+v[0])
+	}
+	_ = grpc.SetHeader(ctx, metadata.Pairs("x-node", s.name, "x-seen-authority", strings.Join(md.Get(":authority"), ",")))
+	_ = grpc.SetTrailer(ctx, metadata.Pairs("x-trailer", "from "+s.name))
+	out := append([]byte(s.name+":"), in...)
+	return &out, nil
+}
+
+func (s *grpcTestServer) hang(_ any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+	var in []byte
+	if err := dec(&in); err != nil {
+		return nil, err
+	}
+	select {
+	case <-ctx.Done():
+		s.cancelled <- struct{}{}
+		return nil, ctx.Err()
+	case <-time.After(30 * time.Second):
+		out := []byte("woke")
+		return &out, nil
+	}
+}
+
+func (s *grpcTestServer) count(_ any, stream grpc.ServerStream) error {
+	var in []byte
+	if err := stream.RecvMsg(&in); err != nil {
+		return err
+	}
+	n, _ := strconv.Atoi(string(in))
+	for i := range n {
+		msg := []byte(strconv.Itoa(i))
+		if err := stream.SendMsg(&msg); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *grpcTestServer) sum(_ any, stream grpc.ServerStream) error {
+	messages, total := 0, 0
+	for {
+		var in []byte
+		err := stream.RecvMsg(&in)
+		if err == io.EOF {
+			out := []byte(fmt.Sprintf("%d messages, %d bytes", messages, total))
+			return stream.SendMsg(&out)
+		}
+		if err != nil {
+			return err
+		}
+		messages++
+		total += len(in)
+	}
+}
+
+func (s *grpcTestServer) chat(_ any, stream grpc.ServerStream) error {
+	for {
+		var in []byte
+		err := stream.RecvMsg(&in)
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := stream.SendMsg(&in); err != nil {
+			return err
+		}
+	}
+}
+
+// dialGW is a gRPC client of the gateway's node_listen, h2c with prior knowledge.
+func dialGW(t *testing.T, addr string) *grpc.ClientConn {
+	t.Helper()
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.ForceCodec(rawCodec{})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return cc
+}
+
+func unary(ctx context.Context, cc *grpc.ClientConn, method, msg string, opts ...grpc.CallOption) (string, error) {
+	in, out := []byte(msg), []byte(nil)
+	err := cc.Invoke(ctx, "/test.Echo/"+method, &in, &out, opts...)
+	return string(out), err
+}
+
+func putGRPCRoute(t *testing.T, in *instance, id, uri string, upstream map[string]any, plugins string) {
+	t.Helper()
+	up, _ := json.Marshal(upstream)
+	if plugins == "" {
+		plugins = "{}"
+	}
+	body := fmt.Sprintf(`{"uri":%q,"plugins":%s,"upstream":%s}`, uri, plugins, up)
+	if status, resp := in.adminCall("PUT", "/apisix/admin/routes/"+id, body); status != 200 && status != 201 {
+		t.Fatalf("PUT route %s: %d %s", id, status, resp)
+	}
+}
+
+func wantCode(t *testing.T, what string, err error, code codes.Code, msgPart string) {
+	t.Helper()
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != code || !strings.Contains(st.Message(), msgPart) {
+		t.Fatalf("%s: got %v, want code %v with message containing %q", what, err, code, msgPart)
+	}
+}
+
+// Unary, server-, client- and bidi-streaming calls through a grpc route, with headers
+// and trailers passed both ways and the node's own status codes kept.
+func TestGRPCCallsThroughTheGateway(t *testing.T) {
+	node := startGRPCServer(t, "n1", nil)
+	tlsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	in := newInstance(t, fmt.Sprintf("worker_processes: 1\nssl:\n  enabled: true\n  listen: [%q]\n", tlsAddr))
+	in.start()
+	cert := newTLSTestCert(t, "grpc.test")
+	in.mustPut("/apisix/admin/ssls/1", cert.sslBody("grpc.test"))
+	putGRPCRoute(t, in, "1", "/test.Echo/*", map[string]any{"scheme": "grpc", "nodes": map[string]int{node.addr: 1}}, "")
+	cc := dialGW(t, in.data)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	// Over TLS, h2 by ALPN, as over h2c.
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM([]byte(cert.cert))
+	secure, err := grpc.NewClient(tlsAddr, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool, ServerName: "grpc.test"})),
+		grpc.WithDefaultCallOptions(grpc.ForceCodec(rawCodec{})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer secure.Close()
+	if out, err := unary(ctx, secure, "Echo", "over tls"); err != nil || out != "n1:over tls" {
+		t.Fatalf("unary over TLS: %q, %v", out, err)
+	}
+
+	var header, trailer metadata.MD
+	out, err := unary(ctx, cc, "Echo", "hello", grpc.Header(&header), grpc.Trailer(&trailer))
+	if err != nil || out != "n1:hello" {
+		t.Fatalf("unary: %q, %v", out, err)
+	}
+	if got := header.Get("x-node"); len(got) != 1 || got[0] != "n1" {
+		t.Fatalf("unary: response header x-node %v, want [n1]", got)
+	}
+	if got := header.Get("x-seen-authority"); len(got) != 1 || got[0] != in.data {
+		t.Fatalf("the node saw :authority %v, want the client's %q (pass_host pass)", got, in.data)
+	}
+	if got := trailer.Get("x-trailer"); len(got) != 1 || got[0] != "from n1" {
+		t.Fatalf("unary: trailer x-trailer %v, want [from n1]", got)
+	}
+	// The node's own status, in its trailers-only response.
+	_, err = unary(metadata.AppendToOutgoingContext(ctx, "x-want-status", "5"), cc, "Echo", "x")
+	wantCode(t, "the node's NOT_FOUND", err, codes.NotFound, "asked for 5")
+
+	// Server-streaming: 1000 messages, in order.
+	stream, err := cc.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, "/test.Echo/Count")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := []byte("1000")
+	if err := stream.SendMsg(&n); err != nil {
+		t.Fatal(err)
+	}
+	_ = stream.CloseSend()
+	for i := 0; ; i++ {
+		var msg []byte
+		err := stream.RecvMsg(&msg)
+		if err == io.EOF {
+			if i != 1000 {
+				t.Fatalf("server-streaming: %d messages, want 1000", i)
+			}
+			break
+		}
+		if err != nil || string(msg) != strconv.Itoa(i) {
+			t.Fatalf("server-streaming message %d: %q, %v", i, msg, err)
+		}
+	}
+
+	// Client-streaming: 500 messages of 1 KiB, past the stream's flow-control window.
+	stream, err = cc.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true}, "/test.Echo/Sum")
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := []byte(strings.Repeat("x", 1024))
+	for range 500 {
+		if err := stream.SendMsg(&chunk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = stream.CloseSend()
+	var sum []byte
+	if err := stream.RecvMsg(&sum); err != nil || string(sum) != "500 messages, 512000 bytes" {
+		t.Fatalf("client-streaming: %q, %v", sum, err)
+	}
+
+	// Bidi: 10,000 messages, each answered before the next is sent, so the call is
+	// full duplex through the gateway: a buffered body would never answer the first.
+	stream, err = cc.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, "/test.Echo/Chat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10000 {
+		msg := []byte("m" + strconv.Itoa(i))
+		if err := stream.SendMsg(&msg); err != nil {
+			t.Fatalf("bidi send %d: %v", i, err)
+		}
+		var back []byte
+		if err := stream.RecvMsg(&back); err != nil || string(back) != string(msg) {
+			t.Fatalf("bidi message %d: %q, %v", i, back, err)
+		}
+	}
+	_ = stream.CloseSend()
+	var tail []byte
+	if err := stream.RecvMsg(&tail); err != io.EOF {
+		t.Fatalf("bidi end: %v, want io.EOF (status OK)", err)
+	}
+
+	// An HTTP/1.1 request to the gRPC route is refused, naming why.
+	resp, body := in.get("/test.Echo/Echo")
+	if resp.StatusCode != 400 || !strings.Contains(body, "needs HTTP/2") {
+		t.Fatalf("HTTP/1.1 to a grpc route: %d %s", resp.StatusCode, body)
+	}
+}
+
+// A client's cancellation reaches the node; grpc-timeout is the upstream call's deadline,
+// past which the client gets DEADLINE_EXCEEDED; a node down is UNAVAILABLE; no route is
+// UNIMPLEMENTED, as the 404 APISIX answers reads to a gRPC client.
+func TestGRPCCancelDeadlineAndGatewayErrors(t *testing.T) {
+	node := startGRPCServer(t, "n1", nil)
+	in := newInstance(t, "worker_processes: 1\n")
+	in.start()
+	putGRPCRoute(t, in, "1", "/test.Echo/*", map[string]any{"scheme": "grpc", "nodes": map[string]int{node.addr: 1}}, "")
+	cc := dialGW(t, in.data)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { _, err := unary(ctx, cc, "Hang", "x"); done <- err }()
+	time.Sleep(500 * time.Millisecond) // the call reaches the node
+	cancel()
+	select {
+	case <-node.cancelled:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the client's cancellation did not reach the node in 20 s")
+	}
+	wantCode(t, "cancelled call", <-done, codes.Canceled, "")
+
+	// The client sends grpc-timeout; the gateway gives the node's call that deadline. The
+	// node (Hang) honours it too: whichever ends first, the client sees DEADLINE_EXCEEDED.
+	ctx, cancel = context.WithTimeout(context.Background(), 1*time.Second)
+	_, err := unary(ctx, cc, "Hang", "x")
+	cancel()
+	wantCode(t, "deadline", err, codes.DeadlineExceeded, "")
+
+	// Upstream down: a port nothing listens on.
+	dead := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	putGRPCRoute(t, in, "2", "/down.Svc/*", map[string]any{"scheme": "grpc", "nodes": map[string]int{dead: 1}}, "")
+	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	in2, out := []byte("x"), []byte(nil)
+	err = cc.Invoke(ctx, "/down.Svc/M", &in2, &out)
+	wantCode(t, "node down", err, codes.Unavailable, "no upstream node answered")
+
+	err = cc.Invoke(ctx, "/nothing.Here/M", &in2, &out)
+	wantCode(t, "no route", err, codes.Unimplemented, "404 Route Not Found")
+
+	// A node that refuses the connection is passed over for the next (retries), as the
+	// HTTP forward does: every call is answered.
+	putGRPCRoute(t, in, "3", "/test.Echo/Echo", map[string]any{"scheme": "grpc", "nodes": map[string]int{dead: 1, node.addr: 1}}, "")
+	for i := range 4 {
+		if out, err := unary(ctx, cc, "Echo", "again"); err != nil || out != "n1:again" {
+			t.Fatalf("call %d with one node down: %q, %v", i+1, out, err)
+		}
+	}
+}
+
+// The route's plugins run on the call's header: key-auth refuses a call without a key
+// (UNAUTHENTICATED), limit-count one over the limit (UNAVAILABLE, as gRPC clients read a
+// 429 or 503), and prometheus counts the calls.
+func TestGRPCRouteWithPlugins(t *testing.T) {
+	node := startGRPCServer(t, "n1", nil)
+	in := newMetricsInstance(t, "worker_processes: 1\n")
+	in.start()
+	in.mustPut("/apisix/admin/consumers", `{"username":"jack","plugins":{"key-auth":{"key":"grpc-key"}}}`)
+	putGRPCRoute(t, in.instance, "1", "/test.Echo/*", map[string]any{"scheme": "grpc", "nodes": map[string]int{node.addr: 1}},
+		`{"key-auth":{},"limit-count":{"count":3,"time_window":60,"rejected_code":429,"key":"consumer_name"},"prometheus":{}}`)
+	cc := dialGW(t, in.data)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	_, err := unary(ctx, cc, "Echo", "x")
+	wantCode(t, "no key", err, codes.Unauthenticated, "Missing API key")
+	keyed := metadata.AppendToOutgoingContext(ctx, "apikey", "grpc-key")
+	for i := range 3 {
+		if out, err := unary(keyed, cc, "Echo", "x"); err != nil || out != "n1:x" {
+			t.Fatalf("call %d within the limit: %q, %v", i+1, out, err)
+		}
+	}
+	_, err = unary(keyed, cc, "Echo", "x")
+	wantCode(t, "over the limit", err, codes.Unavailable, "")
+	if got := node.calls.Load(); got != 3 {
+		t.Fatalf("the node got %d calls, want 3: refused calls must not reach it", got)
+	}
+	var ok, over float64
+	waitFor(10*time.Second, func() bool {
+		f := in.scrape()
+		ok = f["apisix_http_status"].Sum("apisix_http_status", map[string]string{"route": "1", "code": "200"})
+		over = f["apisix_http_status"].Sum("apisix_http_status", map[string]string{"route": "1", "code": "429"})
+		return ok == 3 && over == 1
+	})
+	if ok != 3 || over != 1 {
+		t.Fatalf("apisix_http_status{route=1}: %v 200s and %v 429s, want 3 and 1", ok, over)
+	}
+}
+
+// A grpcs upstream is verified as an https one: against ssl.ssl_trusted_certificate, for
+// the name sent (pass_host node: the node's address); a node whose certificate does not
+// verify is UNAVAILABLE, unless tls.verify is false.
+func TestGRPCSUpstreamVerified(t *testing.T) {
+	ca := testcert.NewCA(t, "grpc upstream CA")
+	good := ca.Issue(t, testcert.Options{Names: []string{"127.0.0.1"}, Usage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+	rogue := testcert.SelfSigned(t, testcert.Options{Names: []string{"127.0.0.1"}, Usage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+	trusted := startGRPCServer(t, "trusted", credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{good.Pair}}))
+	untrusted := startGRPCServer(t, "untrusted", credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{rogue.Pair}}))
+
+	in := newInstance(t, "worker_processes: 1\nssl:\n  ssl_trusted_certificate: conf/upstream-ca.pem\n")
+	if err := os.WriteFile(filepath.Join(in.prefix, "conf", "upstream-ca.pem"), []byte(ca.CertPEM), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	in.start()
+	route := func(id, prefix, addr string, verify *bool) {
+		up := map[string]any{"scheme": "grpcs", "pass_host": "node", "nodes": map[string]int{addr: 1}}
+		if verify != nil {
+			up["tls"] = map[string]any{"verify": *verify}
+		}
+		putGRPCRoute(t, in, id, "/"+prefix+"/*", up, "")
+	}
+	off := false
+	route("1", "test.Echo", trusted.addr, nil)
+	route("2", "bad.Echo", untrusted.addr, nil)
+	route("3", "unverified.Echo", untrusted.addr, &off)
+	cc := dialGW(t, in.data)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if out, err := unary(ctx, cc, "Echo", "hi"); err != nil || out != "trusted:hi" {
+		t.Fatalf("verified grpcs node: %q, %v", out, err)
+	}
+	in2, out := []byte("hi"), []byte(nil)
+	err := cc.Invoke(ctx, "/bad.Echo/Echo", &in2, &out)
+	wantCode(t, "unverified certificate", err, codes.Unavailable, "did not verify")
+	if !strings.Contains(in.errorLog(), "certificate") {
+		t.Fatalf("error log does not say why the certificate failed:\n%s", lastLines(in.errorLog(), 20))
+	}
+	// The node's service is test.Echo; the gateway forwards the path as it is.
+	err = cc.Invoke(ctx, "/unverified.Echo/Echo", &in2, &out)
+	wantCode(t, "tls.verify false reaches the node", err, codes.Unimplemented, "unknown service unverified.Echo")
+}
+
+// The Admin API takes scheme grpc and grpcs and gives them back as written; tls with
+// grpc (in the clear) is refused naming the field.
+func TestGRPCAdminAPI(t *testing.T) {
+	in := newInstance(t, "")
+	in.start()
+	for _, scheme := range []string{"grpc", "grpcs"} {
+		body := fmt.Sprintf(`{"scheme":%q,"nodes":{"127.0.0.1:50051":1}}`, scheme)
+		if status, resp := in.adminCall("PUT", "/apisix/admin/upstreams/"+scheme, body); status != 200 && status != 201 {
+			t.Fatalf("PUT upstream scheme %s: %d %s", scheme, status, resp)
+		}
+		_, resp := in.adminCall("GET", "/apisix/admin/upstreams/"+scheme, "")
+		if !strings.Contains(resp, fmt.Sprintf(`"scheme":%q`, scheme)) {
+			t.Fatalf("GET upstream scheme %s: %s", scheme, resp)
+		}
+	}
+	status, resp := in.adminCall("PUT", "/apisix/admin/upstreams/bad", `{"scheme":"grpc","tls":{"verify":false},"nodes":{"127.0.0.1:50051":1}}`)
+	if status != 400 || !strings.Contains(resp, `property \"tls\"`) || !strings.Contains(resp, `scheme \"grpc\"`) {
+		t.Fatalf("tls with scheme grpc: %d %s", status, resp)
+	}
+	status, resp = in.adminCall("PUT", "/apisix/admin/upstreams/bad", `{"scheme":"tcp","nodes":{"127.0.0.1:50051":1}}`)
+	if status != 400 || !strings.Contains(resp, "not supported yet") {
+		t.Fatalf("scheme tcp: %d %s", status, resp)
+	}
+}
