@@ -259,7 +259,8 @@ func Encode(objects []store.Object, kinds []store.Kind) ([]byte, error) {
 }
 
 // blockNode parses a stored JSON value into a YAML node in block style, its keys in the
-// stored order and its strings quoted as JSON quotes them (so "1" stays a string).
+// stored order. Strings lose JSON's quotes: the encoder quotes again any that would read
+// as another type ("1", "true"), and writes a PEM as a literal block.
 func blockNode(value json.RawMessage) (*yaml.Node, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(value, &doc); err != nil {
@@ -280,8 +281,11 @@ func blockNode(value json.RawMessage) (*yaml.Node, error) {
 }
 
 func unflow(n *yaml.Node) {
-	if n.Kind == yaml.MappingNode || n.Kind == yaml.SequenceNode {
+	switch n.Kind {
+	case yaml.MappingNode, yaml.SequenceNode:
 		n.Style &^= yaml.FlowStyle
+	case yaml.ScalarNode:
+		n.Style = 0
 	}
 	for _, c := range n.Content {
 		unflow(c)

@@ -91,6 +91,7 @@ func TestEncodeRoundTrip(t *testing.T) {
 		{Kind: store.Upstreams, ID: "1", Value: json.RawMessage(`{"id":"1","nodes":{"127.0.0.1:1980":1},"type":"roundrobin","create_time":1,"update_time":2}`)},
 		{Kind: store.Routes, ID: "7", Value: json.RawMessage(`{"id":"7","uri":"/a","upstream_id":"1","plugins":{"prometheus":{}},"hosts":[],"priority":0}`)},
 		{Kind: store.Consumers, ID: "jack", Value: json.RawMessage(`{"username":"jack","plugins":{"key-auth":{"key":"123"}}}`)},
+		{Kind: store.SSLs, ID: "s", Value: json.RawMessage(`{"id":"s","cert":"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n","snis":["true","a.test"]}`)},
 	}
 	data, err := Encode(stored, store.Kinds())
 	if err != nil {
@@ -103,13 +104,14 @@ func TestEncodeRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, data)
 	}
-	if len(objs) != 3 {
+	if len(objs) != 4 || !strings.Contains(string(data), "  - id: \"1\"\n") || !strings.Contains(string(data), "cert: |") {
 		t.Fatalf("read back %d objects:\n%s", len(objs), data)
 	}
 	want := map[string]string{
 		"upstreams/1":    `{"id":"1","nodes":{"127.0.0.1:1980":1},"type":"roundrobin"}`,
 		"routes/7":       `{"hosts":[],"id":"7","plugins":{"prometheus":{}},"priority":0,"upstream_id":"1","uri":"/a"}`,
 		"consumers/jack": `{"plugins":{"key-auth":{"key":"123"}},"username":"jack"}`,
+		"ssls/s":         `{"cert":"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n","id":"s","snis":["true","a.test"]}`,
 	}
 	for _, o := range objs {
 		if w := want[string(o.Kind)+"/"+o.ID]; string(o.Value) != w {
