@@ -120,3 +120,25 @@ func TestRedisInFlightUnreachable(t *testing.T) {
 		r.end(degraded)
 	}
 }
+
+// The same on a three-node cluster: the set is one key, on whichever node holds its slot.
+func TestRedisInFlightCluster(t *testing.T) {
+	c := testredis.StartCluster(t)
+	nodes, _ := json.Marshal(c.Addrs())
+	raw := fmt.Sprintf(`{"conn": 1, "burst": 1, "default_conn_delay": 0.01, "key": "remote_addr", "policy": "redis-cluster", "redis_cluster_nodes": %s, "redis_cluster_name": "c1"}`, nodes)
+	a, b := buildRedisLimiter(t, raw, nil), buildRedisLimiter(t, raw, nil)
+	code1, body, r1 := begin(a, "10.0.0.1")
+	code2, _, r2 := begin(b, "10.0.0.1")
+	code3, _, r3 := begin(a, "10.0.0.1")
+	if code1 != 200 || code2 != 200 || code3 != 503 {
+		t.Fatalf("three requests in flight on two gateways: %d %d %d (%s), want 200 200 503", code1, code2, code3, body)
+	}
+	r3.end(a)
+	r1.end(a)
+	code4, _, r4 := begin(b, "10.0.0.1")
+	if code4 != 200 {
+		t.Fatalf("after a request ended: %d, want 200", code4)
+	}
+	r2.end(b)
+	r4.end(b)
+}
