@@ -182,7 +182,7 @@ func TestLimitConnClientGoneAndBadConfig(t *testing.T) {
 	for _, tt := range []struct{ conf, want string }{
 		{`{"conn": 0, "burst": 0, "default_conn_delay": 0.1, "key": "remote_addr"}`, "conn: "},
 		{`{"conn": 1, "burst": 0, "key": "remote_addr"}`, "default_conn_delay: is required"},
-		{`{"conn": 1, "burst": 0, "default_conn_delay": 0.1, "key": "remote_addr", "policy": "redis"}`, `policy: \"redis\" is not supported yet`},
+		{`{"conn": 1, "burst": 0, "default_conn_delay": 0.1, "key": "remote_addr", "policy": "redis"}`, `redis_host: is required with policy \"redis\"`},
 	} {
 		body := fmt.Sprintf(`{"uri":"/gone","plugins":{"limit-conn":%s},"upstream":{"type":"roundrobin","nodes":{%q:1}}}`, tt.conf, up.addr)
 		status, resp := in.adminCall("PUT", "/apisix/admin/routes/1", body)

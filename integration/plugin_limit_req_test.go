@@ -134,7 +134,7 @@ func TestLimitReqGlobalRuleAndBadConfig(t *testing.T) {
 	for _, tt := range []struct{ conf, want string }{
 		{`{"rate": -1, "burst": 0, "key": "remote_addr"}`, "rate: must be at least one request a year"},
 		{`{"rate": 1, "burst": 0}`, "key: is required"},
-		{`{"rate": 1, "burst": 0, "key": "remote_addr", "policy": "redis"}`, `policy: \"redis\" is not supported yet`},
+		{`{"rate": 1, "burst": 0, "key": "remote_addr", "policy": "redis"}`, `redis_host: is required with policy \"redis\"`},
 	} {
 		body := fmt.Sprintf(`{"uri":"/a","plugins":{"limit-req":%s},"upstream":{"type":"roundrobin","nodes":{%q:1}}}`, tt.conf, up.addr)
 		status, resp := in.adminCall("PUT", "/apisix/admin/routes/1", body)

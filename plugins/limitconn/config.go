@@ -4,13 +4,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"math"
 	"strconv"
-	"strings"
 
 	"gw/plugins"
 	"gw/plugins/limitkey"
 	"gw/plugins/pluginconf"
+	"gw/plugins/redispolicy"
 )
 
 // Name is the key under a route's "plugins" object.
@@ -65,8 +66,14 @@ type Config struct {
 	// table's bucket for the key is full of keys in flight); without it they are
 	// answered 500, as APISIX answers a failing shared dict.
 	AllowDegradation bool `json:"allow_degradation"`
-	// Policy is where counts live; only "local" (this gateway's workers) is supported.
+	// Policy is where counts live: "local" (this gateway's workers, in shared memory),
+	// "redis" or "redis-cluster" (every gateway on those servers).
 	Policy string `json:"policy"`
+	// KeyTTL is the seconds a request in flight counts in Redis at most (APISIX's
+	// key_ttl): what a gateway that died, or lost Redis, while holding it keeps held.
+	KeyTTL int64 `json:"key_ttl,omitempty"`
+	// Redis is the redis policies' servers; zero with policy local.
+	Redis redispolicy.Config `json:"-"`
 	// Disable turns the plugin off on this route while keeping its configuration.
 	Disable bool `json:"disable,omitempty"`
 }
@@ -124,9 +131,8 @@ func Parse(raw json.RawMessage) (*Config, error) {
 			c.AllowDegradation, err = m.Bool()
 		case "policy":
 			c.Policy, err = m.OneOf("local", "redis", "redis-cluster")
-			if err == nil && c.Policy != "local" {
-				err = fmt.Errorf("policy: %q is not supported yet; use \"local\" (counts shared by every worker of this gateway)", c.Policy)
-			}
+		case "key_ttl":
+			c.KeyTTL, err = m.PositiveInt(math.MaxInt32)
 		case "rules":
 			err = errors.New("rules: not supported yet; use conn, burst and key")
 		case "disable":
@@ -134,9 +140,11 @@ func Parse(raw json.RawMessage) (*Config, error) {
 		case "_meta":
 			err = m.Object()
 		default:
-			// The redis policies' settings are accepted without a look, so that a redis
-			// configuration is refused for its policy rather than for its first setting.
-			if !strings.HasPrefix(m.Name, "redis_") {
+			var handled bool
+			if !sentinelOnly(m.Name) {
+				handled, err = c.Redis.ParseMember(m)
+			}
+			if !handled {
 				err = fmt.Errorf("%s: unknown field", m.Name)
 			}
 		}
@@ -158,10 +166,39 @@ func Parse(raw json.RawMessage) (*Config, error) {
 		return nil, fmt.Errorf("burst: conn %d and burst %d allow %d requests in flight; at most %d", c.Conn, c.Burst,
 			c.Conn+c.Burst, maxInFlight)
 	}
+	if err := c.Redis.Finish(c.Policy); err != nil {
+		return nil, err
+	}
+	if c.Policy == "local" {
+		c.KeyTTL = 0
+	} else if c.KeyTTL == 0 {
+		c.KeyTTL = 3600
+	}
 	if _, err := limitkey.Parse(c.KeyType, c.Key); err != nil {
 		return nil, err
 	}
 	return c, nil
+}
+
+// sentinelOnly names limit-count's redis-sentinel settings, which redispolicy passes over
+// for that policy's sake: limit-conn has no such policy, so they are unknown here.
+func sentinelOnly(name string) bool {
+	switch name {
+	case "redis_sentinels", "redis_master_name", "redis_role", "redis_connect_timeout", "redis_read_timeout",
+		"sentinel_username", "sentinel_password":
+		return true
+	}
+	return false
+}
+
+// redisVersion is the configuration's version in its Redis key (APISIX's conf_version):
+// a CRC-32 of the canonical text and the redis settings, the same on every gateway.
+func (c *Config) redisVersion() uint32 {
+	text := c.canonical() + ";key_ttl=" + strconv.FormatInt(c.KeyTTL, 10)
+	for _, s := range c.Redis.Settings(c.Policy) {
+		text += ";" + s.Name + "=" + s.Value
+	}
+	return crc32.ChecksumIEEE([]byte(text))
 }
 
 // number reads a JSON number.

@@ -1,8 +1,11 @@
 package limitconn
 
 import (
+	"reflect"
 	"strings"
 	"testing"
+
+	"gw/plugins/redispolicy"
 )
 
 func TestParse(t *testing.T) {
@@ -19,6 +22,12 @@ func TestParse(t *testing.T) {
 			Config{Conn: 2, Burst: 1, DefaultConnDelay: 0.1, KeyType: "var_combination", Key: "$consumer_name $remote_addr", RejectedCode: 429, RejectedMsg: "busy", Policy: "local", Disable: true}},
 		{`{"conn": 65535, "burst": 0, "default_conn_delay": 86400, "key": ""}`,
 			Config{Conn: 65535, DefaultConnDelay: 86400, KeyType: "var", RejectedCode: 503, Policy: "local"}},
+		// t/plugin/limit-conn-redis.t: the redis policy, with APISIX's key_ttl default.
+		{`{"conn": 2, "burst": 1, "default_conn_delay": 0.1, "key": "remote_addr", "policy": "redis", "redis_host": "127.0.0.1"}`,
+			Config{Conn: 2, Burst: 1, DefaultConnDelay: 0.1, KeyType: "var", Key: "remote_addr", RejectedCode: 503, Policy: "redis", KeyTTL: 3600,
+				Redis: redispolicy.Config{Host: "127.0.0.1", Port: 6379, Timeout: 1000, KeepaliveTimeout: 10000, KeepalivePool: 100}}},
+		{`{"conn": 2, "burst": 1, "default_conn_delay": 0.1, "key": "remote_addr", "key_ttl": 60, "redis_host": "127.0.0.1"}`,
+			Config{Conn: 2, Burst: 1, DefaultConnDelay: 0.1, KeyType: "var", Key: "remote_addr", RejectedCode: 503, Policy: "local"}},
 	}
 	for _, tt := range accept {
 		c, err := Parse([]byte(tt.raw))
@@ -26,7 +35,8 @@ func TestParse(t *testing.T) {
 			t.Errorf("%s: %v", tt.raw, err)
 			continue
 		}
-		if *c != tt.want {
+		c.Redis = c.Redis.Written()
+		if !reflect.DeepEqual(*c, tt.want) {
 			t.Errorf("%s: got %+v, want %+v", tt.raw, *c, tt.want)
 		}
 	}
@@ -52,7 +62,9 @@ func TestParse(t *testing.T) {
 		{`{"conn": 1, "burst": 0, "default_conn_delay": 0.1, "key": "remote_addr", "key_type": "constant"}`, "key_type: "},
 		{`{"conn": 1, "burst": 0, "default_conn_delay": 0.1, "key": "remote_addr", "rejected_code": 600}`, "rejected_code: "},
 		{`{"conn": 1, "burst": 0, "default_conn_delay": 0.1, "key": "remote_addr", "rejected_msg": ""}`, "rejected_msg: "},
-		{`{"conn": 1, "burst": 0, "default_conn_delay": 0.1, "key": "remote_addr", "policy": "redis", "redis_host": "h"}`, `policy: "redis" is not supported yet`},
+		{`{"conn": 1, "burst": 0, "default_conn_delay": 0.1, "key": "remote_addr", "policy": "redis"}`, `redis_host: is required with policy "redis"`},
+		{`{"conn": 1, "burst": 0, "default_conn_delay": 0.1, "key": "remote_addr", "policy": "redis", "redis_host": "h1", "key_ttl": 0}`, `key_ttl: must be an integer > 0, got 0`},
+		{`{"conn": 1, "burst": 0, "default_conn_delay": 0.1, "key": "remote_addr", "policy": "redis", "redis_host": "h1", "redis_master_name": "m"}`, `redis_master_name: unknown field`},
 		{`{"default_conn_delay": 0.1, "rules": [{"conn": 1, "burst": 0, "key": "remote_addr"}]}`, "rules: not supported yet"},
 		{`{"conn": 1, "burst": 0, "default_conn_delay": 0.1, "key": "remote_addr", "count": 1}`, "count: unknown field"},
 		{`{"conn": 1, "burst": 0, "default_conn_delay": 0.1, "key": "remote_addr", "disable": 1}`, "disable: "},

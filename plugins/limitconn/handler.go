@@ -83,6 +83,13 @@ func (plugin) Build(raw json.RawMessage, env *plugins.Env) (any, error) {
 	if cfg.Disable {
 		return nil, nil
 	}
+	if cfg.Policy != "local" {
+		key, err := limitkey.Parse(cfg.KeyType, cfg.Key)
+		if err != nil {
+			return nil, err
+		}
+		return buildRedis(cfg, env, key)
+	}
 	if env.Shared == nil || env.Shared.Segments[Name] == nil {
 		return nil, errNoSharedTable
 	}

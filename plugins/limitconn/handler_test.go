@@ -74,7 +74,7 @@ type request struct {
 
 // begin runs the access phase of a request from client and returns its status (200 when
 // it passes) and the request, whose log phase end runs.
-func begin(l *limiter, client string) (int, string, *request) {
+func begin(l phases, client string) (int, string, *request) {
 	req := &fasthttp.Request{}
 	req.SetRequestURI("http://gw.test/hello")
 	ctx := &fasthttp.RequestCtx{}
@@ -90,7 +90,13 @@ func begin(l *limiter, client string) (int, string, *request) {
 	return 200, "", r
 }
 
-func (r *request) end(l *limiter) {
+// phases is a limit-conn instance: the shared table's or Redis's.
+type phases interface {
+	plugins.AccessPhase
+	plugins.LogPhase
+}
+
+func (r *request) end(l phases) {
 	l.Log(r.c)
 	plugins.ReleaseCtx(r.c)
 }

@@ -5,10 +5,9 @@ import "gw/plugins"
 var _ plugins.Described = plugin{}
 
 // Schema is the configuration's JSON Schema, what Parse accepts: conn and burst as
-// numbers only (APISIX also takes a variable's name, not supported yet), no rules, the
-// redis policies left out of policy's enum, and the redis settings, which Parse lets
-// through so that their policy is what it refuses, allowed as anything. The bound on
-// conn + burst is Parse's alone.
+// numbers only (APISIX also takes a variable's name, not supported yet), no rules. The
+// redis settings' own rules (redispolicy) are Parse's, so the schema allows them as
+// anything; so is the bound on conn + burst.
 func (plugin) Schema() []byte { return schema }
 
 var schema = []byte(`{
@@ -23,7 +22,8 @@ var schema = []byte(`{
     "rejected_code": {"type": "integer", "minimum": 200, "maximum": 599, "default": 503},
     "rejected_msg": {"type": "string", "minLength": 1},
     "allow_degradation": {"type": "boolean", "default": false},
-    "policy": {"type": "string", "enum": ["local"], "default": "local"},
+    "policy": {"type": "string", "enum": ["local", "redis", "redis-cluster"], "default": "local"},
+    "key_ttl": {"type": "integer", "minimum": 1, "maximum": 2147483647, "default": 3600},
     "disable": {"type": "boolean"},
     "_meta": {"type": "object"}
   },

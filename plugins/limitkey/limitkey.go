@@ -113,3 +113,30 @@ func Base(table *shm.KeyedTable, env *plugins.Env, canonical string) shm.KeyHash
 	h.WriteByte(0)
 	return h
 }
+
+// Append appends the request's key as text to dst, as Fingerprint reads it (the client's
+// address when the key has no value), for a store that keys by text (Redis).
+func (k *Key) Append(dst []byte, c *plugins.Ctx) []byte {
+	r := c.VarsRequest()
+	start := len(dst)
+	if k.single {
+		if out, ok := vars.Append(dst, &r, &k.v); ok && len(out) > start {
+			return out
+		}
+	} else {
+		resolved := false
+		out := dst
+		for i := range k.template.Parts {
+			p := &k.template.Parts[i]
+			before := len(out)
+			var ok bool
+			out, ok = vars.AppendPart(out, &r, p)
+			resolved = resolved || ok && len(out) > before && p.Kind == conf.PartVar
+		}
+		if resolved {
+			return out
+		}
+	}
+	out, _ := vars.Append(dst[:start], &r, &remoteAddr)
+	return out
+}

@@ -4,13 +4,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"math"
 	"strconv"
-	"strings"
 
 	"gw/plugins"
 	"gw/plugins/limitkey"
 	"gw/plugins/pluginconf"
+	"gw/plugins/redispolicy"
 )
 
 // Name is the key under a route's "plugins" object.
@@ -67,11 +68,15 @@ type Config struct {
 	// NoDelay lets requests within burst through at once instead of delaying them.
 	NoDelay bool `json:"nodelay"`
 	// AllowDegradation lets requests through, unlimited, when the limiter is unavailable:
-	// a key's bucket that cannot be taken within maxTries (its slot changing owner under
-	// it each time), where it would otherwise be a 500.
+	// Redis unreachable or slower than redis_timeout, or, with policy local, a key's
+	// bucket that cannot be taken within maxTries (its slot changing owner under it each
+	// time), where it would otherwise be a 500.
 	AllowDegradation bool `json:"allow_degradation"`
-	// Policy is where buckets live; only "local" (this gateway's workers) is supported.
+	// Policy is where buckets live: "local" (this gateway's workers, in shared memory),
+	// "redis" or "redis-cluster" (every gateway on those servers).
 	Policy string `json:"policy"`
+	// Redis is the redis policies' servers; zero with policy local.
+	Redis redispolicy.Config `json:"-"`
 	// Disable turns the plugin off on this route while keeping its configuration.
 	Disable bool `json:"disable,omitempty"`
 }
@@ -117,17 +122,16 @@ func Parse(raw json.RawMessage) (*Config, error) {
 			c.AllowDegradation, err = m.Bool()
 		case "policy":
 			c.Policy, err = m.OneOf("local", "redis", "redis-cluster")
-			if err == nil && c.Policy != "local" {
-				err = fmt.Errorf("policy: %q is not supported yet; use \"local\" (buckets shared by every worker of this gateway)", c.Policy)
-			}
 		case "disable":
 			c.Disable, err = m.Bool()
 		case "_meta":
 			err = m.Object()
 		default:
-			// The redis policies' settings are accepted without a look, so that a redis
-			// configuration is refused for its policy rather than for its first setting.
-			if !strings.HasPrefix(m.Name, "redis_") {
+			var handled bool
+			if !sentinelOnly(m.Name) {
+				handled, err = c.Redis.ParseMember(m)
+			}
+			if !handled {
 				err = fmt.Errorf("%s: unknown field", m.Name)
 			}
 		}
@@ -142,6 +146,9 @@ func Parse(raw json.RawMessage) (*Config, error) {
 		return nil, errors.New("burst: is required (the requests beyond rate delayed rather than rejected; 0 for none)")
 	case !hasKey:
 		return nil, errors.New("key: is required (the variable to limit by, such as remote_addr)")
+	}
+	if err := c.Redis.Finish(c.Policy); err != nil {
+		return nil, err
 	}
 	if _, err := limitkey.Parse(c.KeyType, c.Key); err != nil {
 		return nil, err
@@ -176,4 +183,25 @@ func fmtNumber(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 func (c *Config) canonical() string {
 	return "rate=" + fmtNumber(c.Rate) + ";burst=" + fmtNumber(c.Burst) + ";key_type=" + strconv.Quote(c.KeyType) +
 		";key=" + strconv.Quote(c.Key) + ";nodelay=" + strconv.FormatBool(c.NoDelay)
+}
+
+// sentinelOnly names limit-count's redis-sentinel settings, which redispolicy passes over
+// for that policy's sake: limit-req has no such policy, so they are unknown here.
+func sentinelOnly(name string) bool {
+	switch name {
+	case "redis_sentinels", "redis_master_name", "redis_role", "redis_connect_timeout", "redis_read_timeout",
+		"sentinel_username", "sentinel_password":
+		return true
+	}
+	return false
+}
+
+// redisVersion is the configuration's version in its Redis keys (APISIX's conf_version):
+// a CRC-32 of the canonical text and the redis settings, the same on every gateway.
+func (c *Config) redisVersion() uint32 {
+	text := c.canonical()
+	for _, s := range c.Redis.Settings(c.Policy) {
+		text += ";" + s.Name + "=" + s.Value
+	}
+	return crc32.ChecksumIEEE([]byte(text))
 }

@@ -1,8 +1,11 @@
 package limitreq
 
 import (
+	"reflect"
 	"strings"
 	"testing"
+
+	"gw/plugins/redispolicy"
 )
 
 func TestParse(t *testing.T) {
@@ -21,6 +24,16 @@ func TestParse(t *testing.T) {
 			Config{Rate: 1, Burst: 1, KeyType: "var_combination", Key: "$remote_addr $http_x_user", RejectedCode: 503, Policy: "local", Disable: true}},
 		{`{"rate": 1, "burst": 0, "key": ""}`, Config{Rate: 1, KeyType: "var", RejectedCode: 503, Policy: "local"}},
 		{`{"rate": 10000000, "burst": 0, "key": "remote_addr"}`, Config{Rate: 1e7, KeyType: "var", Key: "remote_addr", RejectedCode: 503, Policy: "local"}},
+		// t/plugin/limit-req-redis.t TEST 1: the redis policy with APISIX's defaults.
+		{`{"rate": 1, "burst": 2, "key": "remote_addr", "policy": "redis", "redis_host": "127.0.0.1", "redis_timeout": 1001}`,
+			Config{Rate: 1, Burst: 2, KeyType: "var", Key: "remote_addr", RejectedCode: 503, Policy: "redis",
+				Redis: redispolicy.Config{Host: "127.0.0.1", Port: 6379, Timeout: 1001, KeepaliveTimeout: 10000, KeepalivePool: 100}}},
+		// The redis settings are checked, then dropped, with policy local.
+		{`{"rate": 1, "burst": 0, "key": "remote_addr", "redis_host": "127.0.0.1", "redis_port": 6380}`,
+			Config{Rate: 1, KeyType: "var", Key: "remote_addr", RejectedCode: 503, Policy: "local"}},
+		{`{"rate": 1, "burst": 0, "key": "remote_addr", "policy": "redis-cluster", "redis_cluster_nodes": ["127.0.0.1:5000"], "redis_cluster_name": "c1"}`,
+			Config{Rate: 1, KeyType: "var", Key: "remote_addr", RejectedCode: 503, Policy: "redis-cluster",
+				Redis: redispolicy.Config{ClusterNodes: []string{"127.0.0.1:5000"}, ClusterName: "c1", Timeout: 1000, KeepaliveTimeout: 10000, KeepalivePool: 100}}},
 	}
 	for _, tt := range accept {
 		c, err := Parse([]byte(tt.raw))
@@ -28,7 +41,8 @@ func TestParse(t *testing.T) {
 			t.Errorf("%s: %v", tt.raw, err)
 			continue
 		}
-		if *c != tt.want {
+		c.Redis = c.Redis.Written()
+		if !reflect.DeepEqual(*c, tt.want) {
 			t.Errorf("%s: got %+v, want %+v", tt.raw, *c, tt.want)
 		}
 	}
@@ -54,8 +68,12 @@ func TestParse(t *testing.T) {
 		{`{"rate": 1, "burst": 0, "key": "remote_addr", "rejected_msg": ""}`, "rejected_msg: must not be empty"},
 		{`{"rate": 1, "burst": 0, "key": "remote_addr", "nodelay": "yes"}`, "nodelay: "},
 		{`{"rate": 1, "burst": 0, "key": "remote_addr", "allow_degradation": 1}`, "allow_degradation: "},
-		{`{"rate": 1, "burst": 0, "key": "remote_addr", "policy": "redis", "redis_host": "127.0.0.1"}`, `policy: "redis" is not supported yet`},
-		{`{"rate": 1, "burst": 0, "key": "remote_addr", "policy": "redis-cluster"}`, `policy: "redis-cluster" is not supported yet`},
+		{`{"rate": 1, "burst": 0, "key": "remote_addr", "policy": "redis"}`, `redis_host: is required with policy "redis"`},
+		{`{"rate": 1, "burst": 0, "key": "remote_addr", "policy": "redis-cluster", "redis_cluster_name": "c"}`, `redis_cluster_nodes: is required`},
+		{`{"rate": 1, "burst": 0, "key": "remote_addr", "policy": "redis", "redis_host": "127.0.0.1", "redis_port": 0}`, `redis_port: must be an integer from 1 to 65535, got 0`},
+		{`{"rate": 1, "burst": 0, "key": "remote_addr", "policy": "redis", "redis_host": "127.0.0.1", "redis_sentinels": []}`, `redis_sentinels: unknown field`},
+		{`{"rate": 1, "burst": 0, "key": "remote_addr", "policy": "redis", "redis_host": "127.0.0.1", "sync_interval": 1}`, `sync_interval: unknown field`},
+		{`{"rate": 1, "burst": 0, "key": "remote_addr", "policy": "redis", "redis_host": "127.0.0.1", "redis_password": "$env://GW_NO_SUCH_VAR"}`, `redis_password: $env://GW_NO_SUCH_VAR has no value`},
 		{`{"rate": 1, "burst": 0, "key": "remote_addr", "policy": "etcd"}`, `policy: must be one of`},
 		{`{"rate": 1, "burst": 0, "key": "remote_addr", "count": 1}`, "count: unknown field"},
 		{`{"rate": 1, "burst": 0, "key": "remote_addr", "_meta": 1}`, "_meta: "},

@@ -90,6 +90,13 @@ func (plugin) Build(raw json.RawMessage, env *plugins.Env) (any, error) {
 	if cfg.Disable {
 		return nil, nil
 	}
+	if cfg.Policy != "local" {
+		key, err := limitkey.Parse(cfg.KeyType, cfg.Key)
+		if err != nil {
+			return nil, err
+		}
+		return buildRedis(cfg, env, key)
+	}
 	if env.Shared == nil || env.Shared.Segments[Name] == nil {
 		return nil, errNoSharedTable
 	}
@@ -117,13 +124,9 @@ func (plugin) Build(raw json.RawMessage, env *plugins.Env) (any, error) {
 		now:          wallNanos,
 	}
 	if cfg.RejectedMsg != "" {
-		body, err := json.Marshal(struct {
-			ErrorMsg string `json:"error_msg"`
-		}{cfg.RejectedMsg})
-		if err != nil {
-			return nil, fmt.Errorf("encoding rejected_msg: %w", err)
+		if l.rejectedBody, err = rejectedBody(cfg.RejectedMsg); err != nil {
+			return nil, err
 		}
-		l.rejectedBody = body
 	}
 	return l, nil
 }
@@ -196,4 +199,15 @@ func (l *limiter) reject(c *plugins.Ctx) {
 		contentType = contentTypeJSON
 	}
 	c.Respond(l.rejectedCode, contentType, l.rejectedBody)
+}
+
+// rejectedBody is rejected_msg's body: {"error_msg": msg}.
+func rejectedBody(msg string) ([]byte, error) {
+	body, err := json.Marshal(struct {
+		ErrorMsg string `json:"error_msg"`
+	}{msg})
+	if err != nil {
+		return nil, fmt.Errorf("encoding rejected_msg: %w", err)
+	}
+	return body, nil
 }

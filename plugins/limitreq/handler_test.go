@@ -72,7 +72,7 @@ func (f *fixture) advance(d time.Duration) { f.clock.Add(int64(d)) }
 
 // do runs one request from client through l and returns the status the client sees (200
 // when the plugin lets it through) and its body.
-func do(l *limiter, client string, headers ...string) (int, string) {
+func do(l plugins.AccessPhase, client string, headers ...string) (int, string) {
 	var req fasthttp.Request
 	req.SetRequestURI("http://gw.test/hello")
 	for i := 0; i+1 < len(headers); i += 2 {

@@ -4,10 +4,9 @@ import "gw/plugins"
 
 var _ plugins.Described = plugin{}
 
-// Schema is the configuration's JSON Schema, what Parse accepts: the redis policies, not
-// supported yet, are left out of policy's enum, and the redis settings, which Parse lets
-// through so that their policy is what it refuses, are allowed as anything. The bound on
-// burst/rate is Parse's alone.
+// Schema is the configuration's JSON Schema, what Parse accepts. The redis settings' own
+// rules (which a policy requires, their ranges: redispolicy) are Parse's, so the schema
+// allows them as anything; so is the bound on burst/rate.
 func (plugin) Schema() []byte { return schema }
 
 var schema = []byte(`{
@@ -21,7 +20,7 @@ var schema = []byte(`{
     "rejected_msg": {"type": "string", "minLength": 1},
     "nodelay": {"type": "boolean", "default": false},
     "allow_degradation": {"type": "boolean", "default": false},
-    "policy": {"type": "string", "enum": ["local"], "default": "local"},
+    "policy": {"type": "string", "enum": ["local", "redis", "redis-cluster"], "default": "local"},
     "disable": {"type": "boolean"},
     "_meta": {"type": "object"}
   },
