@@ -213,18 +213,27 @@ func proxyGRPC(ctx *fasthttp.RequestCtx, up *proxy.Upstream, info *proxy.Info) {
 // grpcFailed ends a call the node did not complete: nothing (the client reset the
 // stream), DEADLINE_EXCEEDED (grpc-timeout passed) or UNAVAILABLE, in trailers when the
 // response's HEADERS went out already (headersSent), trailers-only otherwise.
+//
+// The status the access log and the metrics see is nginx's for the same end: 502, 504,
+// or 499 for a client that left.
 func (s *h2Stream) grpcFailed(call context.Context, err error, headersSent bool) {
 	code, msg := grpcUnavailable, "upstream unavailable"
 	var ge *proxy.GRPCError
+	logged := fasthttp.StatusBadGateway
 	switch {
 	case errors.Is(call.Err(), context.DeadlineExceeded):
 		code, msg = grpcDeadlineExceeded, "deadline exceeded (grpc-timeout) waiting for the upstream"
+		logged = fasthttp.StatusGatewayTimeout
 	case call.Err() != nil:
+		s.ctx.Response.SetStatusCode(499)
 		return // the client reset the stream: the node's call is cancelled, nobody listens
 	case errors.As(err, &ge):
 		msg = ge.Message
 	case headersSent:
 		msg = "the upstream broke the stream off"
+	}
+	if !headersSent {
+		s.ctx.Response.SetStatusCode(logged)
 	}
 	if headersSent {
 		_ = s.writeGRPCTrailers(http.Header{"Grpc-Status": {strconv.Itoa(code)}, "Grpc-Message": {grpcEncodeMessage(msg)}})

@@ -23,6 +23,8 @@ type options struct {
 	ocelot      bool
 	h2          bool
 	h2load      string
+	grpc        bool
+	grpcload    string
 
 	gwctl, upstream, profgw string
 	nginx, wrk, ab          string
