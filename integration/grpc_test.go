@@ -49,6 +49,7 @@ type grpcTestServer struct {
 	name      string
 	cancelled chan struct{} // Hang's context ended
 	calls     atomic.Int64
+	flooded   atomic.Int64 // MiB Flood managed to send
 }
 
 func startGRPCServer(t *testing.T, name string, creds credentials.TransportCredentials) *grpcTestServer {
@@ -72,6 +73,7 @@ func startGRPCServer(t *testing.T, name string, creds credentials.TransportCrede
 		},
 		Streams: []grpc.StreamDesc{
 			{StreamName: "Count", Handler: s.count, ServerStreams: true},
+			{StreamName: "Flood", Handler: s.flood, ServerStreams: true},
 			{StreamName: "Sum", Handler: s.sum, ClientStreams: true},
 			{StreamName: "Chat", Handler: s.chat, ServerStreams: true, ClientStreams: true},
 		},
@@ -124,6 +126,22 @@ func (s *grpcTestServer) count(_ any, stream grpc.ServerStream) error {
 		if err := stream.SendMsg(&msg); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// flood sends 1 MiB messages, up to 512, as fast as the flow-control windows let it.
+func (s *grpcTestServer) flood(_ any, stream grpc.ServerStream) error {
+	var in []byte
+	if err := stream.RecvMsg(&in); err != nil {
+		return err
+	}
+	msg := []byte(strings.Repeat("f", 1<<20))
+	for range 512 {
+		if err := stream.SendMsg(&msg); err != nil {
+			return err
+		}
+		s.flooded.Add(1)
 	}
 	return nil
 }
@@ -363,6 +381,45 @@ func TestGRPCCancelDeadlineAndGatewayErrors(t *testing.T) {
 			t.Fatalf("call %d with one node down: %q, %v", i+1, out, err)
 		}
 	}
+}
+
+// A client that stops reading a server-streaming call holds the node back: the gateway
+// passes on only what the client's window takes and buffers at most a window of the
+// rest, so the node's sends block instead of piling up in the gateway. Cancelling the
+// call then frees the node.
+func TestGRPCSlowClientHoldsTheNodeBack(t *testing.T) {
+	node := startGRPCServer(t, "n1", nil)
+	in := newInstance(t, "worker_processes: 1\n")
+	in.start()
+	putGRPCRoute(t, in, "1", "/test.Echo/*", map[string]any{"scheme": "grpc", "nodes": map[string]int{node.addr: 1}}, "")
+	cc := dialGW(t, in.data)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stream, err := cc.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, "/test.Echo/Flood",
+		grpc.MaxCallRecvMsgSize(2<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := []byte("go")
+	if err := stream.SendMsg(&start); err != nil {
+		t.Fatal(err)
+	}
+	_ = stream.CloseSend()
+	var first []byte
+	if err := stream.RecvMsg(&first); err != nil || len(first) != 1<<20 {
+		t.Fatalf("first message: %d bytes, %v", len(first), err)
+	}
+	// Then the client reads nothing. The node gets as far as the windows and socket
+	// buffers on the way let it (a few MiB: the client's own window, which grpc-go
+	// grows, the gateway's 256 KiB, the kernel's), never the 512 MiB it has to send.
+	time.Sleep(3 * time.Second)
+	stalled := node.flooded.Load()
+	time.Sleep(2 * time.Second)
+	if now := node.flooded.Load(); now >= 64 {
+		t.Fatalf("the node sent %d MiB, then %d MiB, to a client that reads nothing: want it held back below 64 MiB", stalled, now)
+	}
+	t.Logf("the node was held back after %d MiB", stalled)
+	cancel()
 }
 
 // The route's plugins run on the call's header: key-auth refuses a call without a key
