@@ -523,6 +523,10 @@ func TestGRPCAdminAPI(t *testing.T) {
 	if status != 400 || !strings.Contains(resp, `property \"tls\"`) || !strings.Contains(resp, `scheme \"grpc\"`) {
 		t.Fatalf("tls with scheme grpc: %d %s", status, resp)
 	}
+	status, resp = in.adminCall("PUT", "/apisix/admin/routes/bad", `{"uri":"/x","upstream":{"scheme":"grpcs","checks":{"active":{"type":"http"}},"nodes":{"127.0.0.1:50051":1}}}`)
+	if status != 400 || !strings.Contains(resp, `upstream.checks.active.type`) || !strings.Contains(resp, `must be \"tcp\"`) {
+		t.Fatalf("an http health check on a grpcs upstream: %d %s", status, resp)
+	}
 	status, resp = in.adminCall("PUT", "/apisix/admin/upstreams/bad", `{"scheme":"tcp","nodes":{"127.0.0.1:50051":1}}`)
 	if status != 400 || !strings.Contains(resp, "not supported yet") {
 		t.Fatalf("scheme tcp: %d %s", status, resp)
