@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -449,6 +450,25 @@ func TestGRPCRouteWithPlugins(t *testing.T) {
 	if got := node.calls.Load(); got != 3 {
 		t.Fatalf("the node got %d calls, want 3: refused calls must not reach it", got)
 	}
+	// jwt-auth, on a route for another host (the client's :authority).
+	in.mustPut("/apisix/admin/consumers", `{"username":"jill","plugins":{"jwt-auth":{"key":"jwt-key","secret":"grpc-jwt-secret"}}}`)
+	putGRPCRoute(t, in.instance, "2", "/test.Echo/*", map[string]any{"scheme": "grpc", "nodes": map[string]int{node.addr: 1}}, `{"jwt-auth":{}}`)
+	if status, resp := in.adminCall("PATCH", "/apisix/admin/routes/2", `{"host":"jwt.test"}`); status != 200 {
+		t.Fatalf("PATCH route 2: %d %s", status, resp)
+	}
+	jwtConn, err := grpc.NewClient(in.data, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithAuthority("jwt.test"),
+		grpc.WithDefaultCallOptions(grpc.ForceCodec(rawCodec{})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer jwtConn.Close()
+	_, err = unary(ctx, jwtConn, "Echo", "x")
+	wantCode(t, "jwt-auth without a token", err, codes.Unauthenticated, "Missing JWT token in request")
+	token, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"key": "jwt-key", "exp": time.Now().Add(time.Hour).Unix()}).SignedString([]byte("grpc-jwt-secret"))
+	if out, err := unary(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token), jwtConn, "Echo", "signed"); err != nil || out != "n1:signed" {
+		t.Fatalf("jwt-auth with a valid token: %q, %v", out, err)
+	}
+
 	var ok, over float64
 	waitFor(10*time.Second, func() bool {
 		f := in.scrape()
