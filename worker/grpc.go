@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -170,7 +171,14 @@ func proxyGRPC(ctx *fasthttp.RequestCtx, up *proxy.Upstream, info *proxy.Info) {
 		return
 	}
 	var reqBody io.ReadCloser
-	if body != nil {
+	switch {
+	case !ctx.Request.IsBodyStream():
+		// Something before the proxy (the router's post_arg, a plugin) read the body
+		// whole: the stream is spent, the bytes are here.
+		if len(ctx.Request.Body()) > 0 {
+			reqBody = io.NopCloser(bytes.NewReader(ctx.Request.Body()))
+		}
+	case body != nil:
 		reqBody = body
 	}
 	resp, err := up.RoundTripGRPC(call, ctx, reqBody, info)
