@@ -168,6 +168,7 @@ func proxyGRPC(ctx *fasthttp.RequestCtx, up *proxy.Upstream, info *proxy.Info) {
 		}
 	}()
 	if gone {
+		ctx.Response.SetStatusCode(499) // nginx's status for a client that left
 		return
 	}
 	var reqBody io.ReadCloser
