@@ -3,7 +3,7 @@
 #
 #   benchmark/run.sh [--workers 1,2,4] [--duration 10s] [--connections 16] [--body 10]
 #                    [--rounds 3] [--warmup 3s] [--retries 2] [--max-foreign 0.2]
-#                    [--no-access-log] [--chain] [--ocelot] [--h2]
+#                    [--no-access-log] [--chain] [--ocelot] [--h2] [--grpc]
 #
 # Results go to benchmark/results/ (latest.md, latest.json, latest-rps.png, latest-p99.png
 # and dated copies). Run from anywhere; needs Go, wrk, nginx, taskset (ab for --ocelot, h2load for --h2).
@@ -32,6 +32,7 @@ while [ $# -gt 0 ]; do
 	--chain) args+=("-chain"); shift ;;
 	--ocelot) args+=("-ocelot"); ocelot=1; shift ;;
 	--h2) args+=("-h2"); h2=1; shift ;;
+	--grpc) args+=("-grpc"); shift ;;
 	-h | --help) usage 0 ;;
 	*) echo "run.sh: unknown argument $1" >&2; usage 2 ;;
 	esac
@@ -81,8 +82,9 @@ overlay=$(tools/runtime-overlay.sh "$bin/goruntime")
 go build $overlay -ldflags "-X main.version=$version" -o "$bin/gwctl" ./cmd/gwctl
 go build -o "$bin/upstream" ./benchmark/upstream
 go build -o "$bin/runner" ./benchmark/runner
+go build -o "$bin/grpcload" ./benchmark/grpcload
 if [ "${GW_BENCH_PROFILE:-}" = 1 ]; then
 	go build $overlay -o "$bin/profgw" ./benchmark/profgw
 fi
 
-exec "$bin/runner" -gwctl "$bin/gwctl" -upstream "$bin/upstream" -profgw "$bin/profgw" "${args[@]}"
+exec "$bin/runner" -gwctl "$bin/gwctl" -upstream "$bin/upstream" -grpcload "$bin/grpcload" -profgw "$bin/profgw" "${args[@]}"

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -49,6 +50,7 @@ type grpcTestServer struct {
 	name      string
 	cancelled chan struct{} // Hang's context ended
 	calls     atomic.Int64
+	flooded   atomic.Int64 // MiB Flood managed to send
 }
 
 func startGRPCServer(t *testing.T, name string, creds credentials.TransportCredentials) *grpcTestServer {
@@ -72,6 +74,7 @@ func startGRPCServer(t *testing.T, name string, creds credentials.TransportCrede
 		},
 		Streams: []grpc.StreamDesc{
 			{StreamName: "Count", Handler: s.count, ServerStreams: true},
+			{StreamName: "Flood", Handler: s.flood, ServerStreams: true},
 			{StreamName: "Sum", Handler: s.sum, ClientStreams: true},
 			{StreamName: "Chat", Handler: s.chat, ServerStreams: true, ClientStreams: true},
 		},
@@ -124,6 +127,22 @@ func (s *grpcTestServer) count(_ any, stream grpc.ServerStream) error {
 		if err := stream.SendMsg(&msg); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// flood sends 1 MiB messages, up to 512, as fast as the flow-control windows let it.
+func (s *grpcTestServer) flood(_ any, stream grpc.ServerStream) error {
+	var in []byte
+	if err := stream.RecvMsg(&in); err != nil {
+		return err
+	}
+	msg := []byte(strings.Repeat("f", 1<<20))
+	for range 512 {
+		if err := stream.SendMsg(&msg); err != nil {
+			return err
+		}
+		s.flooded.Add(1)
 	}
 	return nil
 }
@@ -365,6 +384,45 @@ func TestGRPCCancelDeadlineAndGatewayErrors(t *testing.T) {
 	}
 }
 
+// A client that stops reading a server-streaming call holds the node back: the gateway
+// passes on only what the client's window takes and buffers at most a window of the
+// rest, so the node's sends block instead of piling up in the gateway. Cancelling the
+// call then frees the node.
+func TestGRPCSlowClientHoldsTheNodeBack(t *testing.T) {
+	node := startGRPCServer(t, "n1", nil)
+	in := newInstance(t, "worker_processes: 1\n")
+	in.start()
+	putGRPCRoute(t, in, "1", "/test.Echo/*", map[string]any{"scheme": "grpc", "nodes": map[string]int{node.addr: 1}}, "")
+	cc := dialGW(t, in.data)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stream, err := cc.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, "/test.Echo/Flood",
+		grpc.MaxCallRecvMsgSize(2<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := []byte("go")
+	if err := stream.SendMsg(&start); err != nil {
+		t.Fatal(err)
+	}
+	_ = stream.CloseSend()
+	var first []byte
+	if err := stream.RecvMsg(&first); err != nil || len(first) != 1<<20 {
+		t.Fatalf("first message: %d bytes, %v", len(first), err)
+	}
+	// Then the client reads nothing. The node gets as far as the windows and socket
+	// buffers on the way let it (a few MiB: the client's own window, which grpc-go
+	// grows, the gateway's 256 KiB, the kernel's), never the 512 MiB it has to send.
+	time.Sleep(3 * time.Second)
+	stalled := node.flooded.Load()
+	time.Sleep(2 * time.Second)
+	if now := node.flooded.Load(); now >= 64 {
+		t.Fatalf("the node sent %d MiB, then %d MiB, to a client that reads nothing: want it held back below 64 MiB", stalled, now)
+	}
+	t.Logf("the node was held back after %d MiB", stalled)
+	cancel()
+}
+
 // The route's plugins run on the call's header: key-auth refuses a call without a key
 // (UNAUTHENTICATED), limit-count one over the limit (UNAVAILABLE, as gRPC clients read a
 // 429 or 503), and prometheus counts the calls.
@@ -392,6 +450,25 @@ func TestGRPCRouteWithPlugins(t *testing.T) {
 	if got := node.calls.Load(); got != 3 {
 		t.Fatalf("the node got %d calls, want 3: refused calls must not reach it", got)
 	}
+	// jwt-auth, on a route for another host (the client's :authority).
+	in.mustPut("/apisix/admin/consumers", `{"username":"jill","plugins":{"jwt-auth":{"key":"jwt-key","secret":"grpc-jwt-secret"}}}`)
+	putGRPCRoute(t, in.instance, "2", "/test.Echo/*", map[string]any{"scheme": "grpc", "nodes": map[string]int{node.addr: 1}}, `{"jwt-auth":{}}`)
+	if status, resp := in.adminCall("PATCH", "/apisix/admin/routes/2", `{"host":"jwt.test"}`); status != 200 {
+		t.Fatalf("PATCH route 2: %d %s", status, resp)
+	}
+	jwtConn, err := grpc.NewClient(in.data, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithAuthority("jwt.test"),
+		grpc.WithDefaultCallOptions(grpc.ForceCodec(rawCodec{})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer jwtConn.Close()
+	_, err = unary(ctx, jwtConn, "Echo", "x")
+	wantCode(t, "jwt-auth without a token", err, codes.Unauthenticated, "Missing JWT token in request")
+	token, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{"key": "jwt-key", "exp": time.Now().Add(time.Hour).Unix()}).SignedString([]byte("grpc-jwt-secret"))
+	if out, err := unary(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token), jwtConn, "Echo", "signed"); err != nil || out != "n1:signed" {
+		t.Fatalf("jwt-auth with a valid token: %q, %v", out, err)
+	}
+
 	var ok, over float64
 	waitFor(10*time.Second, func() bool {
 		f := in.scrape()
@@ -465,6 +542,10 @@ func TestGRPCAdminAPI(t *testing.T) {
 	status, resp := in.adminCall("PUT", "/apisix/admin/upstreams/bad", `{"scheme":"grpc","tls":{"verify":false},"nodes":{"127.0.0.1:50051":1}}`)
 	if status != 400 || !strings.Contains(resp, `property \"tls\"`) || !strings.Contains(resp, `scheme \"grpc\"`) {
 		t.Fatalf("tls with scheme grpc: %d %s", status, resp)
+	}
+	status, resp = in.adminCall("PUT", "/apisix/admin/routes/bad", `{"uri":"/x","upstream":{"scheme":"grpcs","checks":{"active":{"type":"http"}},"nodes":{"127.0.0.1:50051":1}}}`)
+	if status != 400 || !strings.Contains(resp, `upstream.checks.active.type`) || !strings.Contains(resp, `must be \"tcp\"`) {
+		t.Fatalf("an http health check on a grpcs upstream: %d %s", status, resp)
 	}
 	status, resp = in.adminCall("PUT", "/apisix/admin/upstreams/bad", `{"scheme":"tcp","nodes":{"127.0.0.1:50051":1}}`)
 	if status != 400 || !strings.Contains(resp, "not supported yet") {

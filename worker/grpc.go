@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -167,10 +168,18 @@ func proxyGRPC(ctx *fasthttp.RequestCtx, up *proxy.Upstream, info *proxy.Info) {
 		}
 	}()
 	if gone {
+		ctx.Response.SetStatusCode(499) // nginx's status for a client that left
 		return
 	}
 	var reqBody io.ReadCloser
-	if body != nil {
+	switch {
+	case !ctx.Request.IsBodyStream():
+		// Something before the proxy (the router's post_arg, a plugin) read the body
+		// whole: the stream is spent, the bytes are here.
+		if len(ctx.Request.Body()) > 0 {
+			reqBody = io.NopCloser(bytes.NewReader(ctx.Request.Body()))
+		}
+	case body != nil:
 		reqBody = body
 	}
 	resp, err := up.RoundTripGRPC(call, ctx, reqBody, info)
@@ -213,18 +222,27 @@ func proxyGRPC(ctx *fasthttp.RequestCtx, up *proxy.Upstream, info *proxy.Info) {
 // grpcFailed ends a call the node did not complete: nothing (the client reset the
 // stream), DEADLINE_EXCEEDED (grpc-timeout passed) or UNAVAILABLE, in trailers when the
 // response's HEADERS went out already (headersSent), trailers-only otherwise.
+//
+// The status the access log and the metrics see is nginx's for the same end: 502, 504,
+// or 499 for a client that left.
 func (s *h2Stream) grpcFailed(call context.Context, err error, headersSent bool) {
 	code, msg := grpcUnavailable, "upstream unavailable"
 	var ge *proxy.GRPCError
+	logged := fasthttp.StatusBadGateway
 	switch {
 	case errors.Is(call.Err(), context.DeadlineExceeded):
 		code, msg = grpcDeadlineExceeded, "deadline exceeded (grpc-timeout) waiting for the upstream"
+		logged = fasthttp.StatusGatewayTimeout
 	case call.Err() != nil:
+		s.ctx.Response.SetStatusCode(499)
 		return // the client reset the stream: the node's call is cancelled, nobody listens
 	case errors.As(err, &ge):
 		msg = ge.Message
 	case headersSent:
 		msg = "the upstream broke the stream off"
+	}
+	if !headersSent {
+		s.ctx.Response.SetStatusCode(logged)
 	}
 	if headersSent {
 		_ = s.writeGRPCTrailers(http.Header{"Grpc-Status": {strconv.Itoa(code)}, "Grpc-Message": {grpcEncodeMessage(msg)}})

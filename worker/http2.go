@@ -215,7 +215,7 @@ type h2Conn struct {
 
 	// completed counts responses given, which earn the flood budgets back.
 	completed atomic.Int64
-	// dataSincePing is set when DATA with a payload went either way since the last PING.
+	// dataSincePing is set when gw sent DATA with a payload since the client's last PING.
 	dataSincePing atomic.Bool
 
 	mu   sync.Mutex
@@ -547,9 +547,10 @@ func (c *h2Conn) handle(f http2.Frame) error {
 		if f.IsAck() {
 			return nil
 		}
-		// A PING after DATA went either way is a client measuring the connection (gRPC's
-		// BDP estimation pings as it receives DATA), not a flood: only the others are
-		// charged.
+		// A PING after DATA gw sent is a client measuring the connection (gRPC's BDP
+		// estimation pings as it receives DATA), not a flood: only the others are
+		// charged. DATA the client sends earns nothing, or interleaving it would make
+		// a flood free.
 		if !c.dataSincePing.Swap(false) && c.over(abusePing) {
 			return errCut
 		}
@@ -1404,9 +1405,6 @@ func (c *h2Conn) data(f *http2.DataFrame) error {
 	}
 	s.recvWindow -= n
 	s.received += int64(len(data))
-	if len(data) > 0 {
-		c.dataSincePing.Store(true)
-	}
 	b := &s.body
 	if len(data) > 0 {
 		if len(b.buf)-b.end < len(data) {

@@ -56,6 +56,8 @@ func parseFlags(args []string) (*options, string, error) {
 	fs.BoolVar(&o.chain, "chain", false, "also measure gw with issue 22's chain (key-auth, limit-req, cors, request-id, prometheus); every scenario's requests then carry the consumer's key and an Origin")
 	fs.BoolVar(&o.h2, "h2", false, "run the HTTP/2 comparison (h2load -c 16 -m 10, h2c and h2 over TLS) instead of the sweep")
 	fs.StringVar(&o.h2load, "h2load", "h2load", "h2load binary (nghttp2-client)")
+	fs.BoolVar(&o.grpc, "grpc", false, "run the gRPC unary comparison (gw's scheme grpc against nginx's grpc_pass) instead of the sweep")
+	fs.StringVar(&o.grpcload, "grpcload", "benchmark/results/tmp/bin/grpcload", "the gRPC node and load client (benchmark/grpcload)")
 	fs.StringVar(&o.gwctl, "gwctl", "bin/gwctl", "gwctl binary")
 	fs.StringVar(&o.upstream, "upstream", "benchmark/results/tmp/bin/upstream", "benchmark upstream binary")
 	fs.StringVar(&o.profgw, "profgw", "benchmark/results/tmp/bin/profgw", "profiling build of gw, used when GW_BENCH_PROFILE=1")
@@ -223,7 +225,7 @@ func benchmark(o *options) error {
 	}
 	prog := &progress{left: time.Duration(len(runnable)) * perSweep}
 
-	if o.ocelot || o.h2 {
+	if o.ocelot || o.h2 || o.grpc {
 		n := 1
 		if len(runnable) > 0 {
 			n = runnable[0]
@@ -238,6 +240,16 @@ func benchmark(o *options) error {
 			return err
 		}
 		current = s
+		if o.grpc {
+			s.dir = filepath.Join(work, "grpc")
+			res, err := s.runGRPC()
+			s.cleanup()
+			if err != nil {
+				return err
+			}
+			report.GRPC = res
+			return finish(report, o.out, "grpc-"+stamp, "grpc-latest")
+		}
 		if o.h2 {
 			s.dir = filepath.Join(work, "h2")
 			res, err := s.runH2()

@@ -131,6 +131,9 @@ func markdown(r *Report, charts []string) string {
 		accessLog = "on in gw and nginx (combined format, 64k buffer, 1s flush)"
 	}
 	switch {
+	case r.GRPC != nil:
+		fmt.Fprintf(&b, "- Load: benchmark/grpcload, %d unary calls in flight on one h2c connection, one warm-up run of %s each, then %d rounds of %s; response message %d bytes; access log %s.\n",
+			r.GRPC.Streams, st.Warmup, st.Rounds, st.Duration, st.BodyBytes, accessLog)
 	case r.H2 != nil:
 		fmt.Fprintf(&b, "- Load: h2load -c %d -m %d, one warm-up run of %s each, then %d rounds of %s; body %d bytes; access log %s.\n",
 			r.H2.Clients, r.H2.Streams, st.Warmup, st.Rounds, st.Duration, st.BodyBytes, accessLog)
@@ -161,6 +164,9 @@ func markdown(r *Report, charts []string) string {
 	}
 	if r.H2 != nil {
 		writeH2(&b, r.H2)
+	}
+	if r.GRPC != nil {
+		writeGRPC(&b, r.GRPC)
 	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(&b, "\n> %s\n", n)
@@ -274,7 +280,7 @@ func writeOutputs(r *Report, dir, base, latest string) ([]string, error) {
 	if base == latest {
 		names = names[:1]
 	}
-	if r.Ocelot == nil && r.H2 == nil {
+	if r.Ocelot == nil && r.H2 == nil && r.GRPC == nil {
 		for _, c := range []chartSpec{rpsChart, p99Chart} {
 			for _, name := range names {
 				path := filepath.Join(dir, name+"-"+c.suffix+".png")
@@ -291,7 +297,7 @@ func writeOutputs(r *Report, dir, base, latest string) ([]string, error) {
 	}
 	for _, name := range names {
 		charts = charts[:0]
-		if r.Ocelot == nil && r.H2 == nil {
+		if r.Ocelot == nil && r.H2 == nil && r.GRPC == nil {
 			charts = append(charts, name+"-"+rpsChart.suffix+".png", name+"-"+p99Chart.suffix+".png")
 		}
 		md := filepath.Join(dir, name+".md")

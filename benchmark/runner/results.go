@@ -14,6 +14,7 @@ type Report struct {
 	Rows     []Row    `json:"rows,omitempty"`
 	Ocelot   *Ocelot  `json:"ocelot,omitempty"`
 	H2       *H2      `json:"h2,omitempty"`
+	GRPC     *GRPC    `json:"grpc,omitempty"`
 	// LoadAverage is the 1-minute load average before the first run and the highest seen
 	// before any run: other work on the machine skews every figure.
 	LoadAverage LoadAverage `json:"load_average"`

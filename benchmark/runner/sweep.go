@@ -24,6 +24,8 @@ type options struct {
 	h2          bool
 	chain       bool // also measure issue 22's plugin chain (gwChain)
 	h2load      string
+	grpc        bool
+	grpcload    string
 
 	gwctl, upstream, profgw string
 	nginx, wrk, ab          string

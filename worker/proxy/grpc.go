@@ -51,8 +51,8 @@ type grpcTransports struct {
 // RoundTripGRPC, not Forward.
 func (u *Upstream) GRPC() bool { return u.grpc }
 
-// GRPCError is why RoundTripGRPC got no response: Unavailable says gRPC's UNAVAILABLE
-// fits (no node could be reached); Message is for the client, without addresses.
+// GRPCError is why RoundTripGRPC got no response from a node. Message is for the client
+// (the gRPC status's message), without addresses; Err is the cause, for the error log.
 type GRPCError struct {
 	Message string
 	Err     error
