@@ -149,6 +149,7 @@ func FuzzParseRoundTrip(f *testing.F) {
 		"shm: {limit_count: 1m, limit_count_on_full: reject, metrics: 65536}",
 		"prometheus: {enabled: false, export_addr: '[::1]:9091', export_uri: /m, max_series: 10}",
 		"router: {http: radixtree_uri_with_parameter}", "data_dir: \"d\\tx\"", "error_log_level: debug",
+		"plugin_attr: {opentelemetry: {resource: {a: 1.5, b: true, c: x}, collector: {address: 'https://c:1', request_headers: {X-A: 3}}, batch_span_processor: {batch_timeout: 0.25}}}",
 	} {
 		f.Add([]byte(seed))
 	}
@@ -185,6 +186,13 @@ func configValue(v reflect.Value) any {
 	switch {
 	case v.Type() == durationType:
 		return time.Duration(v.Int()).String()
+	case v.Type() == reflect.TypeFor[OpenTelemetryAttr]():
+		// Its own MarshalJSON writes config.yaml's spelling (seconds, ordered mappings).
+		b, err := v.Interface().(OpenTelemetryAttr).MarshalJSON()
+		if err != nil {
+			panic(err)
+		}
+		return json.RawMessage(b)
 	case v.Kind() == reflect.Struct:
 		fields := map[string]any{}
 		for i := range v.NumField() {
