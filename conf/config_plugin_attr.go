@@ -1,8 +1,6 @@
 package conf
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"math"
 	"net"
@@ -204,39 +202,6 @@ func (l *loader) collectorAddress(path string, v *yaml.Node) (string, bool) {
 		return "", false
 	}
 	return s, true
-}
-
-// MarshalJSON writes the section as config.yaml spells it (seconds as numbers, the
-// mappings as objects in file order), so that a Config written out loads back the same.
-func (o OpenTelemetryAttr) MarshalJSON() ([]byte, error) {
-	var b bytes.Buffer
-	str := func(s string) { q, _ := json.Marshal(s); b.Write(q) }
-	mapping := func(kvs []KeyValue) {
-		b.WriteByte('{')
-		for i, kv := range kvs {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			str(kv.Key)
-			b.WriteByte(':')
-			v, _ := json.Marshal(kv.Value)
-			b.Write(v)
-		}
-		b.WriteByte('}')
-	}
-	secs := func(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) }
-	bsp := o.Batch
-	b.WriteString(`{"trace_id_source":`)
-	str(o.TraceIDSource)
-	b.WriteString(`,"resource":`)
-	mapping(o.Resource)
-	b.WriteString(`,"collector":{"address":`)
-	str(o.Collector.Address)
-	b.WriteString(`,"request_timeout":` + secs(o.Collector.RequestTimeout) + `,"request_headers":`)
-	mapping(o.Collector.RequestHeaders)
-	fmt.Fprintf(&b, `},"batch_span_processor":{"drop_on_queue_full":%t,"max_queue_size":%d,"batch_timeout":%s,"inactive_timeout":%s,"max_export_batch_size":%d}}`,
-		bsp.DropOnQueueFull, bsp.MaxQueueSize, secs(bsp.BatchTimeout), secs(bsp.InactiveTimeout), bsp.MaxExportBatchSize)
-	return b.Bytes(), nil
 }
 
 // scalarMapping reads a mapping of names to strings, numbers (float64) or booleans, as

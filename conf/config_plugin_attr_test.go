@@ -1,6 +1,7 @@
 package conf
 
 import (
+	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
@@ -137,5 +138,24 @@ func TestCollectorURL(t *testing.T) {
 		if got := (OTelCollector{Address: address}).URL(); got != want {
 			t.Errorf("URL of %q = %q, want %q", address, got, want)
 		}
+	}
+}
+
+// The master hands workers the Config as JSON: the section must come back the same.
+func TestPluginAttrSurvivesJSON(t *testing.T) {
+	c, err := parseOver(Default(), []byte("plugin_attr: {opentelemetry: {resource: {a: 1.5, b: true, c: x}, collector: {request_headers: {X-A: 3}}, batch_span_processor: {batch_timeout: 0.25}}}"), "f.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Config
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back.PluginAttr, c.PluginAttr) {
+		t.Fatalf("through JSON %+v\nwant %+v", back.PluginAttr, c.PluginAttr)
 	}
 }
