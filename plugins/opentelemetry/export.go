@@ -6,15 +6,11 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
-	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
-	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
-	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"gw/conf"
 	"gw/plugins"
@@ -28,7 +24,7 @@ type exporter struct {
 	attr          conf.OpenTelemetryAttr
 	fromRequestID bool
 	url           string
-	resource      *resourcepb.Resource
+	resource      []byte // the Resource message's body, encoded once
 	client        *http.Client
 	counters      *counters
 	logf          func(format string, args ...any)
@@ -40,6 +36,9 @@ type exporter struct {
 	mu          sync.Mutex
 	slots       []spanRecord
 	head, count int
+
+	// The exporter goroutine's buffers, kept from batch to batch.
+	spans, span, scratch, body []byte
 
 	lastLog atomic.Int64 // Unix seconds of the last export error logged
 }
@@ -58,7 +57,7 @@ func newExporter(attr conf.OpenTelemetryAttr, ctrs *counters, logf func(string, 
 		attr:          attr,
 		fromRequestID: attr.TraceIDSource == conf.TraceIDFromRequestID,
 		url:           attr.Collector.URL(),
-		resource:      resourceOf(attr.Resource),
+		resource:      appendResource(nil, hostname(), attr.Resource),
 		client:        &http.Client{Timeout: attr.Collector.RequestTimeout},
 		counters:      ctrs,
 		logf:          logf,
@@ -147,33 +146,13 @@ func (e *exporter) loop() {
 // stop ends the loop (tests).
 func (e *exporter) stop() { close(e.done) }
 
-// exportBatch sends up to one batch of the queue and returns how many spans it took. The
-// slots it reads stay out of the producers' reach until it has converted them, since they
-// still count as queued.
+// exportBatch sends up to one batch of the queue and returns how many spans it took.
 func (e *exporter) exportBatch() int {
-	e.mu.Lock()
-	n, head := min(e.count, e.attr.Batch.MaxExportBatchSize), e.head
-	e.mu.Unlock()
+	body, n := e.encodeBatch()
 	if n == 0 {
 		return 0
 	}
-	spans := make([]*tracepb.Span, n)
-	for i := range n {
-		spans[i] = e.slots[(head+i)%len(e.slots)].otlp()
-	}
-	e.mu.Lock()
-	e.head = (e.head + n) % len(e.slots)
-	e.count -= n
-	e.mu.Unlock()
-
-	body, err := proto.Marshal(&tracepb.TracesData{ResourceSpans: []*tracepb.ResourceSpans{{
-		Resource:   e.resource,
-		ScopeSpans: []*tracepb.ScopeSpans{{Scope: &commonpb.InstrumentationScope{Name: "gw"}, Spans: spans}},
-	}}})
-	if err == nil {
-		err = e.post(body)
-	}
-	if err != nil {
+	if err := e.post(body); err != nil {
 		e.counters.failed.Add(uint64(n))
 		if sec := time.Now().Unix(); e.lastLog.Swap(sec) != sec {
 			e.logf("opentelemetry: %d spans lost: %v", n, err)
@@ -184,9 +163,53 @@ func (e *exporter) exportBatch() int {
 	return n
 }
 
+// encodeBatch takes up to one batch from the queue and encodes it as an OTLP
+// TracesData (encode.go). The slots it reads stay out of the producers' reach until it
+// has encoded them, since they still count as queued. The body is the exporter's buffer,
+// valid until the next call.
+func (e *exporter) encodeBatch() ([]byte, int) {
+	e.mu.Lock()
+	n, head := min(e.count, e.attr.Batch.MaxExportBatchSize), e.head
+	e.mu.Unlock()
+	if n == 0 {
+		return nil, 0
+	}
+	e.spans = e.spans[:0]
+	for i := range n {
+		e.span, e.scratch = e.slots[(head+i)%len(e.slots)].appendSpan(e.span[:0], e.scratch)
+		e.spans = appendMessage(e.spans, fieldSpans, e.span)
+	}
+	e.mu.Lock()
+	e.head = (e.head + n) % len(e.slots)
+	e.count -= n
+	e.mu.Unlock()
+
+	scope := protowire.SizeTag(fieldScopeName) + protowire.SizeBytes(len(scopeName))
+	scopeSpans := protowire.SizeTag(fieldScope) + protowire.SizeBytes(scope) + len(e.spans)
+	resourceSpans := protowire.SizeTag(fieldResource) + protowire.SizeBytes(len(e.resource)) +
+		protowire.SizeTag(fieldScopeSpans) + protowire.SizeBytes(scopeSpans)
+	b := e.body[:0]
+	b = protowire.AppendTag(b, fieldResourceSpans, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(resourceSpans))
+	b = appendMessage(b, fieldResource, e.resource)
+	b = protowire.AppendTag(b, fieldScopeSpans, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(scopeSpans))
+	b = protowire.AppendTag(b, fieldScope, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(scope))
+	b = appendString(b, fieldScopeName, scopeName)
+	b = append(b, e.spans...)
+	e.body = b
+	return b, n
+}
+
+// scopeName is the instrumentation scope's name.
+const scopeName = "gw"
+
 // post sends one ExportTraceServiceRequest, whose encoding is TracesData's.
 func (e *exporter) post(body []byte) error {
-	req, err := http.NewRequest(http.MethodPost, e.url, bytes.NewReader(body))
+	// A copy: the transport may still be reading a body the collector answered early,
+	// and the next batch reuses the buffer.
+	req, err := http.NewRequest(http.MethodPost, e.url, bytes.NewReader(bytes.Clone(body)))
 	if err != nil {
 		return err
 	}
@@ -206,96 +229,7 @@ func (e *exporter) post(body []byte) error {
 	return nil
 }
 
-// resourceOf is the resource APISIX reports: hostname, then service.name "APISIX" unless
-// configured, then the configured attributes.
-func resourceOf(attrs []conf.KeyValue) *resourcepb.Resource {
+func hostname() string {
 	host, _ := os.Hostname()
-	r := &resourcepb.Resource{Attributes: []*commonpb.KeyValue{stringAttr("hostname", host)}}
-	named := false
-	for _, kv := range attrs {
-		named = named || kv.Key == "service.name"
-	}
-	if !named {
-		r.Attributes = append(r.Attributes, stringAttr("service.name", "APISIX"))
-	}
-	for _, kv := range attrs {
-		switch v := kv.Value.(type) {
-		case string:
-			r.Attributes = append(r.Attributes, stringAttr(kv.Key, v))
-		case float64:
-			r.Attributes = append(r.Attributes, &commonpb.KeyValue{Key: kv.Key, Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_DoubleValue{DoubleValue: v}}})
-		case bool:
-			r.Attributes = append(r.Attributes, &commonpb.KeyValue{Key: kv.Key, Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_BoolValue{BoolValue: v}}})
-		}
-	}
-	return r
-}
-
-func stringAttr(key, value string) *commonpb.KeyValue {
-	return &commonpb.KeyValue{Key: key, Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: value}}}
-}
-
-func intAttr(key string, value int64) *commonpb.KeyValue {
-	return &commonpb.KeyValue{Key: key, Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_IntValue{IntValue: value}}}
-}
-
-// otlp converts the record into a new OTLP span that shares nothing with it: APISIX's
-// name and attributes, and gw's upstream ones.
-func (r *spanRecord) otlp() *tracepb.Span {
-	s := &tracepb.Span{
-		TraceId:           append([]byte(nil), r.trace.TraceID[:]...),
-		SpanId:            append([]byte(nil), r.trace.SpanID[:]...),
-		TraceState:        string(r.get(r.tstate)),
-		Name:              string(r.get(r.method)),
-		Kind:              tracepb.Span_SPAN_KIND_SERVER,
-		StartTimeUnixNano: uint64(r.start),
-		EndTimeUnixNano:   uint64(max(r.end, r.start)),
-		Flags:             0x100 | 1, // the parent's remoteness is known; sampled
-	}
-	if r.trace.ParentSpanID != ([8]byte{}) {
-		s.ParentSpanId = append([]byte(nil), r.trace.ParentSpanID[:]...)
-		s.Flags |= 0x200 // the parent is remote
-	}
-	scheme := "http"
-	if r.https {
-		scheme = "https"
-	}
-	s.Attributes = append(s.Attributes,
-		stringAttr("net.host.name", string(r.get(r.host))),
-		stringAttr("http.method", string(r.get(r.method))),
-		stringAttr("http.scheme", scheme),
-		stringAttr("http.target", string(r.get(r.target))),
-		stringAttr("http.user_agent", string(r.get(r.userAgent))),
-	)
-	if r.route != nil && r.route.ID != "" {
-		s.Attributes = append(s.Attributes,
-			stringAttr("apisix.route_id", r.route.ID),
-			stringAttr("apisix.route_name", r.route.Name),
-			stringAttr("http.route", r.matchedURI))
-		s.Name += " " + r.matchedURI
-		if r.route.ServiceID != "" {
-			s.Attributes = append(s.Attributes,
-				stringAttr("apisix.service_id", r.route.ServiceID),
-				stringAttr("apisix.service_name", r.route.ServiceName))
-		}
-	}
-	for _, a := range r.attrs {
-		key := a.key
-		if key == "" {
-			key = string(r.get(a.keyRef))
-		}
-		s.Attributes = append(s.Attributes, stringAttr(key, string(r.get(a.value))))
-	}
-	s.Attributes = append(s.Attributes,
-		intAttr("http.status_code", int64(r.status)),
-		intAttr("http.response.status_code", int64(r.status)))
-	if r.upstreamNanos >= 0 {
-		s.Attributes = append(s.Attributes,
-			stringAttr("gw.upstream.address", string(r.get(r.node))),
-			&commonpb.KeyValue{Key: "gw.upstream.latency_ms", Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_DoubleValue{DoubleValue: float64(r.upstreamNanos) / 1e6}}})
-		if r.status >= 500 {
-			s.Status = &tracepb.Status{Code: tracepb.Status_STATUS_CODE_ERROR, Message: "upstream response status: " + strconv.Itoa(r.status)}
-		}
-	}
-	return s
+	return host
 }
