@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # opentelemetry's cost on one gw worker: the benchmark route with the plugin (always_on,
-# every request a span sent to a collector) against the same route without it.
+# every request a span sent to a collector; and always_off, which only propagates)
+# against the same route without it.
 #
 #   benchmark/opentelemetry.sh [--duration 5s] [--rounds 5] [--connections 16] [--warmup 2s]
 #
 # gw runs one worker pinned to CPU 0; wrk and the upstream, which is also the OTLP
 # collector (it answers the POSTs to /v1/traces with 200), share CPU 1. Each round
-# measures both routes of one gateway in an order rotated per round. The report gives,
+# measures the three routes of one gateway in an order rotated per round. The report gives,
 # over rounds, the median of req/s and of gw's CPU µs per request (master + worker, from
 # /proc/<pid>/stat, the exporter goroutine included), the ratio traced/plain per round
 # (median, lowest and highest), and the spans exported and dropped. The machine is
@@ -69,7 +70,8 @@ put() { # put <id> <uri> <plugins>
 }
 put 1 /plain ''
 put 2 /traced '"opentelemetry":{"sampler":{"name":"always_on"}}'
-for path in /plain /traced; do
+put 3 /unsampled '"opentelemetry":{"sampler":{"name":"always_off"}}'
+for path in /plain /traced /unsampled; do
 	code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$data$path")
 	[ "$code" = 200 ] || { echo "opentelemetry.sh: $path answers $code" >&2; tail "$tmp/gw/logs/error.log" >&2; exit 1; }
 done
@@ -96,20 +98,20 @@ run() { # run <path>: prints "req/s gw-µs/req"
 }
 
 declare -A results
-scenarios=(/plain /traced)
+scenarios=(/plain /traced /unsampled)
 for round in $(seq 1 "$rounds"); do
-	for i in 0 1; do
-		path=${scenarios[$(((i + round) % 2))]}
+	for i in 0 1 2; do
+		path=${scenarios[$(((i + round) % 3))]}
 		results[$path,$round]=$(run "$path")
 	done
-	echo "round $round: plain ${results[/plain,$round]} | traced ${results[/traced,$round]}" >&2
+	echo "round $round: plain ${results[/plain,$round]} | traced ${results[/traced,$round]} | unsampled ${results[/unsampled,$round]}" >&2
 done
 
 median() { sort -g | awk '{a[NR] = $1} END { if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 field() { for round in $(seq 1 "$rounds"); do awk -v n="$2" '{print $n}' <<<"${results[$1,$round]}"; done; }
-ratios() { # ratios <n>: per round, traced's figure over plain's
+ratios() { # ratios <path> <n>: per round, path's figure over plain's
 	for round in $(seq 1 "$rounds"); do
-		awk -v n="$1" -v a="${results[/traced,$round]}" -v b="${results[/plain,$round]}" \
+		awk -v n="$2" -v a="${results[$1,$round]}" -v b="${results[/plain,$round]}" \
 			'BEGIN { split(a, x, " "); split(b, y, " "); printf "%.3f\n", x[n] / y[n] }'
 	done
 }
@@ -123,6 +125,8 @@ for path in "${scenarios[@]}"; do
 	printf '| %s | %s | %s |\n' "${path#/}" "$(field "$path" 1 | median)" "$(field "$path" 2 | median)"
 done
 echo
-printf 'traced/plain CPU µs per request: median %s (lowest %s, highest %s); req/s: median %s\n' \
-	"$(ratios 2 | median)" "$(ratios 2 | sort -g | head -1)" "$(ratios 2 | sort -g | tail -1)" "$(ratios 1 | median)"
+for path in /traced /unsampled; do
+	printf '%s/plain CPU µs per request: median %s (lowest %s, highest %s); req/s: median %s\n' "${path#/}" \
+		"$(ratios $path 2 | median)" "$(ratios $path 2 | sort -g | head -1)" "$(ratios $path 2 | sort -g | tail -1)" "$(ratios $path 1 | median)"
+done
 echo "spans: ${spans%, }"
