@@ -137,6 +137,7 @@ func ReleaseCtx(c *Ctx) {
 func (c *Ctx) Begin(req *fasthttp.RequestCtx, route *RouteInfo, startNanos int64) {
 	c.Request, c.Route, c.StartNanos, c.UpstreamNanos, c.AnsweredNanos = req, route, startNanos, -1, 0
 	c.BodySent = -1
+	c.Trace = TraceContext{}
 }
 
 // AnsweredAt returns when the response was whole (AnsweredNanos), reading the clock when
