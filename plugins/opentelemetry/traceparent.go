@@ -171,14 +171,14 @@ func (s *Sampler) sample(traceID [16]byte, parent Parent, hasParent bool) bool {
 	return false
 }
 
-// ratioSample records a trace when its id's last 8 bytes, read as a big-endian number and
-// halved, fall below fraction of 2^63: the specification's TraceIdRatioBased, which gives
-// every gateway and service that samples by the same fraction the same answer for one
-// trace.
+// ratioSample is opentelemetry-lua's trace_id_ratio, which APISIX runs: a trace is
+// recorded when its id's first 4 bytes, read as a big-endian number, are below
+// fraction·(2³²-1); a fraction of 1 records every trace. gw and APISIX gateways sampling
+// by one fraction so agree on every trace. (The OpenTelemetry specification's SDKs read
+// the last 8 bytes instead.)
 func ratioSample(fraction float64, traceID [16]byte) bool {
 	if fraction >= 1 {
 		return true
 	}
-	bound := uint64(fraction * (1 << 63))
-	return binary.BigEndian.Uint64(traceID[8:])>>1 < bound
+	return float64(binary.BigEndian.Uint32(traceID[:4])) < fraction*0xffffffff
 }

@@ -91,8 +91,12 @@ func TestTraceIDFromRequestID(t *testing.T) {
 }
 
 func TestSamplers(t *testing.T) {
-	low := [16]byte{8: 0x00, 15: 1}                                                                // sorts first: any fraction > 0 samples it
-	high := [16]byte{8: 0xff, 9: 0xff, 10: 0xff, 11: 0xff, 12: 0xff, 13: 0xff, 14: 0xff, 15: 0xff} // sorts last
+	// opentelemetry-lua reads the first 4 bytes: low samples at any fraction above 0, high
+	// at none below 1, whatever the other 12 bytes.
+	low := [16]byte{3: 1, 8: 0xff, 15: 0xff}
+	high := [16]byte{0: 0xff, 1: 0xff, 2: 0xff, 3: 0xff}
+	// 0x80000000 is just above half of 0xffffffff, 0x7fffffff just below.
+	aboveHalf, belowHalf := [16]byte{0: 0x80}, [16]byte{0: 0x7f, 1: 0xff, 2: 0xff, 3: 0xff}
 	sampledParent, unsampledParent := Parent{Flags: 1}, Parent{}
 	on, off := &Sampler{Kind: AlwaysOn}, &Sampler{Kind: AlwaysOff}
 	half := &Sampler{Kind: TraceIDRatio, Fraction: 0.5}
@@ -109,6 +113,8 @@ func TestSamplers(t *testing.T) {
 		{"ratio low id", half, low, Parent{}, false, true},
 		{"ratio high id", half, high, Parent{}, false, false},
 		{"ratio ignores the parent", half, high, sampledParent, true, false},
+		{"ratio just below half", half, belowHalf, Parent{}, false, true},
+		{"ratio just above half", half, aboveHalf, Parent{}, false, false},
 		{"ratio 0", &Sampler{Kind: TraceIDRatio}, low, Parent{}, false, false},
 		{"ratio 1", &Sampler{Kind: TraceIDRatio, Fraction: 1}, high, Parent{}, false, true},
 		{"parent_base sampled parent", &Sampler{Kind: ParentBase}, high, sampledParent, true, true},
