@@ -6,8 +6,9 @@
 //
 // The request path only parses and writes a traceparent and, in the log phase, copies the
 // span's fields into a slot of the worker's queue (record.go), allocating nothing. A
-// goroutine per worker (export.go) empties the queue in batches, converts them to OTLP
-// with go.opentelemetry.io/proto/otlp and POSTs them; a slow or dead collector delays
+// goroutine per worker (export.go) empties the queue in batches, writes them as OTLP
+// protobuf straight from the records (encode.go, with protowire; the tests read them back
+// with the generated go.opentelemetry.io/proto/otlp) and POSTs them; a slow or dead collector delays
 // only that goroutine, and a span that finds the queue full is dropped and counted
 // (gw_opentelemetry_spans_total, kept in a small shared-memory segment the master
 // renders). The OpenTelemetry Go SDK is not used: a server span with it (extract, start
