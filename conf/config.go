@@ -41,6 +41,8 @@ type Config struct {
 	UpstreamTrust
 	// Deployment is the node's role and config provider; see conf/config_deployment.go.
 	Deployment Deployment `json:"deployment"`
+	// PluginAttr is the plugins' node-wide settings; see conf/config_plugin_attr.go.
+	PluginAttr PluginAttr `json:"plugin_attr"`
 }
 
 // Status configures the master's status API (/status, /status/ready), as APISIX's

@@ -333,6 +333,7 @@ func (l *loader) config(root *yaml.Node, c *Config) {
 			})
 		}},
 		{"deployment", func(p string, v *yaml.Node) { l.deployment(p, v, &c.Deployment) }},
+		{"plugin_attr", func(p string, v *yaml.Node) { l.pluginAttr(p, v, &c.PluginAttr) }},
 		{"router", func(p string, v *yaml.Node) {
 			l.mapping(v, p, []yamlField{{"http", func(p string, v *yaml.Node) {
 				if s, ok := l.oneOf(p, v, RouterHostURI, RouterURI, RouterURIWithParameter); ok {
@@ -740,6 +741,7 @@ func (l *loader) crossCheck(c *Config) {
 	l.crossCheckTLS(c)
 	l.crossCheckHTTP2(c)
 	l.crossCheckDeployment(c)
+	l.crossCheckPluginAttr(c)
 	if c.Admin.Listen == "" || !c.Deployment.ServesAdmin() {
 		return // already reported, or admin.* is not used (data_plane)
 	}

@@ -42,6 +42,7 @@ func wantDefault() *Config {
 			RecvTimeout: 30 * time.Second, IdleTimeout: 3 * time.Minute, H2CDisable: []string{}},
 		Edge:       wantDefaultEdge(),
 		Deployment: wantDefaultDeployment(),
+		PluginAttr: wantDefaultPluginAttr(),
 	}
 }
 

@@ -17,6 +17,7 @@
 //	  config_edge.go          client limits and timeouts, real_ip_*
 //	  config_ssl.go           ssl: the TLS listener
 //	  config_upstream_tls.go  ssl.ssl_trusted_certificate (internal/confio reads the file)
+//	  config_plugin_attr.go   plugin_attr: plugins' node-wide settings (opentelemetry)
 //	Admin API objects (APISIX's)
 //	  route.go, service.go, consumer.go, plugin_config.go, global_rule.go, ssl.go
 //	  upstream.go             the upstream and its checks that span fields

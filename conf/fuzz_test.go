@@ -1,9 +1,12 @@
 package conf
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -149,6 +152,7 @@ func FuzzParseRoundTrip(f *testing.F) {
 		"shm: {limit_count: 1m, limit_count_on_full: reject, metrics: 65536}",
 		"prometheus: {enabled: false, export_addr: '[::1]:9091', export_uri: /m, max_series: 10}",
 		"router: {http: radixtree_uri_with_parameter}", "data_dir: \"d\\tx\"", "error_log_level: debug",
+		"plugin_attr: {opentelemetry: {resource: {a: 1.5, b: true, c: x}, collector: {address: 'https://c:1', request_headers: {X-A: 3}}, batch_span_processor: {batch_timeout: 0.25}}}",
 	} {
 		f.Add([]byte(seed))
 	}
@@ -185,6 +189,13 @@ func configValue(v reflect.Value) any {
 	switch {
 	case v.Type() == durationType:
 		return time.Duration(v.Int()).String()
+	case v.Type() == reflect.TypeFor[OpenTelemetryAttr]():
+		// config.yaml spells it otherwise than its JSON (seconds, ordered mappings).
+		b, err := openTelemetryYAML(v.Interface().(OpenTelemetryAttr))
+		if err != nil {
+			panic(err)
+		}
+		return json.RawMessage(b)
 	case v.Kind() == reflect.Struct:
 		fields := map[string]any{}
 		for i := range v.NumField() {
@@ -204,4 +215,38 @@ func configValue(v reflect.Value) any {
 		return items
 	}
 	return v.Interface()
+}
+
+// openTelemetryYAML writes plugin_attr.opentelemetry as config.yaml spells it (seconds as
+// numbers, the mappings as objects in file order); the JSON the master hands workers is
+// the struct's own.
+func openTelemetryYAML(o OpenTelemetryAttr) ([]byte, error) {
+	var b bytes.Buffer
+	str := func(s string) { q, _ := json.Marshal(s); b.Write(q) }
+	mapping := func(kvs []KeyValue) {
+		b.WriteByte('{')
+		for i, kv := range kvs {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			str(kv.Key)
+			b.WriteByte(':')
+			v, _ := json.Marshal(kv.Value)
+			b.Write(v)
+		}
+		b.WriteByte('}')
+	}
+	secs := func(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) }
+	bsp := o.Batch
+	b.WriteString(`{"trace_id_source":`)
+	str(o.TraceIDSource)
+	b.WriteString(`,"resource":`)
+	mapping(o.Resource)
+	b.WriteString(`,"collector":{"address":`)
+	str(o.Collector.Address)
+	b.WriteString(`,"request_timeout":` + secs(o.Collector.RequestTimeout) + `,"request_headers":`)
+	mapping(o.Collector.RequestHeaders)
+	fmt.Fprintf(&b, `},"batch_span_processor":{"drop_on_queue_full":%t,"max_queue_size":%d,"batch_timeout":%s,"inactive_timeout":%s,"max_export_batch_size":%d}}`,
+		bsp.DropOnQueueFull, bsp.MaxQueueSize, secs(bsp.BatchTimeout), secs(bsp.InactiveTimeout), bsp.MaxExportBatchSize)
+	return b.Bytes(), nil
 }

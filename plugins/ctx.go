@@ -97,6 +97,22 @@ type Ctx struct {
 	headersIfAbsent [][]byte
 	realAddr        net.TCPAddr
 	realIP          [16]byte
+
+	// Trace is the request's place in a distributed trace, which the opentelemetry
+	// plugin's access phase sets and its log phase reads; zero when no plugin traces it.
+	Trace TraceContext
+}
+
+// TraceContext is a request's W3C Trace Context (traceparent): the trace it belongs to,
+// its own span, and the client's span it continues, if any.
+type TraceContext struct {
+	TraceID [16]byte
+	SpanID  [8]byte
+	// ParentSpanID is the client's span (its traceparent's parent-id), zero for a root.
+	ParentSpanID [8]byte
+	// Sampled is the sampled flag sent upstream; Recording is set while the request's span
+	// is still to be recorded (the log phase clears it as it records the span).
+	Sampled, Recording bool
 }
 
 var ctxPool = sync.Pool{New: func() any { return &Ctx{} }}
@@ -121,6 +137,7 @@ func ReleaseCtx(c *Ctx) {
 func (c *Ctx) Begin(req *fasthttp.RequestCtx, route *RouteInfo, startNanos int64) {
 	c.Request, c.Route, c.StartNanos, c.UpstreamNanos, c.AnsweredNanos = req, route, startNanos, -1, 0
 	c.BodySent = -1
+	c.Trace = TraceContext{}
 }
 
 // AnsweredAt returns when the response was whole (AnsweredNanos), reading the clock when
@@ -149,6 +166,7 @@ func (c *Ctx) End() {
 	c.headers = c.headers[:0]
 	c.headersIfAbsent = c.headersIfAbsent[:0]
 	c.appended = clearQueue(c.appended)
+	c.Trace = TraceContext{}
 }
 
 // The request.

@@ -16,6 +16,7 @@ import (
 	_ "gw/plugins/limitconn"
 	_ "gw/plugins/limitcount"
 	_ "gw/plugins/limitreq"
+	_ "gw/plugins/opentelemetry"
 	_ "gw/plugins/prometheus"
 	_ "gw/plugins/proxymirror"
 	_ "gw/plugins/proxyrewrite"
