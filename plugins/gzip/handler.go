@@ -3,11 +3,13 @@ package gzip
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"math"
 	"net/http"
 	"sync"
 
 	kgzip "github.com/klauspost/compress/gzip"
+	"github.com/valyala/fasthttp"
 
 	"gw/plugins"
 	"gw/plugins/encoding"
@@ -61,6 +63,7 @@ func (plugin) Build(raw json.RawMessage, _ *plugins.Env) (any, error) {
 
 var (
 	headerContentType     = []byte("Content-Type")
+	headerContentLength   = []byte("Content-Length")
 	headerContentEncoding = []byte("Content-Encoding")
 	headerAcceptEncoding  = []byte("Accept-Encoding")
 	headerVary            = []byte("Vary")
@@ -94,6 +97,8 @@ func (g *compressor) Response(c *plugins.Ctx) {
 		if len(body) < g.minLength {
 			return
 		}
+	} else if n, err := fasthttp.ParseUint(c.ResponseHeader(headerContentLength)); err == nil && n < g.minLength {
+		return // a streamed body's length, when the node gave one (nginx: unknown compresses)
 	}
 	if !g.http10 && bytes.Equal(c.RequestProtocol(), protocolHTTP10) {
 		return
@@ -102,11 +107,14 @@ func (g *compressor) Response(c *plugins.Ctx) {
 		c.AddResponseField(headerVary, headerAcceptEncoding)
 	}
 	switch status := c.Status(); {
-	case streamed, // see README: a streamed body goes as it comes
-		status != http.StatusOK && status != http.StatusForbidden && status != http.StatusNotFound,
+	case status != http.StatusOK && status != http.StatusForbidden && status != http.StatusNotFound,
 		len(c.ResponseHeader(headerContentEncoding)) > 0,
 		!encoding.Accepts(c.RequestHeader(headerAcceptEncoding), encodingGzip),
 		bytes.Equal(c.Method(), methodHead):
+		return
+	}
+	if streamed {
+		g.compressStream(c)
 		return
 	}
 	s := scratchPool.Get().(*scratch)
@@ -123,9 +131,28 @@ func (g *compressor) Response(c *plugins.Ctx) {
 		return // a bytes.Buffer does not fail; the body goes as it was
 	}
 	c.SetResponseBody(s.out.Bytes())
+	g.markCompressed(c, s)
+}
+
+// compressStream compresses a body streaming from the node as it goes, sent chunked: see
+// stream. A stream gw cannot take over goes as it comes, and so does one to an HTTP/1.0
+// client, which cannot take a body of unknown length but by the connection's close.
+func (g *compressor) compressStream(c *plugins.Ctx) {
+	if bytes.Equal(c.RequestProtocol(), protocolHTTP10) {
+		return
+	}
+	if !c.WrapResponseStream(func(src plugins.StreamDetacher) io.Reader { return newStream(src, g.writers) }) {
+		return
+	}
+	s := scratchPool.Get().(*scratch)
+	defer scratchPool.Put(s)
+	g.markCompressed(c, s)
+}
+
+// markCompressed says so in the headers: Content-Encoding, and, since the compressed body
+// is another representation, a strong ETag made weak, as nginx's gzip filter makes it.
+func (g *compressor) markCompressed(c *plugins.Ctx, s *scratch) {
 	c.SetResponseHeader(headerContentEncoding, encodingGzip)
-	// The compressed body is another representation: a strong validator becomes weak,
-	// as nginx's gzip filter makes it.
 	var weak bool
 	if s.etag, weak = encoding.AppendWeakETag(s.etag[:0], c.ResponseHeader(headerETag)); weak {
 		c.SetResponseHeader(headerETag, s.etag)
