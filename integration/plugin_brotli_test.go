@@ -21,6 +21,10 @@ func TestBrotliBesideGzip(t *testing.T) {
 	page := strings.Repeat("<p>hello world</p>\n", 100)
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html")
+		if r.URL.Path == "/big" {
+			io.WriteString(w, strings.Repeat(page, 100)) // 190 KB, chunked: streamed
+			return
+		}
 		io.WriteString(w, page)
 	})}
 	go srv.Serve(ln)
@@ -29,7 +33,7 @@ func TestBrotliBesideGzip(t *testing.T) {
 	in := newInstance(t, "")
 	in.start("--workers", "1")
 	// t/plugin/brotli.t TEST 1 "sanity", with gzip beside it.
-	in.mustPut("/apisix/admin/routes/1", fmt.Sprintf(`{"uri":"/page","plugins":{"brotli":{"vary":true},"gzip":{}},"upstream":{"nodes":{%q:1}}}`, ln.Addr()))
+	in.mustPut("/apisix/admin/routes/1", fmt.Sprintf(`{"uris":["/page","/big"],"plugins":{"brotli":{"vary":true},"gzip":{}},"upstream":{"nodes":{%q:1}}}`, ln.Addr()))
 
 	resp, body := in.get("/page", "Accept-Encoding", "gzip, deflate, br")
 	if resp.Header.Get("Content-Encoding") != "br" || resp.Header.Get("Vary") != "Accept-Encoding" {
@@ -37,6 +41,11 @@ func TestBrotliBesideGzip(t *testing.T) {
 	}
 	if plain, err := io.ReadAll(brotli.NewReader(strings.NewReader(body))); err != nil || string(plain) != page {
 		t.Fatalf("br body: %v, %d bytes", err, len(plain))
+	}
+	// A streamed body is compressed as it streams, as gzip's.
+	resp, body = in.get("/big", "Accept-Encoding", "br")
+	if plain, err := io.ReadAll(brotli.NewReader(strings.NewReader(body))); resp.Header.Get("Content-Encoding") != "br" || err != nil || string(plain) != strings.Repeat(page, 100) {
+		t.Fatalf("/big to a br client: Content-Encoding %q, %d bytes sent, %d decoded (%v)", resp.Header.Get("Content-Encoding"), len(body), len(plain), err)
 	}
 	resp, _ = in.get("/page", "Accept-Encoding", "gzip")
 	if resp.Header.Get("Content-Encoding") != "gzip" {

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	stdgzip "compress/gzip"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -124,7 +122,7 @@ func TestResponse(t *testing.T) {
 		{name: "500", cfg: `{}`, x: with(func(x *exchange) { x.status = 500 })},
 		{name: "206", cfg: `{}`, x: with(func(x *exchange) { x.status = 206 })},
 		{name: "HEAD", cfg: `{}`, x: with(func(x *exchange) { x.method = "HEAD" })},
-		// A stream gw cannot take over (not the proxy's) goes as it comes: TestStream.
+		// A stream gw cannot take over (not the proxy's) goes as it comes: plugins/encoding's TestCompressStream.
 		{name: "streamed", cfg: `{}`, x: with(func(x *exchange) { x.stream = true })},
 	}
 	for _, tc := range cases {
@@ -214,137 +212,6 @@ func BenchmarkResponse(b *testing.B) {
 	}
 }
 
-// nodeStream is a body streaming from a node as the proxy's: detachable, closed once
-// with the server's error. It hands out the body a piece at a time, then fails with
-// breakWith if set, else io.EOF.
-type nodeStream struct {
-	rest      string
-	piece     int
-	breakWith error
-	detached  bool
-	closes    int
-	closeErr  error
-}
-
-func (s *nodeStream) Read(p []byte) (int, error) {
-	if s.rest == "" {
-		if s.breakWith != nil {
-			return 0, s.breakWith
-		}
-		return 0, io.EOF
-	}
-	n := copy(p[:min(len(p), s.piece)], s.rest)
-	s.rest = s.rest[n:]
-	return n, nil
-}
-
-func (s *nodeStream) Detach() { s.detached = true }
-
-func (s *nodeStream) CloseWithError(err error) error {
-	if s.detached {
-		s.detached = false
-		return nil
-	}
-	s.closes++
-	s.closeErr = err
-	return nil
-}
-
-// A body streaming from the node is compressed as it streams, chunked: never read whole
-// before the first bytes go, the node's stream closed once, with the server's error.
-func TestStream(t *testing.T) {
-	page := strings.Repeat("<p>a streamed page, compressed as it goes</p>\n", 4000) // 188 KB
-	for _, tc := range []struct {
-		name          string
-		cfg           string
-		protocol      string
-		contentLength string
-		breakWith     error
-		compressed    bool
-	}{
-		{name: "chunked", cfg: `{}`, compressed: true},
-		{name: "known length", cfg: `{}`, contentLength: fmt.Sprint(len(page)), compressed: true},
-		{name: "shorter than min_length", cfg: `{"min_length":1000000}`, contentLength: fmt.Sprint(len(page))},
-		{name: "unknown length, min_length", cfg: `{"min_length":1000000}`, compressed: true},
-		{name: "HTTP/1.0", cfg: `{"http_version":1.0}`, protocol: "HTTP/1.0"},
-		{name: "broken off", cfg: `{}`, breakWith: errors.New("node reset"), compressed: true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ctx := &fasthttp.RequestCtx{}
-			ctx.Request.Header.SetMethod("GET")
-			ctx.Request.SetRequestURI("/page")
-			if tc.protocol != "" {
-				ctx.Request.Header.SetProtocol(tc.protocol)
-			}
-			ctx.Request.Header.Set("Accept-Encoding", "gzip")
-			ctx.Response.Header.Set("Content-Type", "text/html")
-			ctx.Response.Header.Set("ETag", `"v1"`)
-			src := &nodeStream{rest: page, piece: 3000, breakWith: tc.breakWith}
-			ctx.Response.SetBodyStream(src, -1)
-			if tc.contentLength != "" {
-				ctx.Response.Header.Set("Content-Length", tc.contentLength)
-			}
-			c := plugins.AcquireCtx(ctx, &plugins.RouteInfo{}, 0)
-			instance(t, tc.cfg).Response(c)
-			plugins.ReleaseCtx(c)
-			resp := &ctx.Response
-			if !resp.IsBodyStream() {
-				t.Fatal("the body no longer streams")
-			}
-			if src.closes != 0 {
-				t.Fatalf("the node's stream was closed %d times before the body was sent", src.closes)
-			}
-			if got := string(resp.Header.Peek("Content-Encoding")); (got == "gzip") != tc.compressed {
-				t.Fatalf("Content-Encoding %q, compressed want %v", got, tc.compressed)
-			}
-			var sent bytes.Buffer
-			_, readErr := io.Copy(&sent, resp.BodyStream())
-			if err := resp.CloseBodyStream(); err != nil {
-				t.Fatal(err)
-			}
-			if !tc.compressed {
-				if sent.String() != page || readErr != nil {
-					t.Fatalf("%d bytes (%v), want the node's body as it came", sent.Len(), readErr)
-				}
-				return
-			}
-			if src.closes != 1 {
-				t.Fatalf("the node's stream was closed %d times, want once", src.closes)
-			}
-			if resp.Header.ContentLength() != -1 || string(resp.Header.Peek("ETag")) != `W/"v1"` {
-				t.Errorf("Content-Length %d, ETag %q: want chunked and a weak ETag", resp.Header.ContentLength(), resp.Header.Peek("ETag"))
-			}
-			if tc.breakWith != nil {
-				if !errors.Is(readErr, tc.breakWith) {
-					t.Fatalf("read error %v, want the node's %v", readErr, tc.breakWith)
-				}
-				if _, err := io.ReadAll(mustGzipReader(t, sent.Bytes())); err == nil {
-					t.Fatal("a broken-off body unzipped whole: it must not end with gzip's trailer")
-				}
-				return
-			}
-			if readErr != nil {
-				t.Fatal(readErr)
-			}
-			if sent.Len() >= len(page)/4 {
-				t.Errorf("%d compressed bytes for %d: not compressed", sent.Len(), len(page))
-			}
-			if got := gunzip(t, sent.Bytes()); got != page {
-				t.Fatalf("unzips to %d bytes, want the node's %d", len(got), len(page))
-			}
-		})
-	}
-}
-
-func mustGzipReader(t *testing.T, b []byte) io.Reader {
-	t.Helper()
-	r, err := stdgzip.NewReader(bytes.NewReader(b))
-	if err != nil {
-		t.Fatalf("not gzip: %v", err)
-	}
-	return r
-}
-
 // BenchmarkStream compresses a 188 KB page streaming from a node, at level 1: the
 // plugin's cost per streamed response, the node's reads aside.
 func BenchmarkStream(b *testing.B) {
@@ -353,13 +220,13 @@ func BenchmarkStream(b *testing.B) {
 	ctx := &fasthttp.RequestCtx{}
 	ctx.Request.Header.SetMethod("GET")
 	ctx.Request.Header.Set("Accept-Encoding", "gzip")
-	src := &nodeStream{piece: 16 << 10}
+	src := &benchStream{}
 	b.SetBytes(int64(len(page)))
 	b.ReportAllocs()
 	for b.Loop() {
 		ctx.Response.Reset()
 		ctx.Response.Header.Set("Content-Type", "text/html")
-		src.rest = page
+		src.Reader.Reset(page)
 		ctx.Response.SetBodyStream(src, -1)
 		c := plugins.AcquireCtx(ctx, &plugins.RouteInfo{}, 0)
 		g.Response(c)
@@ -370,3 +237,9 @@ func BenchmarkStream(b *testing.B) {
 		_ = ctx.Response.CloseBodyStream()
 	}
 }
+
+// benchStream is a detachable node stream over a strings.Reader, for BenchmarkStream.
+type benchStream struct{ strings.Reader }
+
+func (*benchStream) Detach()                    {}
+func (*benchStream) CloseWithError(error) error { return nil }

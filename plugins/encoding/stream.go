@@ -1,11 +1,9 @@
-package gzip
+package encoding
 
 import (
 	"bytes"
 	"io"
 	"sync"
-
-	kgzip "github.com/klauspost/compress/gzip"
 
 	"gw/plugins"
 )
@@ -21,7 +19,7 @@ const streamReadSize = 16 << 10
 // and puts the compressor back in its pool.
 type stream struct {
 	src     plugins.StreamDetacher
-	w       *kgzip.Writer
+	w       Writer
 	writers *sync.Pool
 	// out holds compressed bytes not handed out yet; in is the node's piece being read.
 	out bytes.Buffer
@@ -36,7 +34,7 @@ var streamPool = sync.Pool{New: func() any { return &stream{in: make([]byte, str
 func newStream(src plugins.StreamDetacher, writers *sync.Pool) *stream {
 	s := streamPool.Get().(*stream)
 	s.src, s.writers = src, writers
-	s.w = writers.Get().(*kgzip.Writer)
+	s.w = writers.Get().(Writer)
 	s.w.Reset(&s.out)
 	return s
 }
@@ -49,12 +47,12 @@ func (s *stream) Read(p []byte) (int, error) {
 		}
 		switch {
 		case err == io.EOF:
-			_ = s.w.Close() // the last block and gzip's trailer
+			_ = s.w.Close() // the last block and the coding's end (gzip's trailer)
 			s.err = io.EOF
 		case err != nil:
 			// The node broke the body off: the client gets what was compressed so far
-			// and then the broken stream, never a gzip trailer that would pass it off as
-			// whole.
+			// and then the broken stream, never the coding's end that would pass it off
+			// as whole.
 			s.err = err
 		}
 	}
