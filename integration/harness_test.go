@@ -62,6 +62,9 @@ type instance struct {
 	admin   string // admin address
 	metrics string // prometheus export address
 	bin     string // the gwctl this instance runs; the shared build unless a test replaces it
+	// h2c, within overBothProtocols' second round, is the client get and do send with:
+	// HTTP/2 in the clear, prior knowledge. nil: HTTP/1.1 on fresh connections.
+	h2c *http.Client
 }
 
 // handedOut remembers every port the free-port helpers gave out in this run.
@@ -280,10 +283,55 @@ func call(t *testing.T, method, url, body string, headers ...string) (int, strin
 	return resp.StatusCode, string(b)
 }
 
-// get sends a GET on a fresh connection to the data plane.
+// get sends a GET to the data plane: on a fresh HTTP/1.1 connection, or over h2c within
+// overBothProtocols. A "Host" among headers sets the request's host.
 func (in *instance) get(path string, headers ...string) (*http.Response, string) {
 	in.t.Helper()
-	return getOn(in.t, in.data, path, headers...)
+	return in.do("GET", path, headers...)
+}
+
+// do sends one request to the data plane, as get.
+func (in *instance) do(method, path string, headers ...string) (*http.Response, string) {
+	in.t.Helper()
+	req, _ := http.NewRequest(method, "http://"+in.data+path, nil)
+	for i := 0; i+1 < len(headers); i += 2 {
+		if strings.EqualFold(headers[i], "Host") {
+			req.Host = headers[i+1]
+			continue
+		}
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	client, protocol := freshConnections, "HTTP/1.1"
+	if in.h2c != nil {
+		client, protocol = in.h2c, "h2c"
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		in.t.Fatalf("%s %s over %s: %v", method, path, protocol, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if in.h2c != nil && resp.ProtoMajor != 2 {
+		in.t.Fatalf("%s %s over h2c: answered %s", method, path, resp.Proto)
+	}
+	return resp, string(b)
+}
+
+// overBothProtocols runs requests twice, its get and do calls over HTTP/1.1 and then over
+// HTTP/2 in the clear (prior knowledge, one connection), so that a plugin's test shows it
+// works on both, as the README says every plugin does. requests must be repeatable: what
+// it sends the first time must not change what the second time sees (a count, a limit).
+// A failure's message follows the log line naming the round.
+func (in *instance) overBothProtocols(requests func()) {
+	in.t.Helper()
+	for _, protocol := range []string{"HTTP/1.1", "h2c"} {
+		in.t.Logf("the requests over %s", protocol)
+		if protocol == "h2c" {
+			in.h2c = h2cClient()
+		}
+		requests()
+	}
+	in.h2c = nil
 }
 
 var freshConnections = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}

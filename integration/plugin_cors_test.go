@@ -28,21 +28,6 @@ func countingUpstream(t *testing.T) (string, *atomic.Int64) {
 	return ln.Addr().String(), &hits
 }
 
-func (in *instance) do(method, path string, headers ...string) (*http.Response, string) {
-	in.t.Helper()
-	req, _ := http.NewRequest(method, "http://"+in.data+path, nil)
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
-	}
-	resp, err := freshConnections.Do(req)
-	if err != nil {
-		in.t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp, string(b)
-}
-
 // cors through the real binary: the preflight is answered by the gateway and never
 // reaches the upstream nor key-auth, a 401 carries the headers, and the upstream's own
 // Vary is kept beside cors's.

@@ -30,7 +30,12 @@ func TestGzip(t *testing.T) {
 			w.Header().Set("Content-Encoding", "gzip")
 			w.Write(b.Bytes())
 		case "/big":
-			io.WriteString(w, strings.Repeat(page, 30)) // 57 KiB: streamed
+			io.WriteString(w, strings.Repeat(page, 30)) // 57 KiB, chunked: streamed
+		case "/big-length":
+			big := strings.Repeat(page, 300) // 570 KiB with its length: streamed
+			w.Header().Set("Content-Length", fmt.Sprint(len(big)))
+			w.Header().Set("ETag", `"big"`)
+			io.WriteString(w, big)
 		case "/json":
 			w.Header().Set("Content-Type", "application/json")
 			io.WriteString(w, `{"a":"`+strings.Repeat("b", 100)+`"}`)
@@ -57,32 +62,53 @@ func TestGzip(t *testing.T) {
 		}
 		return string(plain)
 	}
-	// TEST 2 "hit".
-	resp, body := in.get("/page", "Accept-Encoding", "gzip, br")
-	if resp.Header.Get("Content-Encoding") != "gzip" || unzip("/page", body) != page || len(body) >= len(page)/4 {
-		t.Errorf("/page: Content-Encoding %q, %d bytes for %d", resp.Header.Get("Content-Encoding"), len(body), len(page))
-	}
-	if resp.Header.Get("Vary") != "Accept-Encoding" {
-		t.Errorf("/page: Vary %q", resp.Header.Get("Vary"))
-	}
-	resp, body = in.get("/page", "Accept-Encoding", "identity")
-	if resp.Header.Get("Content-Encoding") != "" || body != page {
-		t.Errorf("/page without gzip accepted: Content-Encoding %q, %d bytes", resp.Header.Get("Content-Encoding"), len(body))
-	}
-	// Never what is encoded already: the node's gzip once, not twice.
-	resp, body = in.get("/encoded", "Accept-Encoding", "gzip")
-	if resp.Header.Get("Content-Encoding") != "gzip" || unzip("/encoded", body) != page {
-		t.Errorf("/encoded: Content-Encoding %q, not the node's gzip", resp.Header.Get("Content-Encoding"))
-	}
-	// TEST 12 "not hit": a type not listed.
-	resp, body = in.get("/json", "Accept-Encoding", "gzip")
-	if resp.Header.Get("Content-Encoding") != "" || !strings.HasPrefix(body, `{"a":`) {
-		t.Errorf("/json: Content-Encoding %q", resp.Header.Get("Content-Encoding"))
-	}
-	// A streamed body goes as it comes, whole.
-	resp, body = in.get("/big", "Accept-Encoding", "gzip")
-	if resp.Header.Get("Content-Encoding") != "" || body != strings.Repeat(page, 30) {
-		t.Errorf("/big: Content-Encoding %q, %d bytes", resp.Header.Get("Content-Encoding"), len(body))
+	in.overBothProtocols(func() {
+		// TEST 2 "hit".
+		resp, body := in.get("/page", "Accept-Encoding", "gzip, br")
+		if resp.Header.Get("Content-Encoding") != "gzip" || unzip("/page", body) != page || len(body) >= len(page)/4 {
+			t.Errorf("/page: Content-Encoding %q, %d bytes for %d", resp.Header.Get("Content-Encoding"), len(body), len(page))
+		}
+		if resp.Header.Get("Vary") != "Accept-Encoding" {
+			t.Errorf("/page: Vary %q", resp.Header.Get("Vary"))
+		}
+		resp, body = in.get("/page", "Accept-Encoding", "identity")
+		if resp.Header.Get("Content-Encoding") != "" || body != page {
+			t.Errorf("/page without gzip accepted: Content-Encoding %q, %d bytes", resp.Header.Get("Content-Encoding"), len(body))
+		}
+		// Never what is encoded already: the node's gzip once, not twice.
+		resp, body = in.get("/encoded", "Accept-Encoding", "gzip")
+		if resp.Header.Get("Content-Encoding") != "gzip" || unzip("/encoded", body) != page {
+			t.Errorf("/encoded: Content-Encoding %q, not the node's gzip", resp.Header.Get("Content-Encoding"))
+		}
+		// TEST 12 "not hit": a type not listed.
+		resp, body = in.get("/json", "Accept-Encoding", "gzip")
+		if resp.Header.Get("Content-Encoding") != "" || !strings.HasPrefix(body, `{"a":`) {
+			t.Errorf("/json: Content-Encoding %q", resp.Header.Get("Content-Encoding"))
+		}
+		// A streamed body is compressed as it streams, chunked, the node's length or not.
+		for path, want := range map[string]string{"/big": strings.Repeat(page, 30), "/big-length": strings.Repeat(page, 300)} {
+			for range 2 { // and the node's connection, read to the end, serves the next
+				resp, body = in.get(path, "Accept-Encoding", "gzip")
+				if resp.Header.Get("Content-Encoding") != "gzip" || resp.ContentLength != -1 || len(body) > len(want)/10 {
+					t.Fatalf("%s: Content-Encoding %q, length %d, %d bytes for %d", path, resp.Header.Get("Content-Encoding"), resp.ContentLength, len(body), len(want))
+				}
+				if got := unzip(path, body); got != want {
+					t.Fatalf("%s: unzips to %d bytes, want %d", path, len(got), len(want))
+				}
+			}
+		}
+		if resp, _ = in.get("/big-length", "Accept-Encoding", "gzip"); resp.Header.Get("ETag") != `W/"big"` {
+			t.Errorf("/big-length: ETag %q, want the node's made weak", resp.Header.Get("ETag"))
+		}
+		// A client that takes no gzip gets it as it came, its length kept.
+		if resp, body = in.get("/big-length", "Accept-Encoding", "identity"); resp.Header.Get("Content-Encoding") != "" || resp.ContentLength != int64(len(page)*300) || body != strings.Repeat(page, 300) {
+			t.Errorf("/big-length without gzip: Content-Encoding %q, length %d, %d bytes", resp.Header.Get("Content-Encoding"), resp.ContentLength, len(body))
+		}
+	})
+	// And through curl over h2c, which asks for gzip and unzips what comes.
+	if v, status, body := curlH2(t, "--http2-prior-knowledge", "--compressed", "-D", "-", "http://"+in.data+"/big-length"); v != "2" || status != "200" ||
+		!strings.Contains(strings.ToLower(body), "content-encoding: gzip") || !strings.HasSuffix(body, strings.Repeat(page, 300)) {
+		t.Errorf("/big-length over h2c: HTTP/%s %s, %d bytes, gzip %v", v, status, len(body), strings.Contains(strings.ToLower(body), "content-encoding: gzip"))
 	}
 	// TEST 19 "schema check".
 	for cfg, want := range map[string]string{

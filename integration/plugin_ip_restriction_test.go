@@ -20,35 +20,37 @@ func TestPluginIPRestriction(t *testing.T) {
 	in.mustPut("/apisix/admin/routes/2", fmt.Sprintf(`{"uri":"/svc","service_id":"s","upstream":{"nodes":{%q:1}}}`, up.addr))
 
 	const refused = `{"message":"Your IP address is not allowed"}`
-	for _, tc := range []struct {
-		name, path, client string
-		wantStatus         int
-		wantBody           string
-	}{
-		// TEST 8 "hit route and ip cidr in the whitelist" (the TCP peer, 127.0.0.1).
-		{"cidr in whitelist", "/hello", "", 200, "hello world"},
-		// TEST 9 "hit route and ip in the whitelist".
-		{"ip in whitelist", "/hello", "113.74.26.106", 200, "hello world"},
-		// TEST 10 "hit route and ip not in the whitelist".
-		{"ip not in whitelist", "/hello", "114.114.114.114", 403, refused},
-		// TEST 11 "hit route and IPv6 not in the whitelist".
-		{"v6 not in whitelist", "/hello", "2001:db8::2", 403, refused},
-		// TEST 22 and 27: an IPv6 client in a service's blacklist, its message.
-		{"v6 in service's blacklist", "/svc", "2001:db8::2", 403, `{"message":"Do you want to do something bad?"}`},
-		{"v4 not in service's blacklist", "/svc", "114.114.114.114", 200, "hello world"},
-	} {
-		var headers []string
-		if tc.client != "" {
-			headers = []string{"X-Forwarded-For", tc.client}
+	in.overBothProtocols(func() {
+		for _, tc := range []struct {
+			name, path, client string
+			wantStatus         int
+			wantBody           string
+		}{
+			// TEST 8 "hit route and ip cidr in the whitelist" (the TCP peer, 127.0.0.1).
+			{"cidr in whitelist", "/hello", "", 200, "hello world"},
+			// TEST 9 "hit route and ip in the whitelist".
+			{"ip in whitelist", "/hello", "113.74.26.106", 200, "hello world"},
+			// TEST 10 "hit route and ip not in the whitelist".
+			{"ip not in whitelist", "/hello", "114.114.114.114", 403, refused},
+			// TEST 11 "hit route and IPv6 not in the whitelist".
+			{"v6 not in whitelist", "/hello", "2001:db8::2", 403, refused},
+			// TEST 22 and 27: an IPv6 client in a service's blacklist, its message.
+			{"v6 in service's blacklist", "/svc", "2001:db8::2", 403, `{"message":"Do you want to do something bad?"}`},
+			{"v4 not in service's blacklist", "/svc", "114.114.114.114", 200, "hello world"},
+		} {
+			var headers []string
+			if tc.client != "" {
+				headers = []string{"X-Forwarded-For", tc.client}
+			}
+			resp, body := in.get(tc.path, headers...)
+			if resp.StatusCode != tc.wantStatus || strings.TrimSpace(body) != tc.wantBody {
+				t.Errorf("%s: %d %q, want %d %q", tc.name, resp.StatusCode, body, tc.wantStatus, tc.wantBody)
+			}
+			if tc.wantStatus == 403 && resp.Header.Get("Content-Type") != "application/json" {
+				t.Errorf("%s: Content-Type %q", tc.name, resp.Header.Get("Content-Type"))
+			}
 		}
-		resp, body := in.get(tc.path, headers...)
-		if resp.StatusCode != tc.wantStatus || strings.TrimSpace(body) != tc.wantBody {
-			t.Errorf("%s: %d %q, want %d %q", tc.name, resp.StatusCode, body, tc.wantStatus, tc.wantBody)
-		}
-		if tc.wantStatus == 403 && resp.Header.Get("Content-Type") != "application/json" {
-			t.Errorf("%s: Content-Type %q", tc.name, resp.Header.Get("Content-Type"))
-		}
-	}
+	})
 
 	// A global rule refuses every route; TEST 33's 404.
 	in.mustPut("/apisix/admin/global_rules/1", `{"plugins":{"ip-restriction":{"whitelist":["10.0.0.0/8"],"response_code":404}}}`)

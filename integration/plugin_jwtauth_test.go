@@ -67,19 +67,21 @@ func TestJWTAuth(t *testing.T) {
 		// TEST 48 "sign/verify use ES256 algorithm".
 		{"ES256", "/hello", []string{"Authorization", es}, 200, "hello world"},
 	}
-	for _, tc := range cases {
-		resp, body := in.get(tc.uri, tc.headers...)
-		if resp.StatusCode != tc.status || strings.TrimSpace(body) != tc.body {
-			t.Errorf("%s: %d %q, want %d %q", tc.name, resp.StatusCode, body, tc.status, tc.body)
-			continue
+	in.overBothProtocols(func() {
+		for _, tc := range cases {
+			resp, body := in.get(tc.uri, tc.headers...)
+			if resp.StatusCode != tc.status || strings.TrimSpace(body) != tc.body {
+				t.Errorf("%s: %d %q, want %d %q", tc.name, resp.StatusCode, body, tc.status, tc.body)
+				continue
+			}
+			if tc.status == 401 && resp.Header.Get("WWW-Authenticate") != `Bearer realm="jwt"` {
+				t.Errorf("%s: WWW-Authenticate %q", tc.name, resp.Header.Get("WWW-Authenticate"))
+			}
+			if tc.status == 200 && strings.Contains(resp.Header.Get("X-Seen-Path"), "jwt=") {
+				t.Errorf("%s: hide_credentials left the token in %q", tc.name, resp.Header.Get("X-Seen-Path"))
+			}
 		}
-		if tc.status == 401 && resp.Header.Get("WWW-Authenticate") != `Bearer realm="jwt"` {
-			t.Errorf("%s: WWW-Authenticate %q", tc.name, resp.Header.Get("WWW-Authenticate"))
-		}
-		if tc.status == 200 && strings.Contains(resp.Header.Get("X-Seen-Path"), "jwt=") {
-			t.Errorf("%s: hide_credentials left the token in %q", tc.name, resp.Header.Get("X-Seen-Path"))
-		}
-	}
+	})
 
 	// TEST 49 "add consumer missing public_key (algorithm=RS256)", and a key taken.
 	for body, want := range map[string]string{

@@ -26,31 +26,33 @@ func TestPluginRealIP(t *testing.T) {
 		`"trusted_addresses":["192.128.0.0/16","127.0.0.0/24"],"recursive":true},"ip-restriction":{"whitelist":["1.1.1.1"]}},"upstream":{"nodes":{%q:1}}}`, up.addr))
 	in.putRoute("3", "/plain", up.addr)
 
-	for _, tc := range []struct {
-		path, header, value string
-		wantStatus          int
-		wantRealIP          string
-	}{
-		{"/hello", "XFF", "1.1.1.1", 200, "1.1.1.1"},                                   // TEST 3
-		{"/hello", "XFF", "1.1.1.1:80", 200, "1.1.1.1"},                                // TEST 4
-		{"/hello", "", "", 403, ""},                                                    // TEST 5 "miss address"
-		{"/hello", "XFF", "1.1.1.1.1", 403, ""},                                        // TEST 6 "bad address"
-		{"/hello", "XFF", "1.1.1.1:65536", 403, ""},                                    // TEST 7 "bad port"
-		{"/hello", "XFF", "[::2]:80", 200, "::2"},                                      // TEST 10
-		{"/xff", "X-Forwarded-For", "1.1.1.1, 192.128.1.1, 127.0.0.1", 200, "1.1.1.1"}, // TEST 23
-	} {
-		var headers []string
-		if tc.header != "" {
-			headers = []string{tc.header, tc.value}
+	in.overBothProtocols(func() {
+		for _, tc := range []struct {
+			path, header, value string
+			wantStatus          int
+			wantRealIP          string
+		}{
+			{"/hello", "XFF", "1.1.1.1", 200, "1.1.1.1"},                                   // TEST 3
+			{"/hello", "XFF", "1.1.1.1:80", 200, "1.1.1.1"},                                // TEST 4
+			{"/hello", "", "", 403, ""},                                                    // TEST 5 "miss address"
+			{"/hello", "XFF", "1.1.1.1.1", 403, ""},                                        // TEST 6 "bad address"
+			{"/hello", "XFF", "1.1.1.1:65536", 403, ""},                                    // TEST 7 "bad port"
+			{"/hello", "XFF", "[::2]:80", 200, "::2"},                                      // TEST 10
+			{"/xff", "X-Forwarded-For", "1.1.1.1, 192.128.1.1, 127.0.0.1", 200, "1.1.1.1"}, // TEST 23
+		} {
+			var headers []string
+			if tc.header != "" {
+				headers = []string{tc.header, tc.value}
+			}
+			resp, _ := in.get(tc.path, headers...)
+			if resp.StatusCode != tc.wantStatus {
+				t.Errorf("%s %s: %q: %d, want %d", tc.path, tc.header, tc.value, resp.StatusCode, tc.wantStatus)
+			}
+			if tc.wantRealIP != "" && resp.Header.Get("X-Seen-X-Real-IP") != tc.wantRealIP {
+				t.Errorf("%s %s: %q: upstream saw X-Real-IP %q, want %q", tc.path, tc.header, tc.value, resp.Header.Get("X-Seen-X-Real-IP"), tc.wantRealIP)
+			}
 		}
-		resp, _ := in.get(tc.path, headers...)
-		if resp.StatusCode != tc.wantStatus {
-			t.Errorf("%s %s: %q: %d, want %d", tc.path, tc.header, tc.value, resp.StatusCode, tc.wantStatus)
-		}
-		if tc.wantRealIP != "" && resp.Header.Get("X-Seen-X-Real-IP") != tc.wantRealIP {
-			t.Errorf("%s %s: %q: upstream saw X-Real-IP %q, want %q", tc.path, tc.header, tc.value, resp.Header.Get("X-Seen-X-Real-IP"), tc.wantRealIP)
-		}
-	}
+	})
 	if !waitFor(5*time.Second, func() bool { return strings.HasPrefix(in.accessLog(), "1.1.1.1 - ") }) {
 		t.Errorf("access log %q, want its first line from 1.1.1.1", lastLines(in.accessLog(), 3))
 	}

@@ -57,42 +57,44 @@ func TestResponseRewrite(t *testing.T) {
 	route("7", "/vars/header", `{"proxy-rewrite":{"uri":"/big"},"response-rewrite":{"headers":{"set":{"X-Matched":"yes"}},`+
 		`"vars":[["sent_http_x_upstream","==","yes"],["arg_mark","==","1"]]}}`)
 
-	resp, body := in.get("/big")
-	if resp.StatusCode != 203 || !strings.HasSuffix(body, "THE END") || len(body) < 100<<10-12 {
-		t.Errorf("/big: %d, %d bytes ending %q", resp.StatusCode, len(body), body[max(0, len(body)-10):])
-	}
-	for h, want := range map[string]string{"X-A": "127.0.0.1", "X-Route": "1", "X-Added": "1", "X-Upstream": "", "ETag": `"v1"`} {
-		if got := resp.Header.Get(h); got != want {
-			t.Errorf("/big: %s %q, want %q", h, got, want)
+	in.overBothProtocols(func() {
+		resp, body := in.get("/big")
+		if resp.StatusCode != 203 || !strings.HasSuffix(body, "THE END") || len(body) < 100<<10-12 {
+			t.Errorf("/big: %d, %d bytes ending %q", resp.StatusCode, len(body), body[max(0, len(body)-10):])
 		}
-	}
-	resp, body = in.get("/chunked")
-	if resp.StatusCode != 200 || strings.Contains(body, "hello") || !strings.HasSuffix(body, "bye world\nEND!") || resp.Header.Get("ETag") != "" {
-		t.Errorf("/chunked: %d, ETag %q, %d bytes ending %q", resp.StatusCode, resp.Header.Get("ETag"), len(body), body[max(0, len(body)-20):])
-	}
-	resp, body = in.get("/replaced")
-	if resp.StatusCode != 200 || body != "new body\n" || resp.Header.Get("X-Server-id") != "3" || resp.Header.Get("Content-Type") != "" {
-		t.Errorf("/replaced: %d %q, X-Server-id %q, Content-Type %q", resp.StatusCode, body, resp.Header.Get("X-Server-id"), resp.Header.Get("Content-Type"))
-	}
-	resp, body = in.get("/guarded")
-	if resp.StatusCode != 403 || body != `{"message":"forbidden"}` {
-		t.Errorf("/guarded: %d %q, want key-auth's 401 rewritten to 403", resp.StatusCode, body)
-	}
-	if resp, body = in.get("/vars/guarded"); resp.StatusCode != 403 || body != "denied" {
-		t.Errorf("/vars/guarded: %d %q, want the 401 rewritten (status == 401)", resp.StatusCode, body)
-	}
-	if resp, body = in.get("/vars/miss"); resp.StatusCode != 200 || !strings.HasSuffix(body, "THE END") {
-		t.Errorf("/vars/miss: %d, %d bytes, want the node's answer untouched (status is not 500)", resp.StatusCode, len(body))
-	}
-	if resp, _ = in.get("/vars/header?mark=1"); resp.Header.Get("X-Matched") != "yes" {
-		t.Errorf("/vars/header?mark=1: X-Matched %q, want yes", resp.Header.Get("X-Matched"))
-	}
-	if resp, _ = in.get("/vars/header?mark=2"); resp.Header.Get("X-Matched") != "" {
-		t.Errorf("/vars/header?mark=2: X-Matched %q, want none", resp.Header.Get("X-Matched"))
-	}
+		for h, want := range map[string]string{"X-A": "127.0.0.1", "X-Route": "1", "X-Added": "1", "X-Upstream": "", "ETag": `"v1"`} {
+			if got := resp.Header.Get(h); got != want {
+				t.Errorf("/big: %s %q, want %q", h, got, want)
+			}
+		}
+		resp, body = in.get("/chunked")
+		if resp.StatusCode != 200 || strings.Contains(body, "hello") || !strings.HasSuffix(body, "bye world\nEND!") || resp.Header.Get("ETag") != "" {
+			t.Errorf("/chunked: %d, ETag %q, %d bytes ending %q", resp.StatusCode, resp.Header.Get("ETag"), len(body), body[max(0, len(body)-20):])
+		}
+		resp, body = in.get("/replaced")
+		if resp.StatusCode != 200 || body != "new body\n" || resp.Header.Get("X-Server-id") != "3" || resp.Header.Get("Content-Type") != "" {
+			t.Errorf("/replaced: %d %q, X-Server-id %q, Content-Type %q", resp.StatusCode, body, resp.Header.Get("X-Server-id"), resp.Header.Get("Content-Type"))
+		}
+		resp, body = in.get("/guarded")
+		if resp.StatusCode != 403 || body != `{"message":"forbidden"}` {
+			t.Errorf("/guarded: %d %q, want key-auth's 401 rewritten to 403", resp.StatusCode, body)
+		}
+		if resp, body = in.get("/vars/guarded"); resp.StatusCode != 403 || body != "denied" {
+			t.Errorf("/vars/guarded: %d %q, want the 401 rewritten (status == 401)", resp.StatusCode, body)
+		}
+		if resp, body = in.get("/vars/miss"); resp.StatusCode != 200 || !strings.HasSuffix(body, "THE END") {
+			t.Errorf("/vars/miss: %d, %d bytes, want the node's answer untouched (status is not 500)", resp.StatusCode, len(body))
+		}
+		if resp, _ = in.get("/vars/header?mark=1"); resp.Header.Get("X-Matched") != "yes" {
+			t.Errorf("/vars/header?mark=1: X-Matched %q, want yes", resp.Header.Get("X-Matched"))
+		}
+		if resp, _ = in.get("/vars/header?mark=2"); resp.Header.Get("X-Matched") != "" {
+			t.Errorf("/vars/header?mark=2: X-Matched %q, want none", resp.Header.Get("X-Matched"))
+		}
+	})
 	// The worker keeps serving, its node connections intact, after the streams were cut.
 	for range 3 {
-		if resp, body = in.get("/big"); resp.StatusCode != 203 || !strings.HasSuffix(body, "THE END") {
+		if resp, body := in.get("/big"); resp.StatusCode != 203 || !strings.HasSuffix(body, "THE END") {
 			t.Fatalf("/big again: %d, %d bytes", resp.StatusCode, len(body))
 		}
 	}

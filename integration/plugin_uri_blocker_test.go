@@ -22,24 +22,26 @@ func TestPluginURIBlocker(t *testing.T) {
 	in.mustPut("/apisix/admin/routes/2", fmt.Sprintf(`{"uri":"/internal/*","plugin_config_id":"1","upstream":{"nodes":{%q:1}}}`, up.addr))
 	in.mustPut("/apisix/admin/routes/3", fmt.Sprintf(`{"uri":"/open/*","plugin_config_id":"1","upstream":{"nodes":{%q:1}}}`, up.addr))
 
-	const msg = `{"error_msg":"access is not allowed"}`
-	for _, tc := range []struct {
-		path       string
-		wantStatus int
-		wantBody   string
-	}{
-		{"/hello?x=bb", 403, ""},            // TEST 8
-		{"/hello?c1=2", 403, ""},            // TEST 10
-		{"/hello?cc=2", 200, "hello world"}, // TEST 11
-		{"/./internal/x?aa=1", 410, msg},    // TEST 22 "can't bypass with url without normalization"
-		{"/open/x?q=aA", 410, msg},          // TEST 20: case_insensitive
-		{"/open/x?q=b", 200, "hello world"},
-	} {
-		resp, body := in.get(tc.path)
-		if resp.StatusCode != tc.wantStatus || strings.TrimSpace(body) != tc.wantBody {
-			t.Errorf("GET %s: %d %q, want %d %q", tc.path, resp.StatusCode, body, tc.wantStatus, tc.wantBody)
+	in.overBothProtocols(func() {
+		const msg = `{"error_msg":"access is not allowed"}`
+		for _, tc := range []struct {
+			path       string
+			wantStatus int
+			wantBody   string
+		}{
+			{"/hello?x=bb", 403, ""},            // TEST 8
+			{"/hello?c1=2", 403, ""},            // TEST 10
+			{"/hello?cc=2", 200, "hello world"}, // TEST 11
+			{"/./internal/x?aa=1", 410, msg},    // TEST 22 "can't bypass with url without normalization"
+			{"/open/x?q=aA", 410, msg},          // TEST 20: case_insensitive
+			{"/open/x?q=b", 200, "hello world"},
+		} {
+			resp, body := in.get(tc.path)
+			if resp.StatusCode != tc.wantStatus || strings.TrimSpace(body) != tc.wantBody {
+				t.Errorf("GET %s: %d %q, want %d %q", tc.path, resp.StatusCode, body, tc.wantStatus, tc.wantBody)
+			}
 		}
-	}
+	})
 
 	// TEST 1 "invalid regular expression": 400, and route 1 still blocks as before.
 	status, resp := in.adminCall("PUT", "/apisix/admin/routes/1",

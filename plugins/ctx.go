@@ -567,6 +567,31 @@ var headerContentType = []byte("Content-Type")
 // its length is then ResponseHeader("Content-Length"), or unknown (chunked).
 func (c *Ctx) ResponseStreamed() bool { return c.Request.Response.IsBodyStream() }
 
+// StreamDetacher is a streamed response body that can be taken out of the response
+// without being closed (the proxy's): Detach makes the next close a no-op.
+type StreamDetacher interface {
+	io.Reader
+	Detach()
+	CloseWithError(err error) error
+}
+
+// WrapResponseStream replaces a streamed response body (ResponseStreamed) with what wrap
+// makes of it, sent chunked (its length unknown): a filter over the node's stream, as
+// gzip's compressor. The wrapper owns the node's stream from then on: it must close it
+// (CloseWithError, with the error the server closes the wrapper with) when it is closed
+// itself, which the server does once the body is sent or the client goes away. It
+// reports false, changing nothing, when the body is not a stream that can be taken over.
+func (c *Ctx) WrapResponseStream(wrap func(src StreamDetacher) io.Reader) bool {
+	resp := &c.Request.Response
+	src, ok := resp.BodyStream().(StreamDetacher)
+	if !ok {
+		return false
+	}
+	src.Detach()
+	resp.SetBodyStream(wrap(src), -1)
+	return true
+}
+
 // ReadResponseBody returns the response's body whole, reading a streamed one from the
 // node first: at most max bytes of it, the rest dropped with the node's connection, as
 // APISIX's max_resp_body_size truncates. ok is false when the node broke the body off;

@@ -96,9 +96,11 @@
 // in plugins/all's TestPluginsSeeRequestsThroughTheCtx only shrinks. A plugin that reads
 // variables without either takes Ctx.VarsRequest, the one place in the contract that
 // hands plugins/vars the request (fault-injection, real-ip, redirect do), so an HTTP/2
-// stream needs teaching vars once, not each plugin. Response bodies are
-// whole byte slices; streaming a body through a plugin (gRPC messages) needs a body
-// phase that does not exist yet.
+// stream needs teaching vars once, not each plugin. A response body is a whole byte
+// slice (ReadResponseBody, SetResponseBody), or, streaming from the node, a reader a
+// plugin may wrap (WrapResponseStream: gzip and brotli compress it as it streams; the
+// wrapper owns the node's stream and closes it). A body phase that sees each piece of a
+// stream on its own (gRPC messages) does not exist yet.
 //
 // # Adding a plugin
 //

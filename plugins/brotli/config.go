@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"gw/plugins"
+	"gw/plugins/encoding"
 	"gw/plugins/pluginconf"
 )
 
@@ -31,16 +32,11 @@ func (plugin) Validate(raw json.RawMessage) error {
 
 // Config is brotli's configuration, with APISIX's defaults.
 type Config struct {
-	// Types are the media types compressed; nil is "*": every type.
-	Types     []string
-	MinLength int64
+	encoding.Common
 	// CompLevel is Brotli's quality, 0 to 11.
 	CompLevel int
 	// LGWin is the window's base-2 logarithm, 10 to 24, 0 for the encoder's choice.
 	LGWin int
-	// HTTPVersion is the lowest request version served compressed: 11 or 10.
-	HTTPVersion int
-	Vary        bool
 }
 
 // Parse decodes brotli's configuration strictly and applies the defaults.
@@ -49,21 +45,16 @@ func Parse(raw json.RawMessage) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Config{Types: []string{"text/html"}, MinLength: 20, CompLevel: 6, LGWin: 19, HTTPVersion: 11}
+	c := &Config{Common: encoding.DefaultCommon(), CompLevel: 6, LGWin: 19}
 	for _, m := range members {
+		if known, err := c.Common.Decode(m); known {
+			if err != nil {
+				return nil, err
+			}
+			continue
+		}
 		var n int64
 		switch m.Name {
-		case "types":
-			c.Types, err = types(m)
-		case "min_length":
-			c.MinLength, err = m.PositiveInt(1 << 62)
-		// mode (Brotli's hint: generic, text, font) and lgblock (the input block size)
-		// tune only the size of the output, and the Go encoder takes neither: a value
-		// other than 0 (the encoder's choice) is refused rather than ignored.
-		case "mode":
-			if n, err = m.IntIn(0, 2); err == nil && n != 0 {
-				err = fmt.Errorf("%s: %d is not supported yet: the Go encoder has no mode hint (it only tunes the size); leave it out or give 0", m.Name, n)
-			}
 		case "comp_level":
 			n, err = m.IntIn(0, 11)
 			c.CompLevel = int(n)
@@ -72,47 +63,25 @@ func Parse(raw json.RawMessage) (*Config, error) {
 				err = fmt.Errorf("%s: must be 0 or from 10 to 24, got %s", m.Name, m.Show())
 			}
 			c.LGWin = int(n)
+		// mode (Brotli's hint: generic, text, font) and lgblock (the input block size)
+		// tune only the size of the output, and the Go encoder takes neither: a value
+		// other than 0 (the encoder's choice) is refused rather than ignored.
+		case "mode":
+			if n, err = m.IntIn(0, 2); err == nil && n != 0 {
+				err = fmt.Errorf("%s: %d is not supported yet: the Go encoder has no mode hint (it only tunes the size); leave it out or give 0", m.Name, n)
+			}
 		case "lgblock":
 			if n, err = m.IntIn(0, 24); err == nil && n > 0 && n < 16 {
 				err = fmt.Errorf("%s: must be 0 or from 16 to 24, got %s", m.Name, m.Show())
 			} else if err == nil && n != 0 {
 				err = fmt.Errorf("%s: %d is not supported yet: the Go encoder chooses its own input block size; leave it out or give 0", m.Name, n)
 			}
-		case "http_version":
-			switch string(m.Value) {
-			case "1.1":
-				c.HTTPVersion = 11
-			case "1.0", "1":
-				c.HTTPVersion = 10
-			default:
-				err = fmt.Errorf("%s: must be 1.1 or 1.0, got %s", m.Name, m.Show())
-			}
-		case "vary":
-			c.Vary, err = m.Bool()
-		case "_meta":
-			err = m.Object()
 		default:
-			err = fmt.Errorf("%s: unknown field; known fields: types, min_length, mode, comp_level, lgwin, lgblock, http_version, vary", m.Name)
+			err = fmt.Errorf("%s: unknown field; known fields: %s, mode, comp_level, lgwin, lgblock", m.Name, encoding.CommonFields)
 		}
 		if err != nil {
 			return nil, err
 		}
 	}
 	return c, nil
-}
-
-func types(m pluginconf.Member) ([]string, error) {
-	if string(m.Value) == `"*"` {
-		return nil, nil
-	}
-	var list []string
-	if len(m.Value) == 0 || m.Value[0] != '[' || json.Unmarshal(m.Value, &list) != nil || len(list) == 0 {
-		return nil, fmt.Errorf(`%s: must be "*" or a non-empty array of media types, got %s`, m.Name, m.Show())
-	}
-	for i, t := range list {
-		if t == "" {
-			return nil, fmt.Errorf("%s[%d]: must not be empty", m.Name, i)
-		}
-	}
-	return list, nil
 }

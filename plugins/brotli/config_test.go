@@ -4,10 +4,12 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"gw/plugins/encoding"
 )
 
 func TestParseAccepts(t *testing.T) {
-	defaults := Config{Types: []string{"text/html"}, MinLength: 20, CompLevel: 6, LGWin: 19, HTTPVersion: 11}
+	defaults := Config{Common: encoding.Common{Types: []string{"text/html"}, MinLength: 20, HTTPVersion: 11}, CompLevel: 6, LGWin: 19}
 	with := func(f func(*Config)) Config { c := defaults; f(&c); return c }
 	cases := map[string]Config{
 		// t/plugin/brotli.t TEST 1 "sanity".

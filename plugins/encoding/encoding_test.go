@@ -1,6 +1,9 @@
 package encoding
 
-import "testing"
+import (
+	"math"
+	"testing"
+)
 
 func TestTypes(t *testing.T) {
 	html := NewTypes([]string{"text/html", "Application/JSON"})
@@ -57,6 +60,19 @@ func TestAppendWeakETag(t *testing.T) {
 		got, ok := AppendWeakETag(nil, []byte(etag))
 		if string(got) != want || ok != (want != "") {
 			t.Errorf("%q: %q %v, want %q", etag, got, ok, want)
+		}
+	}
+}
+
+func TestContentLength(t *testing.T) {
+	for value, want := range map[string]int{"0": 0, "20": 20, "570000": 570000, "99999999999999999999999": math.MaxInt} {
+		if n, ok := contentLength([]byte(value)); !ok || n != want {
+			t.Errorf("%q: %d %v, want %d", value, n, ok, want)
+		}
+	}
+	for _, value := range []string{"", "-1", "1a", " 1"} {
+		if _, ok := contentLength([]byte(value)); ok {
+			t.Errorf("%q: read as a length", value)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"gw/plugins"
+	"gw/plugins/encoding"
 	"gw/plugins/pluginconf"
 )
 
@@ -31,20 +32,12 @@ func (plugin) Validate(raw json.RawMessage) error {
 
 // Config is gzip's configuration, with APISIX's defaults.
 type Config struct {
-	// Types are the media types compressed (Content-Type without its parameters); nil
-	// is "*": every type.
-	Types []string
-	// MinLength is the shortest Content-Length compressed.
-	MinLength int64
+	encoding.Common
 	// CompLevel is gzip's level, 1 (fastest) to 9 (smallest).
 	CompLevel int
-	// HTTPVersion is the lowest request version served compressed: 11 (HTTP/1.1) or 10.
-	HTTPVersion int
 	// BuffersNumber and BuffersSize are nginx's gzip_buffers. Only the default is
 	// accepted (see buffers): gw's compressor sizes its own.
 	BuffersNumber, BuffersSize int64
-	// Vary adds Vary: Accept-Encoding to the responses that may be compressed.
-	Vary bool
 }
 
 // Parse decodes gzip's configuration strictly and applies the defaults.
@@ -53,56 +46,29 @@ func Parse(raw json.RawMessage) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Config{Types: []string{"text/html"}, MinLength: 20, CompLevel: 1, HTTPVersion: 11, BuffersNumber: defaultBuffersNumber, BuffersSize: defaultBuffersSize}
+	c := &Config{Common: encoding.DefaultCommon(), CompLevel: 1, BuffersNumber: defaultBuffersNumber, BuffersSize: defaultBuffersSize}
 	for _, m := range members {
+		if known, err := c.Common.Decode(m); known {
+			if err != nil {
+				return nil, err
+			}
+			continue
+		}
 		switch m.Name {
-		case "types":
-			c.Types, err = types(m)
-		case "min_length":
-			c.MinLength, err = m.PositiveInt(1 << 62)
 		case "comp_level":
 			var n int64
 			n, err = m.IntIn(1, 9)
 			c.CompLevel = int(n)
-		case "http_version":
-			switch string(m.Value) {
-			case "1.1":
-				c.HTTPVersion = 11
-			case "1.0", "1":
-				c.HTTPVersion = 10
-			default:
-				err = fmt.Errorf("%s: must be 1.1 or 1.0, got %s", m.Name, m.Show())
-			}
 		case "buffers":
 			err = buffers(m, c)
-		case "vary":
-			c.Vary, err = m.Bool()
-		case "_meta":
-			err = m.Object()
 		default:
-			err = fmt.Errorf("%s: unknown field; known fields: types, min_length, comp_level, http_version, buffers, vary", m.Name)
+			err = fmt.Errorf("%s: unknown field; known fields: %s, comp_level, buffers", m.Name, encoding.CommonFields)
 		}
 		if err != nil {
 			return nil, err
 		}
 	}
 	return c, nil
-}
-
-func types(m pluginconf.Member) ([]string, error) {
-	if string(m.Value) == `"*"` {
-		return nil, nil
-	}
-	var list []string
-	if len(m.Value) == 0 || m.Value[0] != '[' || json.Unmarshal(m.Value, &list) != nil || len(list) == 0 {
-		return nil, fmt.Errorf(`%s: must be "*" or a non-empty array of media types, got %s`, m.Name, m.Show())
-	}
-	for i, t := range list {
-		if t == "" {
-			return nil, fmt.Errorf("%s[%d]: must not be empty", m.Name, i)
-		}
-	}
-	return list, nil
 }
 
 // defaultBuffersNumber and defaultBuffersSize are APISIX's defaults for buffers.

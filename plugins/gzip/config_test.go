@@ -4,10 +4,12 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"gw/plugins/encoding"
 )
 
 func TestParseAccepts(t *testing.T) {
-	defaults := Config{Types: []string{"text/html"}, MinLength: 20, CompLevel: 1, HTTPVersion: 11, BuffersNumber: 32, BuffersSize: 4096}
+	defaults := Config{Common: encoding.Common{Types: []string{"text/html"}, MinLength: 20, HTTPVersion: 11}, CompLevel: 1, BuffersNumber: 32, BuffersSize: 4096}
 	with := func(f func(*Config)) Config { c := defaults; f(&c); return c }
 	cases := map[string]Config{
 		// t/plugin/gzip.t TEST 1 "sanity".

@@ -1,9 +1,7 @@
 package gzip
 
 import (
-	"bytes"
 	"encoding/json"
-	"math"
 	"net/http"
 	"sync"
 
@@ -14,13 +12,7 @@ import (
 )
 
 // compressor is one route's gzip. It is immutable and safe for concurrent use.
-type compressor struct {
-	types     encoding.Types
-	minLength int
-	http10    bool
-	vary      bool
-	writers   *sync.Pool // of *kgzip.Writer at the route's level
-}
+type compressor struct{ z *encoding.Compressor }
 
 var (
 	_ plugins.ResponsePhase = (*compressor)(nil)
@@ -49,85 +41,24 @@ func (plugin) Build(raw json.RawMessage, _ *plugins.Env) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &compressor{
-		minLength: int(min(cfg.MinLength, math.MaxInt32)),
-		http10:    cfg.HTTPVersion == 10,
-		vary:      cfg.Vary,
-		writers:   &writersByLevel[cfg.CompLevel],
-		types:     encoding.NewTypes(cfg.Types),
-	}
-	return g, nil
+	return &compressor{encoding.NewCompressor("gzip", &cfg.Common, &writersByLevel[cfg.CompLevel])}, nil
 }
-
-var (
-	headerContentType     = []byte("Content-Type")
-	headerContentEncoding = []byte("Content-Encoding")
-	headerAcceptEncoding  = []byte("Accept-Encoding")
-	headerVary            = []byte("Vary")
-	headerETag            = []byte("ETag")
-	encodingGzip          = []byte("gzip")
-	protocolHTTP10        = []byte("HTTP/1.0")
-	methodHead            = []byte(http.MethodHead)
-)
-
-// scratch is one response's compressed body and its weakened ETag.
-type scratch struct {
-	out  bytes.Buffer
-	etag []byte
-}
-
-var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
 
 // Response compresses the body when APISIX's header_filter and nginx's gzip filter behind
 // it would: the type is one of types, the length at least min_length and the request's
 // version at least http_version (vary then adds Vary: Accept-Encoding, whether or not
-// this client gets it compressed); the status 200, 403 or 404, no Content-Encoding yet,
-// a client that accepts gzip, a body to send.
+// this client gets it compressed); the status 200, 403 or 404, a client that takes gzip
+// (encoding.Compressor.ClientTakes). A body streaming from the node is compressed as it
+// streams.
 func (g *compressor) Response(c *plugins.Ctx) {
-	if !g.types.Match(c.ResponseHeader(headerContentType)) {
+	body, ok := g.z.Fits(c)
+	if !ok {
 		return
 	}
-	streamed := c.ResponseStreamed()
-	var body []byte
-	if !streamed {
-		body, _ = c.ReadResponseBody(math.MaxInt)
-		if len(body) < g.minLength {
-			return
-		}
-	}
-	if !g.http10 && bytes.Equal(c.RequestProtocol(), protocolHTTP10) {
+	g.z.AddVary(c)
+	if status := c.Status(); status != http.StatusOK && status != http.StatusForbidden && status != http.StatusNotFound ||
+		!g.z.ClientTakes(c) {
 		return
 	}
-	if g.vary {
-		c.AddResponseField(headerVary, headerAcceptEncoding)
-	}
-	switch status := c.Status(); {
-	case streamed, // see README: a streamed body goes as it comes
-		status != http.StatusOK && status != http.StatusForbidden && status != http.StatusNotFound,
-		len(c.ResponseHeader(headerContentEncoding)) > 0,
-		!encoding.Accepts(c.RequestHeader(headerAcceptEncoding), encodingGzip),
-		bytes.Equal(c.Method(), methodHead):
-		return
-	}
-	s := scratchPool.Get().(*scratch)
-	defer scratchPool.Put(s)
-	s.out.Reset()
-	w := g.writers.Get().(*kgzip.Writer)
-	w.Reset(&s.out)
-	_, err := w.Write(body)
-	if err == nil {
-		err = w.Close()
-	}
-	g.writers.Put(w)
-	if err != nil {
-		return // a bytes.Buffer does not fail; the body goes as it was
-	}
-	c.SetResponseBody(s.out.Bytes())
-	c.SetResponseHeader(headerContentEncoding, encodingGzip)
-	// The compressed body is another representation: a strong validator becomes weak,
-	// as nginx's gzip filter makes it.
-	var weak bool
-	if s.etag, weak = encoding.AppendWeakETag(s.etag[:0], c.ResponseHeader(headerETag)); weak {
-		c.SetResponseHeader(headerETag, s.etag)
-	}
+	g.z.Compress(c, body)
 }

@@ -60,7 +60,15 @@ type bodyStream struct {
 	sent, last int64
 	// end is told what was sent once the stream is closed (OnStreamEnd); nil for nobody.
 	end StreamEnd
+	// detached: a plugin took the stream over (plugins.Ctx.WrapResponseStream), so the
+	// close that comes from replacing the response's body is not the end; the plugin's
+	// stream closes s itself.
+	detached bool
 }
+
+// Detach readies s to be taken out of the response without being closed: the next
+// CloseWithError only clears the mark. The one who took it must close it.
+func (s *bodyStream) Detach() { s.detached = true }
 
 // prefetchSize bounds the body bytes read before the response is committed: one read's
 // worth, as much as the upstream connection's buffer holds.
@@ -126,6 +134,10 @@ func (s *bodyStream) Read(p []byte) (int, error) {
 // end what went out, releases the connection and puts s back in its pool; s must not be
 // used after. s is no io.Closer: the server would call Close first.
 func (s *bodyStream) CloseWithError(writeErr error) error {
+	if s.detached {
+		s.detached = false
+		return nil
+	}
 	sent := s.sent
 	if writeErr != nil && (s.err == nil || !errors.Is(writeErr, s.err)) {
 		// Not the stream's own error, so writing to the client failed, maybe with the
