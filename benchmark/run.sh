@@ -3,10 +3,10 @@
 #
 #   benchmark/run.sh [--workers 1,2,4] [--duration 10s] [--connections 16] [--body 10]
 #                    [--rounds 3] [--warmup 3s] [--retries 2] [--max-foreign 0.2]
-#                    [--no-access-log] [--ocelot] [--h2]
+#                    [--no-access-log] [--ocelot] [--tls-handshake] [--h2]
 #
 # Results go to benchmark/results/ (latest.md, latest.json, latest-rps.png, latest-p99.png
-# and dated copies). Run from anywhere; needs Go, wrk, nginx, taskset (ab for --ocelot, h2load for --h2).
+# and dated copies). Run from anywhere; needs Go, wrk, nginx, taskset (ab for --ocelot and --tls-handshake, h2load for --h2).
 set -euo pipefail
 
 usage() {
@@ -30,6 +30,7 @@ while [ $# -gt 0 ]; do
 		;;
 	--no-access-log) args+=("-access-log=false"); shift ;;
 	--ocelot) args+=("-ocelot"); ocelot=1; shift ;;
+	--tls-handshake) args+=("-tls-handshake"); ocelot=1; shift ;;
 	--h2) args+=("-h2"); h2=1; shift ;;
 	-h | --help) usage 0 ;;
 	*) echo "run.sh: unknown argument $1" >&2; usage 2 ;;

@@ -52,6 +52,7 @@ func parseFlags(args []string) (*options, string, error) {
 	fs.IntVar(&o.retries, "retries", 2, "how many times a disturbed run is taken again before its figures are kept anyway")
 	fs.BoolVar(&o.accessLog, "access-log", true, "access log on in both gw and nginx (buffered 64k, flushed every 1s)")
 	fs.BoolVar(&o.ocelot, "ocelot", false, "run seed 001's ab -n 20000 -c 1000 comparison instead of the sweep")
+	fs.BoolVar(&o.tlsHandshake, "tls-handshake", false, "run issue 21's TLS handshake per request, ab -n 4000 -c 50 https://, instead of the sweep")
 	fs.BoolVar(&o.h2, "h2", false, "run the HTTP/2 comparison (h2load -c 16 -m 10, h2c and h2 over TLS) instead of the sweep")
 	fs.StringVar(&o.h2load, "h2load", "h2load", "h2load binary (nghttp2-client)")
 	fs.StringVar(&o.gwctl, "gwctl", "bin/gwctl", "gwctl binary")
@@ -218,7 +219,7 @@ func benchmark(o *options) error {
 	}
 	prog := &progress{left: time.Duration(len(runnable)) * perSweep}
 
-	if o.ocelot || o.h2 {
+	if o.ocelot || o.h2 || o.tlsHandshake {
 		n := 1
 		if len(runnable) > 0 {
 			n = runnable[0]
@@ -243,13 +244,21 @@ func benchmark(o *options) error {
 			report.H2 = res
 			return finish(report, o.out, "h2-"+stamp, "h2-latest")
 		}
-		res, err := s.runOcelot()
+		name := "ocelot"
+		if o.tlsHandshake {
+			name = "tls"
+			s.dir = filepath.Join(work, "tls")
+			if err := os.MkdirAll(s.dir, 0o755); err != nil {
+				return err
+			}
+		}
+		res, err := s.runOcelot(o.tlsHandshake)
 		s.cleanup()
 		if err != nil {
 			return err
 		}
 		report.Ocelot = res
-		return finish(report, o.out, "ocelot-"+stamp, "ocelot-latest")
+		return finish(report, o.out, name+"-"+stamp, name+"-latest")
 	}
 
 	for _, n := range o.workers {
