@@ -51,7 +51,7 @@ func servedLikeAWorker(t *testing.T) (addr string, costs <-chan connCost) {
 		return seen[ec]
 	}
 	opt := func(ec *edgeConn, level, name int) int {
-		raw, err := ec.TCPConn.SyscallConn()
+		raw, err := ec.socket.SyscallConn()
 		if err != nil {
 			return -1
 		}
