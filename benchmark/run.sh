@@ -3,10 +3,10 @@
 #
 #   benchmark/run.sh [--workers 1,2,4] [--duration 10s] [--connections 16] [--body 10]
 #                    [--rounds 3] [--warmup 3s] [--retries 2] [--max-foreign 0.2]
-#                    [--no-access-log] [--chain] [--ocelot] [--h2] [--grpc]
+#                    [--no-access-log] [--chain] [--ocelot] [--tls-handshake] [--h2] [--grpc]
 #
 # Results go to benchmark/results/ (latest.md, latest.json, latest-rps.png, latest-p99.png
-# and dated copies). Run from anywhere; needs Go, wrk, nginx, taskset (ab for --ocelot, h2load for --h2).
+# and dated copies). Run from anywhere; needs Go, wrk, nginx, taskset (ab for --ocelot and --tls-handshake, h2load for --h2).
 set -euo pipefail
 
 usage() {
@@ -31,6 +31,7 @@ while [ $# -gt 0 ]; do
 	--no-access-log) args+=("-access-log=false"); shift ;;
 	--chain) args+=("-chain"); shift ;;
 	--ocelot) args+=("-ocelot"); ocelot=1; shift ;;
+	--tls-handshake) args+=("-tls-handshake"); ocelot=1; shift ;;
 	--h2) args+=("-h2"); h2=1; shift ;;
 	--grpc) args+=("-grpc"); shift ;;
 	-h | --help) usage 0 ;;

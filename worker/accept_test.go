@@ -17,6 +17,7 @@ import (
 // connCost is what a test learns of one client connection's socket and system calls.
 type connCost struct {
 	keepAlive, inq []int // SO_KEEPALIVE and TCP_INQ as each request's handler found them
+	noDelay        []int // TCP_NODELAY, likewise
 	reads          int   // read system calls of the connection's Stream, counted at close
 }
 
@@ -51,7 +52,7 @@ func servedLikeAWorker(t *testing.T) (addr string, costs <-chan connCost) {
 		return seen[ec]
 	}
 	opt := func(ec *edgeConn, level, name int) int {
-		raw, err := ec.TCPConn.SyscallConn()
+		raw, err := ec.socket.SyscallConn()
 		if err != nil {
 			return -1
 		}
@@ -65,6 +66,7 @@ func servedLikeAWorker(t *testing.T) (addr string, costs <-chan connCost) {
 				c := costOf(ec)
 				c.keepAlive = append(c.keepAlive, opt(ec, unix.SOL_SOCKET, unix.SO_KEEPALIVE))
 				c.inq = append(c.inq, opt(ec, unix.IPPROTO_TCP, unix.TCP_INQ))
+				c.noDelay = append(c.noDelay, opt(ec, unix.IPPROTO_TCP, unix.TCP_NODELAY))
 			}
 			ctx.WriteString("ok")
 		},
@@ -94,7 +96,8 @@ func nextCost(t *testing.T, costs <-chan connCost) connCost {
 }
 
 // A connection that serves one request and closes (seed 001's ab) costs what nginx's does:
-// no keep-alive probes, no TCP_INQ, and one read, the request's; nothing is read at close.
+// no keep-alive probes, no TCP_INQ, no TCP_NODELAY, and one read, the request's; nothing is
+// read at close.
 func TestAConnectionPerRequestSetsNoOptions(t *testing.T) {
 	addr, costs := servedLikeAWorker(t)
 	c, err := net.Dial("tcp", addr)
@@ -117,6 +120,9 @@ func TestAConnectionPerRequestSetsNoOptions(t *testing.T) {
 	}
 	if len(cost.inq) != 1 || cost.inq[0] != 0 {
 		t.Errorf("TCP_INQ %v, want 0: a connection that is not kept alive never waits before a read", cost.inq)
+	}
+	if len(cost.noDelay) != 1 || cost.noDelay[0] != 0 {
+		t.Errorf("TCP_NODELAY %v, want 0: a connection that writes once never meets Nagle's algorithm", cost.noDelay)
 	}
 	// The request was sent before the accept could have happened, so one read finds it;
 	// allow for a slow machine accepting before it came.
@@ -149,6 +155,11 @@ func TestAKeptAliveConnectionStillReadsOncePerRequest(t *testing.T) {
 	cost := nextCost(t, costs)
 	if len(cost.inq) != requests || cost.inq[0] != 0 || cost.inq[1] != 1 || cost.inq[requests-1] != 1 {
 		t.Errorf("TCP_INQ by request %v, want 0 for the first and 1 from the second on", cost.inq)
+	}
+	// Set before the second response's write, so the third request's handler is the first
+	// to see it.
+	if len(cost.noDelay) != requests || cost.noDelay[1] != 0 || cost.noDelay[2] != 1 || cost.noDelay[requests-1] != 1 {
+		t.Errorf("TCP_NODELAY by request %v, want 0 for the first two and 1 from the third on", cost.noDelay)
 	}
 	for i, v := range cost.keepAlive {
 		if v != 0 {

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -88,6 +89,10 @@ func (e *edge) trusts(ip netip.Addr) bool {
 // (fasthttp, the drain, a websocket tunnel).
 type edgeListener struct {
 	net.Listener
+	// acceptor, when the listener is a TCP one a connTracker counts (countingListener),
+	// accepts in its place with raw system calls, counting into opened; nil otherwise.
+	acceptor  *rawio.Acceptor
+	opened    *connTracker
 	e         *edge
 	slots     chan struct{}
 	closed    chan struct{}
@@ -96,7 +101,15 @@ type edgeListener struct {
 }
 
 func newEdgeListener(ln net.Listener, e *edge, connections int) *edgeListener {
-	return &edgeListener{Listener: ln, e: e, slots: make(chan struct{}, connections), closed: make(chan struct{})}
+	l := &edgeListener{Listener: ln, e: e, slots: make(chan struct{}, connections), closed: make(chan struct{})}
+	if counted, ok := ln.(countingListener); ok {
+		if tcp, ok := counted.Listener.(*net.TCPListener); ok {
+			if a, err := rawio.NewAcceptor(tcp); err == nil {
+				l.acceptor, l.opened = a, counted.t
+			}
+		}
+	}
+	return l
 }
 
 func (l *edgeListener) Accept() (net.Conn, error) {
@@ -112,6 +125,9 @@ func (l *edgeListener) Accept() (net.Conn, error) {
 	case l.slots <- struct{}{}:
 	case <-l.closed:
 		return nil, net.ErrClosed
+	}
+	if l.acceptor != nil {
+		return l.acceptRaw()
 	}
 	for {
 		c, err := l.Listener.Accept()
@@ -129,22 +145,44 @@ func (l *edgeListener) Accept() (net.Conn, error) {
 			c.Close() // closed under us already: nothing to serve
 			continue
 		}
-		// The first request's line and header must come within client_header_timeout of
-		// the first wait, which is as good as the accept (fasthttp's ReadTimeout did the
-		// same).
-		ec := &edgeConn{TCPConn: tcp, l: l, readPolicy: readAbsolute, readTimeout: l.e.headerTimeout, h2c: l.h2c}
-		ec.io.Init(raw, ec)
-		// From here on every close is the Stream's, which never frees the descriptor
-		// under a read or write in progress (rawio.Stream.Own). Its reads start to wait
-		// first when the connection first goes idle (stateChanged).
-		ec.io.Own(ec.TCPConn.Close)
-		if peer, ok := tcp.RemoteAddr().(*net.TCPAddr); ok {
-			ec.realAddr.Port = peer.Port
-			if ip, ok := netip.AddrFromSlice(peer.IP); ok {
-				ec.trusted = l.e.trusts(ip)
-			}
-		}
+		// net set TCP_NODELAY already.
+		ec := &edgeConn{socket: tcp, noDelay: true}
+		ec.init(l, raw, tcp.Close)
 		return ec, nil
+	}
+}
+
+// acceptRaw accepts with the listener's Acceptor (rawio.Socket): a connection costs
+// accept4(2), the poller's epoll_ctl(2) and one allocation, the edgeConn that holds it.
+func (l *edgeListener) acceptRaw() (net.Conn, error) {
+	ec := &edgeConn{}
+	if err := l.acceptor.Accept(&ec.own); err != nil {
+		<-l.slots
+		return nil, err
+	}
+	l.opened.open.Add(1)
+	ec.socket = &ec.own
+	raw, _ := ec.own.SyscallConn() // never fails
+	ec.init(l, raw, ec.own.Close)
+	return ec, nil
+}
+
+// init readies a connection just accepted: its Stream, and whether its peer is trusted.
+func (ec *edgeConn) init(l *edgeListener, raw syscall.RawConn, close func() error) {
+	// The first request's line and header must come within client_header_timeout of
+	// the first wait, which is as good as the accept (fasthttp's ReadTimeout did the
+	// same).
+	ec.l, ec.readPolicy, ec.readTimeout, ec.h2c = l, readAbsolute, l.e.headerTimeout, l.h2c
+	ec.io.Init(raw, ec)
+	// From here on every close is the Stream's, which never frees the descriptor
+	// under a read or write in progress (rawio.Stream.Own). Its reads start to wait
+	// first when the connection first goes idle (stateChanged).
+	ec.io.Own(close)
+	if peer, ok := ec.socket.RemoteAddr().(*net.TCPAddr); ok {
+		ec.realAddr.Port = peer.Port
+		if ip, ok := netip.AddrFromSlice(peer.IP); ok {
+			ec.trusted = l.e.trusts(ip)
+		}
 	}
 }
 
@@ -153,11 +191,26 @@ func (l *edgeListener) Close() error {
 	return l.Listener.Close()
 }
 
-// edgeConn is one client connection. It embeds *net.TCPConn so that io.Copy in a websocket
-// tunnel still splices. Its fields are used by the one goroutine serving the connection
-// (fasthttp's, then the tunnel's after a hijack), except closed.
+// socket is what an edgeConn needs of its connection's socket besides reads and writes,
+// which go through its Stream: a *rawio.Socket, or a *net.TCPConn from a listener that is
+// not a worker's (tests).
+type socket interface {
+	LocalAddr() net.Addr
+	RemoteAddr() net.Addr
+	SetDeadline(time.Time) error
+	SetReadDeadline(time.Time) error
+	SetWriteDeadline(time.Time) error
+	CloseWrite() error
+	SyscallConn() (syscall.RawConn, error)
+}
+
+// edgeConn is one client connection. Its fields are used by the one goroutine serving the
+// connection (fasthttp's, then the tunnel's after a hijack), except closed.
 type edgeConn struct {
-	*net.TCPConn
+	socket
+	// own is the socket when an edgeListener's Acceptor took it (socket is then &own): one
+	// allocation holds both.
+	own rawio.Socket
 	// stream is the HTTP/2 stream this is the connection of (h2Stream.ec), nil on HTTP/1.x.
 	stream  *h2Stream
 	l       *edgeListener
@@ -217,6 +270,12 @@ type edgeConn struct {
 
 	// io reads and writes the socket with raw system calls (see package rawio).
 	io rawio.Stream
+	// writes counts the connection's writes up to 2, and noDelay is set once TCP_NODELAY
+	// is: a write that may follow another before the peer acknowledged it turns Nagle's
+	// algorithm off first, as nginx's tcp_nodelay does for a connection kept alive. A
+	// connection that writes once (a request, a close) never pays the setsockopt(2).
+	writes  uint8
+	noDelay bool
 
 	// h2c, until the first read, serves the connection as HTTP/2 if it starts with the
 	// connection preface (prior-knowledge h2c); nil where h2c is off.
@@ -253,6 +312,14 @@ func (c *edgeConn) Read(p []byte) (int, error) {
 func (c *edgeConn) Write(p []byte) (int, error) {
 	if c.lineEnded.Load() {
 		c.lineEnded.Store(false)
+	}
+	if !c.noDelay {
+		if c.writes++; c.writes > 1 {
+			c.noDelay = true
+			if c.socket == &c.own { // a *net.TCPConn has it on already
+				c.own.NoDelay()
+			}
+		}
 	}
 	n, err := c.io.Write(p)
 	return n, rawio.OpError("write", c, err)
@@ -303,7 +370,7 @@ func (c *edgeConn) ArmRead(stale bool) bool {
 		want, due = c.readArm.After(now, c.readTimeout, stale)
 	}
 	if due {
-		_ = c.TCPConn.SetReadDeadline(monotime.Time(want))
+		_ = c.socket.SetReadDeadline(monotime.Time(want))
 	}
 	return true
 }
@@ -316,7 +383,7 @@ func (c *edgeConn) ArmWrite(stale bool) bool {
 	}
 	c.answeredAt = 0
 	if want, due := c.writeArm.After(0, c.l.e.sendTimeout, stale); due {
-		_ = c.TCPConn.SetWriteDeadline(monotime.Time(want))
+		_ = c.socket.SetWriteDeadline(monotime.Time(want))
 	}
 	return true
 }
@@ -365,7 +432,7 @@ func (c *edgeConn) SetReadDeadline(t time.Time) error {
 		return nil
 	}
 	c.readArm.Forget()
-	return c.TCPConn.SetReadDeadline(t)
+	return c.socket.SetReadDeadline(t)
 }
 
 // SetWriteDeadline takes the write deadline out of ArmWrite's hands for good; fasthttp,
@@ -373,18 +440,18 @@ func (c *edgeConn) SetReadDeadline(t time.Time) error {
 func (c *edgeConn) SetWriteDeadline(t time.Time) error {
 	c.writeManual = true
 	c.writeArm.Forget()
-	return c.TCPConn.SetWriteDeadline(t)
+	return c.socket.SetWriteDeadline(t)
 }
 
 // SetDeadline makes both directions manual: fasthttp calls it when it hands the
 // connection to a hijack handler (a websocket tunnel), which sets its own deadlines.
 func (c *edgeConn) SetDeadline(t time.Time) error {
-	c.io.WaitBeforeReads(false) // the tunnel's now, which may read the *net.TCPConn itself
+	c.io.WaitBeforeReads(false) // the tunnel's now, which reads through the socket's RawConn
 	c.readPolicy = readManual
 	c.writeManual = true
 	c.readArm.Forget()
 	c.writeArm.Forget()
-	return c.TCPConn.SetDeadline(t)
+	return c.socket.SetDeadline(t)
 }
 
 // limitedBody stands between a chunked request body and whoever reads it: it counts the
@@ -605,7 +672,7 @@ func (e *edge) setRealIP(ctx *fasthttp.RequestCtx, ec *edgeConn) {
 func (c *edgeConn) peerText() []byte {
 	if c.peerLen == 0 {
 		b := append(c.peer[:0], '-')
-		if tcp, ok := c.TCPConn.RemoteAddr().(*net.TCPAddr); ok {
+		if tcp, ok := c.socket.RemoteAddr().(*net.TCPAddr); ok {
 			if ip, ok := netip.AddrFromSlice(tcp.IP); ok {
 				b = ip.Unmap().AppendTo(c.peer[:0])
 			}

@@ -478,7 +478,7 @@ func TestPeerText(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ec := &edgeConn{TCPConn: accepted.(*net.TCPConn)}
+		ec := &edgeConn{socket: accepted.(*net.TCPConn)}
 		if got := string(ec.peerText()); got != tt.want {
 			t.Errorf("%s from %s: peerText = %q, want %q", tt.listen, tt.dial, got, tt.want)
 		}

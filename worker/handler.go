@@ -117,7 +117,7 @@ func (w *Worker) finish(ctx *fasthttp.RequestCtx, x *requestState, ec *edgeConn,
 		}
 		// No real_ip: the TCP peer, formatted once; unless the real-ip plugin named the
 		// client (plugins.Ctx.SetRemoteIP), whose address the log formats.
-		if ec != nil && !ec.trusted && ctx.RemoteAddr() == net.Addr(ec.TCPConn.RemoteAddr()) {
+		if ec != nil && !ec.trusted && ctx.RemoteAddr() == net.Addr(ec.socket.RemoteAddr()) {
 			e.RemoteAddr = ec.peerText()
 		}
 		if ec != nil && ec.h2Stream {

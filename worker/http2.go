@@ -449,7 +449,7 @@ func (c *h2Conn) linger() {
 	if tcp, ok := c.nc.(interface{ CloseWrite() error }); ok && c.tls == nil {
 		_ = tcp.CloseWrite()
 	} else if c.ec != nil {
-		_ = c.ec.TCPConn.CloseWrite()
+		_ = c.ec.socket.CloseWrite()
 	}
 	_ = c.nc.SetReadDeadline(time.Now().Add(lingerTime))
 	_, _ = io.CopyN(io.Discard, c.br, 16<<20)
@@ -791,9 +791,10 @@ func (c *h2Conn) newStream(id uint32) *h2Stream {
 	ec.stream = s
 	ec.peerLen, ec.trusted, ec.inBody, ec.body, ec.h2Stream = 0, false, false, limitedBody{}, true
 	if c.ec != nil {
-		ec.TCPConn, ec.l, ec.trusted = c.ec.TCPConn, c.ec.l, c.ec.trusted
+		ec.socket, ec.l, ec.trusted = c.ec.socket, c.ec.l, c.ec.trusted
 	} else {
-		ec.TCPConn, _ = c.nc.(*net.TCPConn) // tests: the addresses, no edge
+		tcp, _ := c.nc.(*net.TCPConn) // tests: the addresses, no edge
+		ec.socket = tcp
 	}
 	var conn net.Conn = ec
 	if c.tls != nil {

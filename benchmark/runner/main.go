@@ -54,6 +54,7 @@ func parseFlags(args []string) (*options, string, error) {
 	fs.BoolVar(&o.accessLog, "access-log", true, "access log on in both gw and nginx (buffered 64k, flushed every 1s)")
 	fs.BoolVar(&o.ocelot, "ocelot", false, "run seed 001's ab -n 20000 -c 1000 comparison instead of the sweep")
 	fs.BoolVar(&o.chain, "chain", false, "also measure gw with issue 22's chain (key-auth, limit-req, cors, request-id, prometheus); every scenario's requests then carry the consumer's key and an Origin")
+	fs.BoolVar(&o.tlsHandshake, "tls-handshake", false, "run issue 21's TLS handshake per request, ab -n 4000 -c 50 https://, instead of the sweep")
 	fs.BoolVar(&o.h2, "h2", false, "run the HTTP/2 comparison (h2load -c 16 -m 10, h2c and h2 over TLS) instead of the sweep")
 	fs.StringVar(&o.h2load, "h2load", "h2load", "h2load binary (nghttp2-client)")
 	fs.BoolVar(&o.grpc, "grpc", false, "run the gRPC unary comparison (gw's scheme grpc against nginx's grpc_pass) instead of the sweep")
@@ -225,7 +226,7 @@ func benchmark(o *options) error {
 	}
 	prog := &progress{left: time.Duration(len(runnable)) * perSweep}
 
-	if o.ocelot || o.h2 || o.grpc {
+	if o.ocelot || o.h2 || o.grpc || o.tlsHandshake {
 		n := 1
 		if len(runnable) > 0 {
 			n = runnable[0]
@@ -260,13 +261,21 @@ func benchmark(o *options) error {
 			report.H2 = res
 			return finish(report, o.out, "h2-"+stamp, "h2-latest")
 		}
-		res, err := s.runOcelot()
+		name := "ocelot"
+		if o.tlsHandshake {
+			name = "tls"
+			s.dir = filepath.Join(work, "tls")
+			if err := os.MkdirAll(s.dir, 0o755); err != nil {
+				return err
+			}
+		}
+		res, err := s.runOcelot(o.tlsHandshake)
 		s.cleanup()
 		if err != nil {
 			return err
 		}
 		report.Ocelot = res
-		return finish(report, o.out, "ocelot-"+stamp, "ocelot-latest")
+		return finish(report, o.out, name+"-"+stamp, name+"-latest")
 	}
 
 	for _, n := range o.workers {

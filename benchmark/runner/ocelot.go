@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strconv"
@@ -8,10 +9,15 @@ import (
 	"time"
 )
 
-// Seed 001's ab run: 20000 requests, 1000 at a time, each on a new connection.
+// Seed 001's ab run: 20000 requests, 1000 at a time, each on a new connection. With
+// -tls-handshake, issue 21's "a TLS handshake per request": 4000 requests, 50 at a time,
+// each on a new TLS connection (a full handshake: ab resumes no session) with an ECDSA
+// P-256 certificate.
 const (
 	ocelotRequests = 20000
 	ocelotClients  = 1000
+	tlsRequests    = 4000
+	tlsClients     = 50
 )
 
 // ocelotRoute asks gw to rewrite /api1/... to /api/... as seed 001's nginx does; the plain
@@ -27,18 +33,43 @@ func ocelotRoute(upstream string, rewrite bool) string {
 // runOcelot reproduces seed 001 with gw in Ocelot's place: ab through gw and through
 // nginx, each run once to warm up (the seed discards the first run too), then in paired
 // rounds, so that gw's figures come as ratios to nginx's with intervals, as the sweep's.
-func (s *sweep) runOcelot() (*Ocelot, error) {
+//
+// With tlsHandshake the same runs go over TLS (tlsRequests, tlsClients): gw on an
+// ssl.listen address with the certificate as an Admin API ssl object, nginx on a
+// "listen ... ssl" with it as files.
+func (s *sweep) runOcelot(tlsHandshake bool) (*Ocelot, error) {
 	o := s.opts
-	res := &Ocelot{Workers: s.workers, Requests: ocelotRequests, Clients: ocelotClients}
+	res := &Ocelot{Workers: s.workers, Requests: ocelotRequests, Clients: ocelotClients, TLS: tlsHandshake}
+	if tlsHandshake {
+		res.Requests, res.Clients = tlsRequests, tlsClients
+	}
 	var err error
 	if s.up, err = startUpstream(o.upstream, s.loadCPUs, o.bodyBytes, s.dir); err != nil {
 		return nil, err
 	}
-	g, err := startGW(o.gwctl, filepath.Join(s.dir, "gw-ocelot"), s.gwCPUs, s.workers, o.accessLog, "")
+	var gwConfigExtra, certFile, keyFile, certPEM, keyPEM, gwTLS string
+	if tlsHandshake {
+		if certFile, keyFile, certPEM, keyPEM, err = writeBenchCert(s.dir); err != nil {
+			return nil, err
+		}
+		if gwTLS, err = freeAddr(); err != nil {
+			return nil, err
+		}
+		gwConfigExtra = fmt.Sprintf("ssl:\n  enabled: true\n  listen: [%q]\n  fallback_sni: %s\n", gwTLS, h2SNI)
+	}
+	g, err := startGWWith(o.gwctl, filepath.Join(s.dir, "gw-ocelot"), s.gwCPUs, s.workers, o.accessLog, "", gwConfigExtra)
 	if err != nil {
 		return nil, err
 	}
-	s.targets = append(s.targets, target{name: "gw", url: "http://" + g.data + "/api1/values", srv: g})
+	gwURL := "http://" + g.data + "/api1/values"
+	if tlsHandshake {
+		gwURL = "https://" + gwTLS + "/api1/values"
+		ssl, _ := json.Marshal(map[string]any{"cert": certPEM, "key": keyPEM, "snis": []string{h2SNI}})
+		if code, body, err := g.put("/apisix/admin/ssls/1", string(ssl)); err != nil || code/100 != 2 {
+			return nil, fmt.Errorf("PUT ssls/1: %d %s %v", code, body, err)
+		}
+	}
+	s.targets = append(s.targets, target{name: "gw", url: gwURL, srv: g})
 	code, body, err := g.putRoute(ocelotRoute(s.up.addr, true))
 	if err != nil {
 		return nil, err
@@ -56,13 +87,20 @@ func (s *sweep) runOcelot() (*Ocelot, error) {
 	if err != nil {
 		return nil, err
 	}
-	n, err := startNginx(o.nginx, filepath.Join(o.templates, "proxy.conf.tmpl"), filepath.Join(s.dir, "nginx-ocelot"), s.gwCPUs, nginxConf{
-		Workers: s.workers, Listen: addr, Upstream: s.up.addr, Location: "/api1/", UpstreamPath: "/api/", AccessLog: o.accessLog,
-	})
+	nc := nginxConf{Workers: s.workers, Listen: addr, Upstream: s.up.addr, Location: "/api1/", UpstreamPath: "/api/", AccessLog: o.accessLog}
+	nginxURL := "http://" + addr + "/api1/values"
+	if tlsHandshake {
+		if nc.TLSListen, err = freeAddr(); err != nil {
+			return nil, err
+		}
+		nc.Cert, nc.Key = certFile, keyFile
+		nginxURL = "https://" + nc.TLSListen + "/api1/values"
+	}
+	n, err := startNginx(o.nginx, filepath.Join(o.templates, "proxy.conf.tmpl"), filepath.Join(s.dir, "nginx-ocelot"), s.gwCPUs, nc)
 	if err != nil {
 		return nil, err
 	}
-	s.targets = append(s.targets, target{name: "nginx", url: "http://" + addr + "/api1/values", srv: n})
+	s.targets = append(s.targets, target{name: "nginx", url: nginxURL, srv: n})
 	for _, t := range s.targets {
 		if err := checkResponse(t.url, o.bodyBytes); err != nil {
 			return nil, fmt.Errorf("%s: %w", t.name, err)
@@ -70,10 +108,10 @@ func (s *sweep) runOcelot() (*Ocelot, error) {
 	}
 	args := func(url string) []string {
 		// -r: count a reset connection as a failure instead of aborting the run.
-		return []string{o.ab, "-r", "-n", strconv.Itoa(ocelotRequests), "-c", strconv.Itoa(ocelotClients), url}
+		return []string{o.ab, "-r", "-n", strconv.Itoa(res.Requests), "-c", strconv.Itoa(res.Clients), url}
 	}
 	for _, t := range s.targets {
-		s.progress.step(fmt.Sprintf("ocelot (warm-up): ab -n %d -c %d through %s", ocelotRequests, ocelotClients, t.name), 0)
+		s.progress.step(fmt.Sprintf("%s (warm-up): ab -n %d -c %d through %s", res.name(), res.Requests, res.Clients, t.name), 0)
 		if _, err := s.measureAB(t, args(t.url)); err != nil {
 			return nil, err
 		}
@@ -84,7 +122,7 @@ func (s *sweep) runOcelot() (*Ocelot, error) {
 	for round := range o.rounds {
 		for i := range s.targets {
 			t := s.targets[(i+round)%len(s.targets)]
-			s.progress.step(fmt.Sprintf("ocelot, round %d/%d: ab -n %d -c %d through %s", round+1, o.rounds, ocelotRequests, ocelotClients, t.name), 0)
+			s.progress.step(fmt.Sprintf("%s, round %d/%d: ab -n %d -c %d through %s", res.name(), round+1, o.rounds, res.Requests, res.Clients, t.name), 0)
 			var run OcelotRun
 			for attempt := 0; ; attempt++ {
 				var err error
@@ -196,4 +234,12 @@ func ocelotAsRuns(runs []OcelotRun) []Run {
 		out[i] = Run{Round: r.Round, RPS: r.RPS, P99US: r.P99MS * 1000, CPUPerRequestUS: r.CPUPerRequestUS}
 	}
 	return out
+}
+
+// name is how the progress lines call the comparison.
+func (o *Ocelot) name() string {
+	if o.TLS {
+		return "tls handshake"
+	}
+	return "ocelot"
 }

@@ -184,12 +184,14 @@ func medianInterval(xs []float64) ([2]float64, bool) {
 	return [2]float64{s[k-1], s[n-k]}, true
 }
 
-// Ocelot is seed 001's comparison: ab -n 20000 -c 1000 through gw and nginx.
+// Ocelot is seed 001's comparison: ab -n 20000 -c 1000 through gw and nginx, or with TLS
+// set issue 21's TLS handshake per request, ab -n 4000 -c 50 https://.
 type Ocelot struct {
 	Workers   int    `json:"workers"`
 	Requests  int    `json:"requests"`
 	Clients   int    `json:"concurrency"`
-	Rewritten bool   `json:"rewritten"` // whether gw rewrote /api1/ to /api/ as nginx does
+	Rewritten bool   `json:"rewritten"`     // whether gw rewrote /api1/ to /api/ as nginx does
+	TLS       bool   `json:"tls,omitempty"` // -tls-handshake: every connection is a new TLS one
 	Note      string `json:"note,omitempty"`
 	// GW and Nginx are the medians over rounds (failures summed); VsNginx pairs the rounds'
 	// runs as the sweep's ratios do. ab's p99 is whole milliseconds, so its ratio is coarse.

@@ -103,6 +103,9 @@ func findPollPath(raw syscall.RawConn) (p pollPath) {
 // found (see above). Until one check passed, it also compares the descriptor number read
 // through the offsets with raw.Control's. Safe for concurrent use.
 func pollDescOf(raw syscall.RawConn) uintptr {
+	if r, ok := raw.(socketRaw); ok {
+		return r.s.pd // a Socket's own (socket.go)
+	}
 	pollPathOnce.Do(func() { pollPathOf = findPollPath(raw) })
 	p := &pollPathOf
 	if p.conn == nil || reflect.TypeOf(raw) != p.conn {

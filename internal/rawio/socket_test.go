@@ -1,0 +1,196 @@
+package rawio
+
+import (
+	"errors"
+	"io"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// acceptedPair accepts one connection with an Acceptor and returns the client's end, the
+// Socket and a Stream that owns it, as a worker's edgeListener sets them up.
+func acceptedPair(t *testing.T) (*net.TCPConn, *Socket, *Stream, *net.TCPListener) {
+	t.Helper()
+	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	a, err := NewAcceptor(ln)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := net.DialTCP("tcp", nil, ln.Addr().(*net.TCPAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	sock := new(Socket)
+	if err := a.Accept(sock); err != nil {
+		t.Fatalf("Accept = %v", err)
+	}
+	raw, _ := sock.SyscallConn()
+	s := new(Stream)
+	s.Init(raw, nil)
+	if !s.Own(sock.Close) {
+		t.Fatal("the Stream could not own the Socket's descriptor")
+	}
+	t.Cleanup(func() { s.Close() })
+	return client, sock, s, ln
+}
+
+// The Socket knows both ends as net would, without asking the kernel for the peer, and
+// carries bytes both ways through its Stream.
+func TestSocketAddressesAndBytes(t *testing.T) {
+	client, sock, s, ln := acceptedPair(t)
+	if got, want := sock.RemoteAddr().String(), client.LocalAddr().String(); got != want {
+		t.Errorf("RemoteAddr = %s, want the client's %s", got, want)
+	}
+	if got, want := sock.LocalAddr().String(), ln.Addr().String(); got != want {
+		t.Errorf("LocalAddr = %s, want the listener's %s", got, want)
+	}
+	if sock.RemoteAddr() != sock.RemoteAddr() {
+		t.Error("RemoteAddr gave a new address on each call: a request would allocate")
+	}
+	if _, err := client.Write([]byte("ping")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 16)
+	n, err := s.Read(buf)
+	if err != nil || string(buf[:n]) != "ping" {
+		t.Fatalf("Read = %q, %v; want ping", buf[:n], err)
+	}
+	if _, err := s.Write([]byte("pong")); err != nil {
+		t.Fatal(err)
+	}
+	client.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if n, err = io.ReadFull(client, buf[:4]); err != nil || string(buf[:n]) != "pong" {
+		t.Fatalf("the client read %q, %v; want pong", buf[:n], err)
+	}
+	// No TCP_NODELAY until asked (net sets it on every connection), then on.
+	nodelay := func() int {
+		v := -1
+		raw, _ := sock.SyscallConn()
+		_ = raw.Control(func(fd uintptr) { v, _ = unix.GetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_NODELAY) })
+		return v
+	}
+	if v := nodelay(); v != 0 {
+		t.Errorf("TCP_NODELAY = %d before NoDelay, want 0", v)
+	}
+	sock.NoDelay()
+	if v := nodelay(); v != 1 {
+		t.Errorf("TCP_NODELAY = %d after NoDelay, want 1", v)
+	}
+}
+
+// A listener on a wildcard address leaves the local address to the kernel, asked once.
+func TestSocketLocalAddrOfWildcard(t *testing.T) {
+	ln, err := net.ListenTCP("tcp", &net.TCPAddr{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	a, err := NewAcceptor(ln)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	client, err := net.DialTCP("tcp", nil, &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	var sock Socket
+	if err := a.Accept(&sock); err != nil {
+		t.Fatal(err)
+	}
+	defer sock.Close()
+	local, ok := sock.LocalAddr().(*net.TCPAddr)
+	if !ok || !local.IP.Equal(net.IPv4(127, 0, 0, 1)) || local.Port != port {
+		t.Fatalf("LocalAddr = %v, want 127.0.0.1:%d", sock.LocalAddr(), port)
+	}
+	if sock.LocalAddr() != net.Addr(local) {
+		t.Error("LocalAddr asked the kernel again")
+	}
+}
+
+// A read deadline ends a parked read with os.ErrDeadlineExceeded, as net's does.
+func TestSocketReadDeadline(t *testing.T) {
+	_, sock, _, _ := acceptedPair(t)
+	if err := sock.SetReadDeadline(time.Now().Add(50 * time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := sock.SyscallConn()
+	start := time.Now()
+	err := raw.Read(func(fd uintptr) bool {
+		_, err := unix.Read(int(fd), make([]byte, 1))
+		return err != unix.EAGAIN
+	})
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("a read past its deadline returned %v, want os.ErrDeadlineExceeded", err)
+	}
+	if waited := time.Since(start); waited > 10*time.Second {
+		t.Fatalf("the read waited %v for a 50ms deadline", waited)
+	}
+}
+
+// A Close from another goroutine wakes a read parked on the poller; the peer sees the end,
+// and the Socket refuses every call after.
+func TestSocketCloseWakesParkedRead(t *testing.T) {
+	client, sock, s, _ := acceptedPair(t)
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Read(make([]byte, 8))
+		done <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // let it park
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close = %v", err)
+	}
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("the parked read returned no error after Close")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not wake the parked read")
+	}
+	client.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := client.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("the client read %v after the close, want io.EOF", err)
+	}
+	if err := sock.Close(); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("a second Close = %v, want net.ErrClosed", err)
+	}
+	if err := sock.SetReadDeadline(time.Now()); !errors.Is(err, net.ErrClosed) {
+		t.Errorf("SetReadDeadline after Close = %v, want net.ErrClosed", err)
+	}
+}
+
+// Closing the listener ends an Accept parked on it with net.ErrClosed, as net's does.
+func TestAcceptEndsWithListener(t *testing.T) {
+	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := NewAcceptor(ln)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.Accept(new(Socket)) }()
+	time.Sleep(50 * time.Millisecond)
+	ln.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("Accept on a closed listener = %v, want net.ErrClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("closing the listener did not end the Accept")
+	}
+}
