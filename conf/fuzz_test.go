@@ -149,6 +149,7 @@ func FuzzParseRoundTrip(f *testing.F) {
 		"shm: {limit_count: 1m, limit_count_on_full: reject, metrics: 65536}",
 		"prometheus: {enabled: false, export_addr: '[::1]:9091', export_uri: /m, max_series: 10}",
 		"router: {http: radixtree_uri_with_parameter}", "data_dir: \"d\\tx\"", "error_log_level: debug",
+		"worker_processes: ${{W:=2}}", "data_dir: '${{D:=/srv}}/x${{E:=}}'", "access_log: {enabled: '${{A:=false}}'}",
 	} {
 		f.Add([]byte(seed))
 	}
