@@ -2,7 +2,10 @@ package integration
 
 import (
 	"bufio"
+	"bytes"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -66,3 +69,42 @@ func TestReloadSaysTheWorkersFlagWins(t *testing.T) {
 	}
 }
 
+// TestMakeInstall: `make install` with DESTDIR, PREFIX and GW_HOME puts the binary, the
+// shipped config and the systemd unit (naming those paths) in place, and a second install
+// keeps a config the user changed.
+func TestMakeInstall(t *testing.T) {
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("no make: apt-get install make")
+	}
+	dest := t.TempDir()
+	install := func() {
+		t.Helper()
+		cmd := exec.Command("make", "-C", "..", "install", "DESTDIR="+dest, "PREFIX=/opt/gw", "GW_HOME=/srv/gw", "SYSTEMD_UNIT_DIR=/lib/systemd/system")
+		out, err := runWithin(cmd, 10*time.Minute)
+		if err != nil {
+			t.Fatalf("make install: %v\n%s", err, lastLines(out, 20))
+		}
+	}
+	install()
+	version, err := exec.Command(filepath.Join(dest, "opt/gw/bin/gwctl"), "--version").CombinedOutput()
+	if err != nil || !strings.HasPrefix(string(version), "gwctl version ") {
+		t.Errorf("the installed gwctl --version: %v %q", err, version)
+	}
+	shipped, _ := os.ReadFile("../conf/config.yaml")
+	config := filepath.Join(dest, "srv/gw/conf/config.yaml")
+	if got, err := os.ReadFile(config); err != nil || !bytes.Equal(got, shipped) {
+		t.Errorf("installed config.yaml is not the shipped one: %v", err)
+	}
+	unit, err := os.ReadFile(filepath.Join(dest, "lib/systemd/system/gw.service"))
+	if err != nil || !strings.Contains(string(unit), "ExecStart=/opt/gw/bin/gwctl start --prefix /srv/gw\n") ||
+		!strings.Contains(string(unit), "PIDFile=/srv/gw/logs/gwctl.pid\n") || strings.Contains(string(unit), "/var/lib/gw") {
+		t.Errorf("installed unit does not name /opt/gw/bin/gwctl and /srv/gw: %v\n%s", err, unit)
+	}
+	if err := os.WriteFile(config, []byte("worker_processes: 2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	install()
+	if got, _ := os.ReadFile(config); string(got) != "worker_processes: 2\n" {
+		t.Errorf("a second make install replaced the user's config.yaml with:\n%s", lastLines(string(got), 3))
+	}
+}
