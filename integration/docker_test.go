@@ -189,7 +189,14 @@ func dockerEngineFor(t *testing.T) docker {
 			<-done
 		}
 		logFile.Close()
-		os.RemoveAll(dir)
+		// dockerd leaves its default network namespace bind-mounted at exit; the directory
+		// cannot go while it is.
+		for _, m := range mountsUnder(dir) {
+			syscall.Unmount(m, syscall.MNT_DETACH)
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			t.Errorf("removing dockerd's directory: %v", err)
+		}
 	})
 	d := docker{env: append(os.Environ(), "DOCKER_HOST=unix://"+sock)}
 	if !waitFor(60*time.Second, func() bool { _, err := d.run(20*time.Second, "info"); return err == nil }) {
@@ -263,4 +270,16 @@ func startSlowUpstream(t *testing.T, delay time.Duration) *slowUpstream {
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 	return s
+}
+
+// mountsUnder lists the mount points below dir, deepest first, from /proc/self/mounts.
+func mountsUnder(dir string) []string {
+	b, _ := os.ReadFile("/proc/self/mounts")
+	var points []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 1 && strings.HasPrefix(f[1], dir+"/") {
+			points = append([]string{f[1]}, points...)
+		}
+	}
+	return points
 }
