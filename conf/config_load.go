@@ -223,6 +223,7 @@ func (l *loader) document(data []byte) *yaml.Node {
 		l.errorf(root.Line, "", "the file must be a mapping of keys (worker_processes: ..., node_listen: ...), got %s", describeYAML(root))
 		return nil
 	}
+	l.substituteEnv(root, "", map[*yaml.Node]bool{})
 	return root
 }
 

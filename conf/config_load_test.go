@@ -587,6 +587,8 @@ func FuzzParse(f *testing.F) {
 		"", "worker_processes: 2", "node_listen: [9080, '[::1]:80']",
 		"admin:\n  listen: 0.0.0.0:9180\n  keys: [{name: a, key: b}]\n  allow: [10.0.0.1]\n",
 		"worker_shutdown_timeout: 1m", "a: &x [1]\nb: *x\n", "{",
+		"admin:\n  listen: 0.0.0.0:9180\n  keys: [{name: a, key: '${{GW_FUZZ_KEY:=k}}'}]\n",
+		"worker_processes: ${{W:=2}}", "data_dir: '$${{A:=}}{{B:=}}'", "${{K:=data_dir}}: &a '${{X:=${{Y}}}}'",
 	} {
 		f.Add([]byte(seed))
 	}

@@ -112,6 +112,11 @@ func pathAt(data []byte, offset int64) string {
 	return strings.Join(slices.DeleteFunc(keys, func(k string) bool { return k == "" }), ".")
 }
 
+// formerFieldNames maps a field of an older APISIX to today's name, for the error that
+// refuses it: APISIX 0.x wrote a route's plugins as "plugin_config", which scripts and
+// write-ups of that time still send.
+var formerFieldNames = map[string]string{"plugin_config": "plugins"}
+
 // fieldDecoders lists every field an object of type T accepts, with what decodes that
 // field's value into T. A nil entry is a field APISIX has and gw does not support yet; it
 // is rejected with a message that says so instead of "unknown field".
@@ -130,7 +135,13 @@ func (fields fieldDecoders[T]) decode(dst *T, path string, raw json.RawMessage) 
 		decodeField, known := fields[name]
 		switch {
 		case !known:
-			return nil, &ObjectError{Path: fieldPath, Reason: "unknown field (additional properties are forbidden); known fields: " + fields.supported()}
+			hint := ""
+			if now, renamed := formerFieldNames[name]; renamed && fields[now] != nil {
+				hint = fmt.Sprintf("; %q is an old APISIX name, write %q; ", name, now)
+			} else {
+				hint = "; "
+			}
+			return nil, &ObjectError{Path: fieldPath, Reason: "unknown field (additional properties are forbidden)" + hint + "known fields: " + fields.supported()}
 		case decodeField == nil:
 			return nil, &ObjectError{Path: fieldPath, Reason: name + " is not supported yet"}
 		}

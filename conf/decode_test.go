@@ -152,6 +152,7 @@ var routeRejects = []struct {
 
 	// Unknown and unsupported fields.
 	{"unknown field", `{"uri":"/a","service_id":1,"url":"/b"}`, invalidConf + `property "url" validation failed: unknown field (additional properties are forbidden); known fields: ` + routeKnown},
+	{"APISIX 0.x's plugin_config", `{"uri":"/a","service_id":1,"plugin_config":{}}`, invalidConf + `property "plugin_config" validation failed: unknown field (additional properties are forbidden); "plugin_config" is an old APISIX name, write "plugins"; known fields: ` + routeKnown},
 	{"field names are case-sensitive", `{"URI":"/a","service_id":1}`, invalidConf + `property "URI" validation failed: unknown field (additional properties are forbidden); known fields: ` + routeKnown},
 	{"vars with a bad operator", `{"uri":"/a","service_id":1,"vars":[["arg_a","=","1"]]}`, `failed to validate the 'vars' expression: invalid operator '='; operators are ==, ~=, >, >=, <, <=, ~~, ~*, in, has, ipmatch and ! before one (at vars[0][1])`},
 	{"filter_func", `{"uri":"/a","service_id":1,"filter_func":"function(vars) return true end"}`, invalidConf + `property "filter_func" validation failed: filter_func is not supported yet`},

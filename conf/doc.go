@@ -14,6 +14,7 @@
 //	config.yaml (gw's own)
 //	  config.go               Config and its sections
 //	  config_load.go          Load, Parse, the YAML walk and the checks of most keys
+//	  config_env.go           ${{NAME}} and ${{NAME:=default}}: environment variables, as APISIX
 //	  config_edge.go          client limits and timeouts, real_ip_*
 //	  config_ssl.go           ssl: the TLS listener
 //	  config_upstream_tls.go  ssl.ssl_trusted_certificate (internal/confio reads the file)

@@ -153,6 +153,7 @@ func FuzzParseRoundTrip(f *testing.F) {
 		"prometheus: {enabled: false, export_addr: '[::1]:9091', export_uri: /m, max_series: 10}",
 		"router: {http: radixtree_uri_with_parameter}", "data_dir: \"d\\tx\"", "error_log_level: debug",
 		"plugin_attr: {opentelemetry: {resource: {a: 1.5, b: true, c: x}, collector: {address: 'https://c:1', request_headers: {X-A: 3}}, batch_span_processor: {batch_timeout: 0.25}}}",
+		"worker_processes: ${{W:=2}}", "data_dir: '${{D:=/srv}}/x${{E:=}}'", "access_log: {enabled: '${{A:=false}}'}",
 	} {
 		f.Add([]byte(seed))
 	}

@@ -313,8 +313,9 @@ func TestStartFailuresSayWhy(t *testing.T) {
 		in := newInstance(t, "")
 		in.writeConfig(fmt.Sprintf("node_listen: [%q]\nadmin:\n  listen: %q\n", busy.Addr().String(), in.admin))
 		out, err := in.gwctl("start", "--workers", "1")
-		if err == nil || !strings.Contains(out, "address already in use") || !strings.Contains(out, busy.Addr().String()) {
-			t.Fatalf("want a failure naming the address, got err=%v out=%q", err, out)
+		if err == nil || !strings.Contains(out, "node_listen[0]: listen "+busy.Addr().String()+": address already in use") ||
+			!strings.Contains(out, "change node_listen[0] in conf/config.yaml") {
+			t.Fatalf("want a failure naming node_listen[0] and the address, got err=%v out=%q", err, out)
 		}
 	})
 	t.Run("bad config", func(t *testing.T) {

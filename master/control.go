@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strconv"
 	"time"
 
 	"gw/conf"
@@ -111,7 +112,7 @@ func (m *Master) execute(cmd command) bool {
 			return false
 		}
 		gen := m.sup.current()
-		msg := fmt.Sprintf("reloaded: generation %d, %d workers", gen.id, gen.workers)
+		msg := fmt.Sprintf("reloaded: generation %d, %d workers%s", gen.id, gen.workers, m.workersFlagNote(gen))
 		cmd.reply <- ControlReply{OK: true, Message: msg}
 	case "reopen":
 		m.reopen()
@@ -207,4 +208,18 @@ func ControlWith(paths Paths, request ControlRequest, timeout time.Duration) (Co
 		return reply, errors.New(reply.Message)
 	}
 	return reply, nil
+}
+
+// workersFlagNote explains a worker count that is not the file's: `gwctl start --workers`
+// holds for the master's life, so a reload that changed worker_processes seemed ignored.
+func (m *Master) workersFlagNote(gen *generation) string {
+	if m.opts.Workers <= 0 || gen.workers != m.opts.Workers || gen.cfg.Workers() == m.opts.Workers {
+		return ""
+	}
+	fromFile := strconv.Itoa(gen.cfg.WorkerProcesses)
+	if gen.cfg.WorkerProcesses == 0 {
+		fromFile = fmt.Sprintf("auto (%d)", gen.cfg.Workers())
+	}
+	return fmt.Sprintf(" (the --workers %d this master was started with wins over worker_processes %s in %s)",
+		m.opts.Workers, fromFile, m.paths.Config)
 }

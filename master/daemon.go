@@ -139,9 +139,11 @@ func NotifyPipe(fd int) io.WriteCloser {
 	return os.NewFile(uintptr(fd), "notify")
 }
 
-// notifyReady writes the handshake's "ready" line and closes the pipe.
+// notifyReady writes the handshake's "ready" line and closes the pipe. In the foreground
+// form, which has no pipe, it writes the line the daemon form's gwctl prints, to stderr,
+// so `gwctl start --foreground` (make run, a container's log) says where it listens too.
 func (m *Master) notifyReady(gen *generation, cfg *conf.Config, snap *conf.Snapshot) {
-	if m.opts.Notify == nil {
+	if m.opts.Notify == nil && m.opts.Stderr == nil {
 		return
 	}
 	// The TLS addresses are named apart: a client must know which ports speak TLS.
@@ -153,10 +155,26 @@ func (m *Master) notifyReady(gen *generation, cfg *conf.Config, snap *conf.Snaps
 	if n := len(snap.LeftOut); n > 0 {
 		leftOut = fmt.Sprintf(" left_out=%d", n)
 	}
-	fmt.Fprintf(m.opts.Notify, "ready pid=%d workers=%d listen=%s%s admin=%s%s\n", os.Getpid(), gen.workers,
+	summary := fmt.Sprintf("pid=%d workers=%d listen=%s%s admin=%s%s", os.Getpid(), gen.workers,
 		strings.Join(cfg.NodeListen, ","), tlsListen, cfg.Admin.Listen, leftOut)
+	if m.opts.Notify == nil {
+		fmt.Fprintln(m.opts.Stderr, StartedLine(summary))
+		if n := len(snap.LeftOut); n > 0 {
+			fmt.Fprintln(m.opts.Stderr, LeftOutWarning(n))
+		}
+		return
+	}
+	fmt.Fprintf(m.opts.Notify, "ready %s\n", summary)
 	m.opts.Notify.Close()
 	m.opts.Notify = nil
+}
+
+// StartedLine is what `gwctl start` says once every worker serves, in both forms.
+func StartedLine(summary string) string { return "gw started: " + summary }
+
+// LeftOutWarning follows StartedLine when stored objects could not be served.
+func LeftOutWarning(n int) string {
+	return fmt.Sprintf("warning: %d stored objects are left out and not served; `gwctl status` and logs/error.log name each one", n)
 }
 
 // notifyFailed writes the handshake's "error" line and closes the pipe, unless "ready"

@@ -386,10 +386,16 @@ func (m *Master) announceStart(gen *generation, cfg *conf.Config, snap *conf.Sna
 	m.notifyReady(gen, cfg, snap)
 }
 
+// raiseFileLimit sets RLIMIT_NOFILE to n. When the hard limit is lower and this process
+// may not raise it, the hard limit is taken: with a warning when n is a limit the user
+// chose, quietly (info) when it is the default, which a hard limit below it (a container's,
+// a login shell's 4096) is no mistake against. The shipped config.yaml names every key
+// with its default, so "chose" means a value other than the default, not a key present.
 func (m *Master) raiseFileLimit(n int) {
 	if n <= 0 {
 		return
 	}
+	explicit := n != conf.Default().WorkerRlimitNofile
 	limit := unix.Rlimit{Cur: uint64(n), Max: uint64(n)}
 	var cur unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &cur); err == nil && cur.Max > limit.Max {
@@ -400,7 +406,11 @@ func (m *Master) raiseFileLimit(n int) {
 		// Raising the hard limit needs CAP_SYS_RESOURCE; take what the hard limit allows.
 		limit = unix.Rlimit{Cur: cur.Max, Max: cur.Max}
 		if err = unix.Setrlimit(unix.RLIMIT_NOFILE, &limit); err == nil {
-			m.log.Warnf("worker_rlimit_nofile %d is above the hard limit %d, which this process may not raise: using %d", n, cur.Max, cur.Max)
+			if explicit {
+				m.log.Warnf("worker_rlimit_nofile %d is above the hard limit %d, which this process may not raise: using %d", n, cur.Max, cur.Max)
+			} else {
+				m.log.Infof("open-file limit: %d, the hard limit (below the default worker_rlimit_nofile %d, which this process may not raise)", cur.Max, n)
+			}
 		}
 	}
 	if err != nil {

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"gw/conf"
 )
 
 // listenBacklog asks for the largest accept queue; the kernel caps it at somaxconn. A deep
@@ -76,6 +78,10 @@ func (s *slotSockets) close() {
 	s.files = nil
 }
 
+// errAddressInUse is probeBind's answer for a port someone else listens on, worded as
+// the kernel's, without the "bind:" that would only say which call found it.
+var errAddressInUse = errors.New("address already in use")
+
 func probeBind(sa unix.Sockaddr, family int) error {
 	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -94,7 +100,7 @@ func probeBind(sa unix.Sockaddr, family int) error {
 	}
 	if err := unix.Bind(fd, sa); err != nil {
 		if errors.Is(err, unix.EADDRINUSE) {
-			return errors.New("address already in use")
+			return errAddressInUse
 		}
 		return err
 	}
@@ -199,7 +205,7 @@ func (m *Master) ensureSockets(gen *generation) error {
 					s.close()
 					delete(m.sockets, s.address)
 				}
-				return err
+				return dataListenError(gen.cfg, address, err)
 			}
 			m.sockets[address] = fresh
 			opened = append(opened, fresh)
@@ -229,4 +235,26 @@ func (m *Master) closeUnusedSockets() {
 			m.log.Infof("stopped listening on %s", address)
 		}
 	}
+}
+
+// dataListenError names the config key of a data-plane address that could not be opened,
+// and for a port in use says what to do: the bare "listen ...: address already in use"
+// left a newcomer guessing which of gw's addresses it was.
+func dataListenError(cfg *conf.Config, address string, err error) error {
+	key := "node_listen"
+	list := cfg.NodeListen
+	if cfg.IsTLSListen(address) {
+		key, list = "ssl.listen", cfg.SSL.Listen
+	}
+	for i, a := range list {
+		if a == address {
+			key = fmt.Sprintf("%s[%d]", key, i)
+			break
+		}
+	}
+	if errors.Is(err, errAddressInUse) || errors.Is(err, unix.EADDRINUSE) {
+		_, port, _ := net.SplitHostPort(address)
+		return fmt.Errorf("%s: %w; another process listens there (ss -ltnp 'sport = :%s' names it): stop it or change %s in conf/config.yaml", key, err, port, key)
+	}
+	return fmt.Errorf("%s: %w", key, err)
 }

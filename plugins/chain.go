@@ -14,7 +14,7 @@ import (
 func BuildInstance(name string, raw json.RawMessage, env *Env) (any, error) {
 	p, ok := Lookup(name)
 	if !ok {
-		return nil, fmt.Errorf("unknown plugin [%s]", name)
+		return nil, UnknownPlugin(name)
 	}
 	if env == nil {
 		env = &Env{}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 
 	"gw/conf"
@@ -93,7 +94,7 @@ func ValidateAll(set map[string]json.RawMessage) error {
 	for _, name := range names {
 		p, ok := Lookup(name)
 		if !ok {
-			return fmt.Errorf("unknown plugin [%s]", name)
+			return UnknownPlugin(name)
 		}
 		if err := p.Validate(set[name]); err != nil {
 			return fmt.Errorf("failed to check the configuration of plugin %s err: %w", name, err)
@@ -133,4 +134,11 @@ func CheckWrite(set map[string]json.RawMessage, stored *conf.Snapshot, object st
 		}
 	}
 	return nil
+}
+
+// UnknownPlugin is the error for a plugin name gw does not have. It starts with APISIX's
+// own words, "unknown plugin [name]", which scripts match, and then lists the plugins
+// there are, so a typo or a plugin gw lacks is plain at once.
+func UnknownPlugin(name string) error {
+	return fmt.Errorf("unknown plugin [%s]; the plugins gw has are %s", name, strings.Join(Names(), ", "))
 }

@@ -3,7 +3,7 @@
 #
 # Prints the `go build` flag (-overlay=DIR/overlay.json) that builds gwctl with Go's runtime
 # changed by the patches in tools/goruntime/, each measured against nginx and written up as
-# the Go issue it answers beside it (README, Performance):
+# the Go issue it answers beside it (benchmark/README.md, section Where the CPU goes):
 #
 #   netpoll-order.patch  the poller runs one poll's goroutines in the order their
 #                        descriptors became ready, as nginx's event loop serves them
@@ -15,7 +15,7 @@
 #
 # A patch that does not apply exactly (another Go release moved or changed its lines; the
 # patch is tried with no fuzz, so a line that is not the one measured is never changed) is
-# left out with a warning: the build goes on, only slower. README.md (Performance) says how
+# left out with a warning: the build goes on, only slower. benchmark/README.md ("Where the CPU goes") says how
 # to check, re-derive or drop a patch on a new Go release.
 set -euo pipefail
 dir=${1:?usage: tools/runtime-overlay.sh DIR}
@@ -52,7 +52,7 @@ for p in "$patches"/*.patch; do
 		echo "runtime-overlay.sh: $goversion already has $name (tools/goruntime/$name.patch): drop the patch" >&2
 	else
 		rm -f "$patched.new"
-		echo "runtime-overlay.sh: tools/goruntime/$name.patch does not apply to $goversion's $file; building without it (README.md, Performance, says what to do)" >&2
+		echo "runtime-overlay.sh: tools/goruntime/$name.patch does not apply to $goversion's $file; building without it (benchmark/README.md, section Where the CPU goes, says what to do)" >&2
 	fi
 done
 

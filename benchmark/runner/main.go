@@ -52,7 +52,7 @@ func parseFlags(args []string) (*options, string, error) {
 	fs.Float64Var(&o.maxForeign, "max-foreign", 0.2, "CPUs other processes may use during a run before it is taken again")
 	fs.IntVar(&o.retries, "retries", 2, "how many times a disturbed run is taken again before its figures are kept anyway")
 	fs.BoolVar(&o.accessLog, "access-log", true, "access log on in both gw and nginx (buffered 64k, flushed every 1s)")
-	fs.BoolVar(&o.ocelot, "ocelot", false, "run seed 001's ab -n 20000 -c 1000 comparison instead of the sweep")
+	fs.BoolVar(&o.ocelot, "ocelot", false, "run Ocelot's published test (ab -n 20000 -c 1000, gw against nginx) instead of the sweep")
 	fs.BoolVar(&o.chain, "chain", false, "also measure gw with issue 22's chain (key-auth, limit-req, cors, request-id, prometheus); every scenario's requests then carry the consumer's key and an Origin")
 	fs.BoolVar(&o.tlsHandshake, "tls-handshake", false, "run issue 21's TLS handshake per request, ab -n 4000 -c 50 https://, instead of the sweep")
 	fs.BoolVar(&o.h2, "h2", false, "run the HTTP/2 comparison (h2load -c 16 -m 10, h2c and h2 over TLS) instead of the sweep")
@@ -233,7 +233,7 @@ func benchmark(o *options) error {
 		}
 		gwCPUs, loadCPUs, loadCores, ok := pinning(n, m.Cores)
 		if !ok {
-			return fmt.Errorf("seed 001 needs at least 2 CPUs: one for the server, one for ab")
+			return fmt.Errorf("--ocelot needs at least 2 CPUs: one for the server, one for ab")
 		}
 		s := &sweep{opts: o, cores: m.Cores, workers: n, gwCPUs: gwCPUs, loadCPUs: loadCPUs, loadCores: loadCores,
 			dir: filepath.Join(work, "ocelot"), progress: &progress{}, report: report}

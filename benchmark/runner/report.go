@@ -8,7 +8,7 @@ import (
 	"strings"
 )
 
-// goal is one of issue 7's targets for one worker on this machine's class of hardware.
+// goal is one of gw's performance targets for one worker on this machine's class of hardware.
 type goal struct {
 	scenario string
 	what     string

@@ -44,12 +44,12 @@ func startCommand() *cli.Command {
 		Usage: "start the master and its workers; returns once every worker serves",
 		Flags: []cli.Flag{
 			prefixFlag(),
-			&cli.IntFlag{Name: "workers", Aliases: []string{"w"}, Usage: "worker processes (overrides worker_processes for this master's life)"},
+			&cli.IntFlag{Name: "workers", Aliases: []string{"w"}, Usage: "run `N` worker processes, overriding worker_processes for this master's life", DefaultText: "worker_processes from conf/config.yaml"},
 			&cli.BoolFlag{Name: "foreground", Usage: "keep the master attached (systemd, containers)"},
 			&cli.IntFlag{Name: "notify-fd", Hidden: true, Usage: "pipe to the daemonizing parent"},
 			&cli.StringFlag{Name: "binary", Hidden: true, Usage: "path of gwctl on disk, started again by an upgrade"},
 			&cli.BoolFlag{Name: "no-stderr", Hidden: true, Usage: "do not copy the error log to stderr"},
-			&cli.DurationFlag{Name: "upgrade-timeout", Value: time.Minute, Usage: "how long a new binary may take to become ready in `gwctl upgrade`"},
+			&cli.DurationFlag{Name: "upgrade-timeout", Value: time.Minute, Usage: "how long a new binary may take to become ready in an upgrade (gwctl upgrade)"},
 		},
 		Action: func(c *cli.Context) error {
 			paths, err := instancePaths(c)
@@ -79,9 +79,9 @@ func startCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Println("gw started:", started.Summary)
+			fmt.Println(master.StartedLine(started.Summary))
 			if started.LeftOut > 0 {
-				fmt.Printf("warning: %d stored objects are left out and not served; `gwctl status` and logs/error.log name each one\n", started.LeftOut)
+				fmt.Println(master.LeftOutWarning(started.LeftOut))
 			}
 			return nil
 		},

@@ -39,7 +39,7 @@ func TestStockGoRunsABatchReversed(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got != Reversed {
-		t.Fatalf("a batch of ready goroutines ran in %v; if this Go keeps readiness order itself, drop tools/goruntime/netpoll-order.patch (README, Performance)", got)
+		t.Fatalf("a batch of ready goroutines ran in %v; if this Go keeps readiness order itself, drop tools/goruntime/netpoll-order.patch (benchmark/README.md, section Where the CPU goes)", got)
 	}
 }
 
@@ -53,7 +53,7 @@ func TestStockGoRestartsTheMonitorAfterASystemCall(t *testing.T) {
 	// Unclear is let through: on a busy machine the monitor's thread may not get the CPU
 	// often enough to show its pace. Kept is what this test is for.
 	if got == PaceKept {
-		t.Fatalf("the monitor %v (%d wake-ups in %v); if this Go keeps its pace itself, drop tools/goruntime/sysmon-pace.patch (README, Performance)", got, woke, PaceWindow)
+		t.Fatalf("the monitor %v (%d wake-ups in %v); if this Go keeps its pace itself, drop tools/goruntime/sysmon-pace.patch (benchmark/README.md, section Where the CPU goes)", got, woke, PaceWindow)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"gw/conf"
 	"gw/master/store"
+	"gw/plugins"
 )
 
 const (
@@ -436,7 +437,7 @@ func TestBodies(t *testing.T) {
 			`{"error_msg":"the property is forbidden: upstream.create_time"}`},
 		{"unknown field", "PUT", "/apisix/admin/routes/1", `{"uri":"/a","plugins":{},"bogus":1}`, 400, ""},
 		{"unknown plugin", "PUT", "/apisix/admin/routes/1", `{"uri":"/a","plugins":{"no-such-plugin":{}}}`, 400,
-			`{"error_msg":"unknown plugin [no-such-plugin]"}`},
+			`{"error_msg":"unknown plugin [no-such-plugin]; the plugins gw has are ` + strings.Join(plugins.Names(), ", ") + `"}`},
 		{"POST with body id", "POST", "/apisix/admin/routes", `{"id":"1","uri":"/a","plugins":{}}`, 400,
 			`{"error_msg":"wrong route id, do not need it"}`},
 		{"POST with path id", "POST", "/apisix/admin/routes/1", `{"uri":"/a","plugins":{}}`, 400,

@@ -115,10 +115,14 @@ type ImportError struct {
 	Omitted int
 }
 
+// Error puts one problem on a line, indented under the verdict, as `gwctl test` does.
 func (e *ImportError) Error() string {
-	msg := fmt.Sprintf("import refused, nothing was changed: %s", strings.Join(e.Problems, "; "))
+	if len(e.Problems) == 1 && e.Omitted == 0 {
+		return "import refused, nothing was changed: " + e.Problems[0]
+	}
+	msg := fmt.Sprintf("import refused, nothing was changed; %d problems:\n  %s", len(e.Problems)+e.Omitted, strings.Join(e.Problems, "\n  "))
 	if e.Omitted > 0 {
-		msg += fmt.Sprintf("; and %d more", e.Omitted)
+		msg += fmt.Sprintf("\n  and %d more", e.Omitted)
 	}
 	return msg
 }

@@ -194,8 +194,11 @@ func TestImportCapsTheProblemsListed(t *testing.T) {
 	if !errors.As(err, &importErr) || len(importErr.Problems) != maxReported || importErr.Omitted != 5 {
 		t.Fatalf("Import = %v", err)
 	}
-	if !strings.HasSuffix(err.Error(), "; and 5 more") {
-		t.Errorf("error %q does not count the rest", err)
+	// One problem a line, under a verdict that counts them all.
+	lines := strings.Split(err.Error(), "\n")
+	if len(lines) != maxReported+2 || !strings.HasSuffix(lines[0], itoa(maxReported+5)+" problems:") ||
+		!strings.HasPrefix(lines[1], `  routes[0] (id "r0"): `) || lines[len(lines)-1] != "  and 5 more" {
+		t.Errorf("error %q is not one problem a line, counting the rest", err)
 	}
 }
 

@@ -205,16 +205,16 @@ func loadObject(path string, kind Kind, id string) (Object, error) {
 	}
 	switch {
 	case file.Kind != kind || file.ID != id:
-		return Object{}, fmt.Errorf("holds %s/%s, want %s/%s", file.Kind, file.ID, kind, id)
+		return Object{}, fmt.Errorf("holds %s/%s, but its path says %s/%s (copied or renamed by hand?)", file.Kind, file.ID, kind, id)
 	case !ValidID(id):
 		return Object{}, fmt.Errorf("%w %q", ErrInvalidID, id)
 	case file.CreatedIndex == 0 || file.ModifiedIndex < file.CreatedIndex:
-		return Object{}, fmt.Errorf("bad indexes created %d, modified %d", file.CreatedIndex, file.ModifiedIndex)
+		return Object{}, fmt.Errorf("its revision numbers are damaged: created_index %d, modified_index %d (the first must be 1 or more, the second no less than the first)", file.CreatedIndex, file.ModifiedIndex)
 	case len(file.Value) == 0 || file.Value[0] != '{':
-		return Object{}, errors.New("value is not a JSON object")
+		return Object{}, errors.New("its value is not a JSON object")
 	// Files written before checksums existed have none; they still load.
 	case file.Checksum != "" && file.Checksum != checksumOf(file.Value):
-		return Object{}, fmt.Errorf("checksum mismatch: file says %s, value has %s", file.Checksum, checksumOf(file.Value))
+		return Object{}, fmt.Errorf("its value changed after gw wrote it (checksum mismatch: the file says %s, the value has %s)", file.Checksum, checksumOf(file.Value))
 	}
 	return Object{Kind: kind, ID: id, Value: file.Value, CreatedIndex: file.CreatedIndex, ModifiedIndex: file.ModifiedIndex}, nil
 }

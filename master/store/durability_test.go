@@ -309,3 +309,28 @@ func FuzzLoadObject(f *testing.F) {
 		}
 	})
 }
+
+// TestDamagedFileReasonsSpeakPlainly: each reason says what is wrong in the file's own
+// words (its field names), without store internals.
+func TestDamagedFileReasonsSpeakPlainly(t *testing.T) {
+	for name, tt := range map[string]struct{ file, want string }{
+		"indexes": {`{"kind":"routes","id":"x","created_index":0,"modified_index":3,"value":{}}`,
+			"its revision numbers are damaged: created_index 0, modified_index 3 (the first must be 1 or more, the second no less than the first)"},
+		"moved": {`{"kind":"routes","id":"y","created_index":1,"modified_index":1,"value":{}}`,
+			"holds routes/y, but its path says routes/x (copied or renamed by hand?)"},
+		"value": {`{"kind":"routes","id":"x","created_index":1,"modified_index":1,"value":[1]}`,
+			"its value is not a JSON object"},
+	} {
+		dir := t.TempDir()
+		s := openT(t, dir)
+		s.Close()
+		if err := os.WriteFile(filepath.Join(dir, "routes", "x.json"), []byte(tt.file+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Open(dir)
+		var damage *CorruptError
+		if !errors.As(err, &damage) || len(damage.Files) != 1 || damage.Files[0].Reason != tt.want {
+			t.Errorf("%s: Open = %v, want the reason %q", name, err, tt.want)
+		}
+	}
+}
