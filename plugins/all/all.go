@@ -10,6 +10,7 @@ import (
 	_ "gw/plugins/faultinjection"
 	_ "gw/plugins/forwardauth"
 	_ "gw/plugins/gzip"
+	_ "gw/plugins/httplogger"
 	_ "gw/plugins/iprestriction"
 	_ "gw/plugins/jwtauth"
 	_ "gw/plugins/keyauth"
