@@ -21,6 +21,7 @@ type handler struct {
 	// entry.
 	format *logentry.Format
 	proc   *batch.Processor
+	entry  logentry.Options
 }
 
 // bodyHandler is a handler with include_resp_body, which reads a streamed body in the
@@ -44,7 +45,10 @@ func (plugin) Build(raw json.RawMessage, env *plugins.Env) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &handler{cfg: cfg, format: cfg.Format}
+	h := &handler{cfg: cfg, format: cfg.Format, entry: cfg.Entry}
+	if env.Shared != nil {
+		h.entry.Version = env.Shared.Version
+	}
 	if h.format == nil && env.Metadata != nil {
 		md, err := logentry.ParseMetadata(env.Metadata)
 		if err != nil {
@@ -81,7 +85,7 @@ func (h *handler) Log(c *plugins.Ctx) {
 	if h.format != nil {
 		e.b = h.format.Append(e.b[:0], c)
 	} else {
-		e.b = logentry.AppendDefault(e.b[:0], c, h.cfg.Entry, &e.s)
+		e.b = logentry.AppendDefault(e.b[:0], c, h.entry, &e.s)
 	}
 	h.proc.Add(e.b)
 	if cap(e.b) > 1<<20 {

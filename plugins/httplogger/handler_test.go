@@ -60,7 +60,7 @@ func build(t testing.TB, raw string, snap *conf.Snapshot) plugins.LogPhase {
 	if snap == nil {
 		snap = &conf.Snapshot{}
 	}
-	env := plugins.NewSnapshotBuild(snap, nil).Env(&plugins.RouteInfo{ID: "1", ServiceID: "s1"}, "")
+	env := plugins.NewSnapshotBuild(snap, &plugins.Shared{Version: "9.9"}).Env(&plugins.RouteInfo{ID: "1", ServiceID: "s1"}, "")
 	instance, err := plugins.BuildInstance(Name, json.RawMessage(raw), env)
 	if err != nil {
 		t.Fatal(err)
@@ -143,7 +143,7 @@ func TestDefaultEntry(t *testing.T) {
 			t.Errorf("response.%s = %v", k, resp[k])
 		}
 	}
-	if s := e["server"].(map[string]any); s["hostname"] == "" || s["version"] == "" {
+	if s := e["server"].(map[string]any); s["hostname"] == "" || s["version"] != "9.9" {
 		t.Errorf("server = %v", s)
 	}
 }

@@ -17,10 +17,9 @@ type Options struct {
 	// (include_req_body, include_resp_body): a body the worker holds whole. A streamed
 	// response body is not read for the log (the client's copy would wait on it).
 	RequestBody, ResponseBody bool
+	// Version is server.version: the gateway's (plugins.Shared.Version).
+	Version string
 }
-
-// Version is server.version in every entry: the gateway's, set by the binary at start.
-var Version = "dev"
 
 var hostname = func() string {
 	h, _ := os.Hostname()
@@ -92,7 +91,7 @@ func AppendDefault(dst []byte, c *plugins.Ctx, opts Options, s *Scratch) []byte 
 	dst = append(dst, `},"server":{"hostname":`...)
 	dst = appendString(dst, hostname)
 	dst = append(dst, `,"version":`...)
-	dst = appendString(dst, Version)
+	dst = appendString(dst, opts.Version)
 	dst = append(dst, '}')
 	if len(c.Node) > 0 {
 		dst = append(dst, `,"upstream":`...)
