@@ -141,14 +141,15 @@ func newSender(cfg *Config) *sender {
 	return &sender{cfg: cfg, client: &http.Client{Transport: transport, Timeout: cfg.Timeout}}
 }
 
-// send POSTs one batch as http-logger.lua does: concat_method json, one entry as an
-// object and several as an array (application/json); new_line, the entries a line each
-// (text/plain). A status of 400 or more is a failure, retried.
+// send POSTs one batch as http-logger.lua does: with batch_max_size 1 the entry itself;
+// otherwise, concat_method json, a JSON array (application/json, even of one entry),
+// new_line, the entries a line each (text/plain). A status of 400 or more is a failure,
+// retried.
 func (s *sender) send(batch [][]byte) error {
 	s.body.Reset()
 	contentType := "application/json"
 	switch {
-	case s.cfg.NewLine:
+	case s.cfg.NewLine && s.cfg.Batch.BatchMaxSize > 1:
 		contentType = "text/plain"
 		for i, e := range batch {
 			if i > 0 {
@@ -156,7 +157,7 @@ func (s *sender) send(batch [][]byte) error {
 			}
 			s.body.Write(e)
 		}
-	case len(batch) == 1:
+	case s.cfg.Batch.BatchMaxSize == 1:
 		s.body.Write(batch[0])
 	default:
 		s.body.WriteByte('[')
