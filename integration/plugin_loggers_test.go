@@ -204,3 +204,89 @@ func grepLines(s, sub string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// tcp-logger and udp-logger through the real binary: a TCP and a UDP listener started by
+// the test get APISIX's entry, and the plugin_metadata's log_format.
+func TestTCPAndUDPLoggers(t *testing.T) {
+	tcpLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tcpLn.Close()
+	tcpGot := make(chan string, 8)
+	go func() {
+		for {
+			c, err := tcpLn.Accept()
+			if err != nil {
+				return
+			}
+			b, _ := io.ReadAll(c)
+			c.Close()
+			tcpGot <- string(b)
+		}
+	}()
+	udp, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer udp.Close()
+	udpGot := make(chan string, 8)
+	go func() {
+		buf := make([]byte, 65536)
+		for {
+			n, _, err := udp.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			udpGot <- string(buf[:n])
+		}
+	}()
+	next := func(ch chan string, what string) map[string]any {
+		t.Helper()
+		select {
+		case s := <-ch:
+			var e map[string]any
+			if err := json.Unmarshal([]byte(s), &e); err != nil {
+				t.Fatalf("%s: %q: %v", what, s, err)
+			}
+			return e
+		case <-time.After(15 * time.Second):
+			t.Fatalf("%s: no entry in 15s", what)
+		}
+		return nil
+	}
+	up := startUpstream(t, "hello world")
+	_, tcpPort, _ := net.SplitHostPort(tcpLn.Addr().String())
+	_, udpPort, _ := net.SplitHostPort(udp.LocalAddr().String())
+
+	in := newInstance(t, "")
+	in.start("--workers", "2")
+	in.mustPut("/apisix/admin/routes/t", fmt.Sprintf(`{"uri":"/tcp","plugins":{"tcp-logger":{"host":"127.0.0.1","port":%s,"batch_max_size":1}},"upstream":{"nodes":{%q:1}}}`, tcpPort, up.addr))
+	in.mustPut("/apisix/admin/routes/u", fmt.Sprintf(`{"uri":"/udp","plugins":{"udp-logger":{"host":"127.0.0.1","port":%s,"batch_max_size":1}},"upstream":{"nodes":{%q:1}}}`, udpPort, up.addr))
+	for _, tc := range []struct {
+		path, route string
+		ch          chan string
+	}{{"/tcp?x=1", "t", tcpGot}, {"/udp?x=1", "u", udpGot}} {
+		if resp, body := in.get(tc.path, "X-Trace", "t2"); resp.StatusCode != 200 || body != "hello world" {
+			t.Fatalf("%s: %d %q", tc.path, resp.StatusCode, body)
+		}
+		e := next(tc.ch, tc.path)
+		req, _ := e["request"].(map[string]any)
+		resp, _ := e["response"].(map[string]any)
+		if req == nil || resp == nil || req["uri"] != tc.path || req["method"] != "GET" ||
+			req["headers"].(map[string]any)["x-trace"] != "t2" || req["querystring"].(map[string]any)["x"] != "1" ||
+			resp["status"] != 200.0 || e["route_id"] != tc.route || e["upstream"] != up.addr || e["client_ip"] != "127.0.0.1" {
+			t.Errorf("%s: entry %v", tc.path, e)
+		}
+		for _, k := range []string{"latency", "apisix_latency", "upstream_latency", "start_time"} {
+			if _, ok := e[k].(float64); !ok {
+				t.Errorf("%s: %s = %v", tc.path, k, e[k])
+			}
+		}
+	}
+	in.mustPut("/apisix/admin/plugin_metadata/udp-logger", `{"log_format":{"client_ip":"$remote_addr","m":"$request_method"}}`)
+	in.get("/udp")
+	if e := next(udpGot, "/udp with metadata"); e["client_ip"] != "127.0.0.1" || e["m"] != "GET" || e["route_id"] != "u" || len(e) != 3 {
+		t.Errorf("udp-logger with the metadata's log_format: %v", e)
+	}
+}

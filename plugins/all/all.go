@@ -11,6 +11,8 @@ import (
 	_ "gw/plugins/forwardauth"
 	_ "gw/plugins/gzip"
 	_ "gw/plugins/httplogger"
+	_ "gw/plugins/tcplogger"
+	_ "gw/plugins/udplogger"
 	_ "gw/plugins/iprestriction"
 	_ "gw/plugins/jwtauth"
 	_ "gw/plugins/keyauth"

@@ -302,6 +302,8 @@ func TestEveryPluginBuildsAPhase(t *testing.T) {
 	minimal["proxy-mirror"] = `{"host": "http://127.0.0.1:1"}`
 	// loggers
 	minimal["http-logger"] = `{"uri": "http://127.0.0.1:1/log"}`
+	minimal["tcp-logger"] = `{"host": "127.0.0.1", "port": 1}`
+	minimal["udp-logger"] = `{"host": "127.0.0.1", "port": 1}`
 	build := plugins.NewSnapshotBuild(&conf.Snapshot{}, shared)
 	for _, name := range plugins.Names() {
 		raw := json.RawMessage(`{}`)
