@@ -11,8 +11,6 @@ import (
 	_ "gw/plugins/forwardauth"
 	_ "gw/plugins/gzip"
 	_ "gw/plugins/httplogger"
-	_ "gw/plugins/tcplogger"
-	_ "gw/plugins/udplogger"
 	_ "gw/plugins/iprestriction"
 	_ "gw/plugins/jwtauth"
 	_ "gw/plugins/keyauth"
@@ -26,6 +24,8 @@ import (
 	_ "gw/plugins/redirect"
 	_ "gw/plugins/requestid"
 	_ "gw/plugins/responserewrite"
+	_ "gw/plugins/tcplogger"
 	_ "gw/plugins/trafficsplit"
+	_ "gw/plugins/udplogger"
 	_ "gw/plugins/uriblocker"
 )

@@ -64,7 +64,9 @@ func TestSendsBatches(t *testing.T) {
 			var e map[string]any
 			return json.Unmarshal([]byte(s), &e) == nil && e["client_ip"] == "127.0.0.3" && e["route_id"] == "1"
 		},
-		func(s string) bool { return s == `[{"ip":"127.0.0.3","route_id":"1"},{"ip":"127.0.0.3","route_id":"1"}]` },
+		func(s string) bool {
+			return s == `[{"ip":"127.0.0.3","route_id":"1"},{"ip":"127.0.0.3","route_id":"1"}]`
+		},
 	} {
 		select {
 		case s := <-got:
