@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -288,5 +290,56 @@ func TestTCPAndUDPLoggers(t *testing.T) {
 	in.get("/udp")
 	if e := next(udpGot, "/udp with metadata"); e["client_ip"] != "127.0.0.1" || e["m"] != "GET" || e["route_id"] != "u" || len(e) != 3 {
 		t.Errorf("udp-logger with the metadata's log_format: %v", e)
+	}
+}
+
+// file-logger through the real binary: entries in a file under the prefix, a line each,
+// and after a rename and gwctl reopen, in the file created again.
+func TestFileLogger(t *testing.T) {
+	up := startUpstream(t, "hello world")
+	in := newInstance(t, "")
+	in.start("--workers", "2")
+	in.mustPut("/apisix/admin/routes/f", fmt.Sprintf(`{"uri":"/file","plugins":{"file-logger":{"path":"logs/file.json"}},"upstream":{"nodes":{%q:1}}}`, up.addr))
+	path := filepath.Join(in.prefix, "logs", "file.json")
+	lines := func(p string, n int) []map[string]any {
+		t.Helper()
+		var entries []map[string]any
+		if !waitFor(15*time.Second, func() bool {
+			b, _ := os.ReadFile(p)
+			entries = nil
+			for line := range strings.SplitSeq(strings.TrimSuffix(string(b), "\n"), "\n") {
+				var e map[string]any
+				if json.Unmarshal([]byte(line), &e) == nil {
+					entries = append(entries, e)
+				}
+			}
+			return len(entries) >= n
+		}) {
+			b, _ := os.ReadFile(p)
+			t.Fatalf("%s holds %q, want %d entries", p, b, n)
+		}
+		return entries
+	}
+	for range 3 {
+		in.get("/file?n=1")
+	}
+	for _, e := range lines(path, 3) {
+		req, _ := e["request"].(map[string]any)
+		if req == nil || req["uri"] != "/file?n=1" || e["route_id"] != "f" || e["upstream"] != up.addr {
+			t.Errorf("entry %v", e)
+		}
+	}
+	if err := os.Rename(path, path+".1"); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := in.gwctl("reopen"); err != nil {
+		t.Fatalf("gwctl reopen: %v %s", err, out)
+	}
+	in.get("/file?n=2")
+	if e := lines(path, 1)[0]; e["request"].(map[string]any)["uri"] != "/file?n=2" {
+		t.Errorf("after the rotation: %v", e)
+	}
+	if got := len(lines(path+".1", 3)); got != 3 {
+		t.Errorf("the rotated file holds %d entries, want 3", got)
 	}
 }

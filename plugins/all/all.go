@@ -8,6 +8,7 @@ import (
 	_ "gw/plugins/consumerrestriction"
 	_ "gw/plugins/cors"
 	_ "gw/plugins/faultinjection"
+	_ "gw/plugins/filelogger"
 	_ "gw/plugins/forwardauth"
 	_ "gw/plugins/gzip"
 	_ "gw/plugins/httplogger"

@@ -304,6 +304,7 @@ func TestEveryPluginBuildsAPhase(t *testing.T) {
 	minimal["http-logger"] = `{"uri": "http://127.0.0.1:1/log"}`
 	minimal["tcp-logger"] = `{"host": "127.0.0.1", "port": 1}`
 	minimal["udp-logger"] = `{"host": "127.0.0.1", "port": 1}`
+	minimal["file-logger"] = `{"path": "logs/file.log"}`
 	build := plugins.NewSnapshotBuild(&conf.Snapshot{}, shared)
 	for _, name := range plugins.Names() {
 		raw := json.RawMessage(`{}`)
