@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -341,5 +342,59 @@ func TestFileLogger(t *testing.T) {
 	}
 	if got := len(lines(path+".1", 3)); got != 3 {
 		t.Errorf("the rotated file holds %d entries, want 3", got)
+	}
+}
+
+// syslog through the real binary: a TCP syslog listener started by the test gets RFC 5424
+// messages, APISIX's entry as the message.
+func TestSyslog(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	got := make(chan string, 8)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			b, _ := io.ReadAll(c)
+			c.Close()
+			got <- string(b)
+		}
+	}()
+	up := startUpstream(t, "hello world")
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	in := newInstance(t, "")
+	in.start("--workers", "1")
+	in.mustPut("/apisix/admin/routes/s", fmt.Sprintf(`{"uri":"/syslog","plugins":{"syslog":{"host":"127.0.0.1","port":%s,"batch_max_size":2}},"upstream":{"nodes":{%q:1}}}`, port, up.addr))
+	in.get("/syslog?a=1")
+	in.get("/syslog?a=2")
+	var batch string
+	select {
+	case batch = <-got:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the syslog listener got nothing in 15s")
+	}
+	line := regexp.MustCompile(`^<46>1 \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z 127\.0\.0\.1 apisix \d+ - - (\{.*\})$`)
+	lines := strings.Split(strings.TrimSuffix(batch, "\n"), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("batch of %d lines, want 2: %q", len(lines), batch)
+	}
+	for i, l := range lines {
+		m := line.FindStringSubmatch(l)
+		if m == nil {
+			t.Fatalf("line %d is not APISIX's RFC 5424 message: %q", i, l)
+		}
+		var e map[string]any
+		if err := json.Unmarshal([]byte(m[1]), &e); err != nil {
+			t.Fatal(err)
+		}
+		req, _ := e["request"].(map[string]any)
+		if req == nil || req["uri"] != fmt.Sprintf("/syslog?a=%d", i+1) || e["route_id"] != "s" || e["client_ip"] != "127.0.0.1" {
+			t.Errorf("line %d: entry %v", i, e)
+		}
 	}
 }

@@ -25,6 +25,7 @@ import (
 	_ "gw/plugins/redirect"
 	_ "gw/plugins/requestid"
 	_ "gw/plugins/responserewrite"
+	_ "gw/plugins/syslog"
 	_ "gw/plugins/tcplogger"
 	_ "gw/plugins/trafficsplit"
 	_ "gw/plugins/udplogger"

@@ -305,6 +305,7 @@ func TestEveryPluginBuildsAPhase(t *testing.T) {
 	minimal["tcp-logger"] = `{"host": "127.0.0.1", "port": 1}`
 	minimal["udp-logger"] = `{"host": "127.0.0.1", "port": 1}`
 	minimal["file-logger"] = `{"path": "logs/file.log"}`
+	minimal["syslog"] = `{"host": "127.0.0.1", "port": 1}`
 	build := plugins.NewSnapshotBuild(&conf.Snapshot{}, shared)
 	for _, name := range plugins.Names() {
 		raw := json.RawMessage(`{}`)

@@ -14,6 +14,10 @@ type Logger struct {
 	Format  *Format
 	Options Options
 	Proc    *batch.Processor
+	// Header, when set, writes what comes before each entry (syslog's RFC 5424 header),
+	// and NewLine ends each entry with '\n'.
+	Header  func(dst []byte, c *plugins.Ctx) []byte
+	NewLine bool
 }
 
 // entryBuf is one log phase's buffers, pooled: the entry is copied into the processor.
@@ -27,10 +31,17 @@ var entryBufs = sync.Pool{New: func() any { return new(entryBuf) }}
 // Log adds the request's entry to the processor and returns.
 func (l *Logger) Log(c *plugins.Ctx) {
 	e := entryBufs.Get().(*entryBuf)
+	e.b = e.b[:0]
+	if l.Header != nil {
+		e.b = l.Header(e.b, c)
+	}
 	if l.Format != nil {
-		e.b = l.Format.Append(e.b[:0], c)
+		e.b = l.Format.Append(e.b, c)
 	} else {
-		e.b = AppendDefault(e.b[:0], c, l.Options, &e.s)
+		e.b = AppendDefault(e.b, c, l.Options, &e.s)
+	}
+	if l.NewLine {
+		e.b = append(e.b, '\n')
 	}
 	l.Proc.Add(e.b)
 	if cap(e.b) > 1<<20 {
