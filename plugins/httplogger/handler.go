@@ -7,29 +7,22 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"sync"
 
 	"gw/plugins"
 	"gw/plugins/batch"
 	"gw/plugins/logentry"
 )
 
-// handler is one route's http-logger. Log is safe for concurrent use.
-type handler struct {
-	cfg *Config
-	// format is the route's log_format, else the plugin_metadata's; nil for the default
-	// entry.
-	format *logentry.Format
-	proc   *batch.Processor
-	entry  logentry.Options
-}
+// handler is one route's http-logger: the shared log phase (logentry.Logger) with a
+// processor that POSTs. Log is safe for concurrent use.
+type handler struct{ *logentry.Logger }
 
 // bodyHandler is a handler with include_resp_body, which reads a streamed body in the
 // response phase; the others have no response phase to run.
-type bodyHandler struct{ *handler }
+type bodyHandler struct{ handler }
 
 var (
-	_ plugins.LogPhase      = (*handler)(nil)
+	_ plugins.LogPhase      = handler{}
 	_ plugins.ResponsePhase = bodyHandler{}
 	_ plugins.RequestKeeper = plugin{}
 )
@@ -45,53 +38,20 @@ func (plugin) Build(raw json.RawMessage, env *plugins.Env) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &handler{cfg: cfg, format: cfg.Format, entry: cfg.Entry}
+	format, err := logentry.FormatFor(cfg.Format, env)
+	if err != nil {
+		return nil, fmt.Errorf("plugin_metadata: %w", err)
+	}
+	l := &logentry.Logger{Format: format, Options: cfg.Entry}
+	var logf func(string, ...any)
 	if env.Shared != nil {
-		h.entry.Version = env.Shared.Version
+		l.Options.Version, logf = env.Shared.Version, env.Shared.Logf
 	}
-	if h.format == nil && env.Metadata != nil {
-		md, err := logentry.ParseMetadata(env.Metadata)
-		if err != nil {
-			return nil, fmt.Errorf("plugin_metadata: %w", err)
-		}
-		h.format = md.Format
-	}
-	s := newSender(cfg)
-	h.proc = batch.New(cfg.Batch, s.send, batch.CountersOf(env.Shared, Name), logf(env.Shared))
+	l.Proc = batch.New(cfg.Batch, newSender(cfg).send, batch.CountersOf(env.Shared, Name), logf)
 	if cfg.Entry.ResponseBody {
-		return bodyHandler{h}, nil
+		return bodyHandler{handler{l}}, nil
 	}
-	return h, nil
-}
-
-func logf(shared *plugins.Shared) func(string, ...any) {
-	if shared == nil {
-		return nil
-	}
-	return shared.Logf
-}
-
-// entries are the log phase's buffers, pooled: an entry is copied into the processor.
-type entryBuf struct {
-	b []byte
-	s logentry.Scratch
-}
-
-var entries = sync.Pool{New: func() any { return new(entryBuf) }}
-
-// Log adds the request's entry to the route's processor and returns.
-func (h *handler) Log(c *plugins.Ctx) {
-	e := entries.Get().(*entryBuf)
-	if h.format != nil {
-		e.b = h.format.Append(e.b[:0], c)
-	} else {
-		e.b = logentry.AppendDefault(e.b[:0], c, h.entry, &e.s)
-	}
-	h.proc.Add(e.b)
-	if cap(e.b) > 1<<20 {
-		e.b = nil // a pooled buffer does not keep a large body's memory
-	}
-	entries.Put(e)
+	return handler{l}, nil
 }
 
 // maxLoggedBody is the largest streamed response body include_resp_body reads for the
