@@ -162,14 +162,20 @@ func TestStuckCollectorBlocksNothing(t *testing.T) {
 	p := New(config(10, 1, 60), c.send, count, func(string, ...any) { lines.Add(1) })
 	entry := make([]byte, 64<<10)
 	n := 2 * MaxPending / len(entry)
-	var slowest time.Duration
-	for range n {
-		t0 := time.Now()
-		p.Add(entry)
-		slowest = max(slowest, time.Since(t0))
-	}
-	if slowest > 2*time.Second {
-		t.Errorf("the slowest Add took %v with the collector stuck", slowest)
+	// An Add that waited on the collector would never return: the collector never
+	// answers. The bound is for the test, not a timing goal (growing the buffer copies
+	// it, slow under -race with both CPUs busy).
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range n {
+			p.Add(entry)
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("Add blocked with the collector stuck")
 	}
 	dropped := count.BufferFull.Load()
 	if dropped < uint64(n/2-1) || dropped > uint64(n/2+1) {
