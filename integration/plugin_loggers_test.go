@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -396,5 +397,40 @@ func TestSyslog(t *testing.T) {
 		if req == nil || req["uri"] != fmt.Sprintf("/syslog?a=%d", i+1) || e["route_id"] != "s" || e["client_ip"] != "127.0.0.1" {
 			t.Errorf("line %d: entry %v", i, e)
 		}
+	}
+}
+
+// plugin_metadata on etcd: the Admin API's write is stored at
+// /apisix/plugin_metadata/<name> without an id, as APISIX stores it, and one written into
+// etcd directly (by APISIX, or etcdctl) is served.
+func TestPluginMetadataOnEtcd(t *testing.T) {
+	srv, cli := startEtcd(t)
+	collector := startLogCollector(t, 0)
+	up := startUpstream(t, "up")
+	in := etcdNode(t, srv, "traditional")
+	in.start()
+	in.mustPut("/apisix/admin/routes/1", fmt.Sprintf(`{"uri":"/m","plugins":{"http-logger":{"uri":%q,"batch_max_size":1}},"upstream":{"nodes":{%q:1}}}`, collector.srv.URL, up.addr))
+	in.mustPut("/apisix/admin/plugin_metadata/http-logger", `{"log_format":{"via":"admin"}}`)
+	kv, err := cli.Get(context.Background(), "/apisix/plugin_metadata/http-logger")
+	if err != nil || len(kv.Kvs) != 1 || strings.Contains(string(kv.Kvs[0].Value), `"id"`) || !strings.Contains(string(kv.Kvs[0].Value), `"via":"admin"`) {
+		t.Fatalf("etcd holds %v (%v), want the metadata without an id", kv, err)
+	}
+	in.get("/m")
+	if got := collector.next(t, 0); got != `{"via":"admin","route_id":"1"}` {
+		t.Errorf("with the Admin API's metadata: %s\n%s", got, lastLines(in.errorLog(), 20))
+	}
+	etcdPut(t, cli, "/apisix/plugin_metadata/http-logger", `{"log_format":{"via":"etcd","ip":"$remote_addr"}}`)
+	var got string
+	if !waitFor(15*time.Second, func() bool {
+		in.get("/m")
+		collector.mu.Lock()
+		defer collector.mu.Unlock()
+		got = collector.bodies[len(collector.bodies)-1]
+		return strings.Contains(got, `"via":"etcd"`)
+	}) {
+		t.Fatalf("the metadata written into etcd is not served: last entry %s", got)
+	}
+	if got != `{"via":"etcd","ip":"127.0.0.1","route_id":"1"}` {
+		t.Errorf("with etcd's metadata: %s", got)
 	}
 }
