@@ -117,3 +117,15 @@ func TestPluginMetadataBackup(t *testing.T) {
 		t.Errorf("imported = %s, %v; want the value without an id", obj.Value, ok)
 	}
 }
+
+// GET /apisix/admin/plugins/{name}?schema_type=metadata is the metadata's schema, and
+// "not found schema" for a plugin without metadata, as APISIX.
+func TestPluginMetadataSchema(t *testing.T) {
+	f := newFixture(t)
+	p, _ := plugins.Lookup("http-logger")
+	w := f.call("GET", "/apisix/admin/plugins/http-logger?schema_type=metadata", "")
+	if w.Code != 200 || !jsonEqual(w.Body.String(), string(p.(plugins.MetadataOwner).MetadataSchema())) {
+		t.Errorf("http-logger's metadata schema: %d %s", w.Code, w.Body)
+	}
+	expect(t, f.call("GET", "/apisix/admin/plugins/key-auth?schema_type=metadata", ""), 400, `{"error_msg":"not found schema"}`)
+}
