@@ -21,6 +21,7 @@
 //	  config_plugin_attr.go   plugin_attr: plugins' node-wide settings (opentelemetry)
 //	Admin API objects (APISIX's)
 //	  route.go, service.go, consumer.go, plugin_config.go, global_rule.go, ssl.go
+//	  plugin_metadata.go      a plugin's shared settings, whose members the plugin checks
 //	  upstream.go             the upstream and its checks that span fields
 //	  upstream_defaults.go    every default an upstream gets (the worker invents none)
 //	  upstream_normal.go      Normalize: an upstream checked once, as enums and durations

@@ -14,6 +14,9 @@ type Snapshot struct {
 	GlobalRules   []GlobalRule   `json:"global_rules"`
 	// SSLs carry private keys: the snapshot travels only over the workers' socketpairs.
 	SSLs []SSL `json:"ssls"`
+	// PluginMetadata is each plugin's shared settings, in the store's order; MetadataOf
+	// finds one.
+	PluginMetadata []PluginMetadata `json:"plugin_metadata,omitempty"`
 	// LeftOut names the stored objects this snapshot does not serve, each with why: one
 	// that no longer decodes (written by an older binary, edited by hand) or that failed
 	// to build. They are absent from the lists above, and whatever references them sees
@@ -51,6 +54,7 @@ func (s *Snapshot) LeaveOut(failed []LeftOut) {
 	s.PluginConfigs = without(s.PluginConfigs, gone, func(p *PluginConfig) string { return "plugin_configs/" + string(p.ID) })
 	s.GlobalRules = without(s.GlobalRules, gone, func(g *GlobalRule) string { return "global_rules/" + string(g.ID) })
 	s.SSLs = without(s.SSLs, gone, func(x *SSL) string { return "ssls/" + string(x.ID) })
+	s.PluginMetadata = without(s.PluginMetadata, gone, func(m *PluginMetadata) string { return "plugin_metadata/" + m.Name })
 	s.LeftOut = append(s.LeftOut, failed...)
 }
 
@@ -104,12 +108,14 @@ type Change struct {
 	PluginConfig *PluginConfig `json:"plugin_config,omitempty"`
 	GlobalRule   *GlobalRule   `json:"global_rule,omitempty"`
 	SSL          *SSL          `json:"ssl,omitempty"`
+	// PluginMetadata is the only change whose ID is a plugin's name.
+	PluginMetadata *PluginMetadata `json:"plugin_metadata,omitempty"`
 }
 
 // Deleted reports whether the change deletes its object.
 func (c *Change) Deleted() bool {
 	return c.Route == nil && c.Upstream == nil && c.Service == nil && c.Consumer == nil &&
-		c.PluginConfig == nil && c.GlobalRule == nil && c.SSL == nil
+		c.PluginConfig == nil && c.GlobalRule == nil && c.SSL == nil && c.PluginMetadata == nil
 }
 
 // Key is "kind/id", as LeftOut.Key.
@@ -134,6 +140,8 @@ func ChangeOf(kind string, id ID, v any) Change {
 		c.GlobalRule = o
 	case *SSL:
 		c.SSL = o
+	case *PluginMetadata:
+		c.PluginMetadata = o
 	}
 	return c
 }
@@ -164,6 +172,8 @@ func (s *Snapshot) Apply(d *Delta) *Snapshot {
 			next.GlobalRules = applyChanges(s.GlobalRules, changes, func(v *GlobalRule) ID { return v.ID }, func(c *Change) *GlobalRule { return c.GlobalRule })
 		case "ssls":
 			next.SSLs = applyChanges(s.SSLs, changes, func(v *SSL) ID { return v.ID }, func(c *Change) *SSL { return c.SSL })
+		case "plugin_metadata":
+			next.PluginMetadata = applyChanges(s.PluginMetadata, changes, func(v *PluginMetadata) ID { return ID(v.Name) }, func(c *Change) *PluginMetadata { return c.PluginMetadata })
 		}
 	}
 	// An object left out is not served: it leaves its list, whatever the changes said.

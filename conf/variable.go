@@ -42,6 +42,7 @@ const (
 	VarMQTTClientID                     // mqtt_client_id: a stream-proxy variable, never set over HTTP
 	VarPostArg                          // post_arg.<path>: a field of a JSON, urlencoded or multipart body
 	VarPostArgForm                      // post_arg_<name>: a field of an urlencoded body
+	VarTimeISO8601                      // time_iso8601: local time, nginx's ISO 8601 form (the loggers' default log_format)
 	// The response variables, read by ParseResponseVar alone: they have a value only
 	// once there is a response (response-rewrite's vars).
 	VarStatus     // status: the response's status code
@@ -64,6 +65,7 @@ var namedVars = []struct {
 	{"route_id", VarRouteID}, {"route_name", VarRouteName},
 	{"service_id", VarServiceID}, {"service_name", VarServiceName},
 	{"consumer_name", VarConsumerName}, {"mqtt_client_id", VarMQTTClientID},
+	{"time_iso8601", VarTimeISO8601},
 }
 
 // varPrefixes are the families of variables named after a header, argument, cookie or

@@ -32,6 +32,7 @@ func TestParseVarAccepts(t *testing.T) {
 		{"service_name", Var{Kind: VarServiceName}},
 		{"consumer_name", Var{Kind: VarConsumerName}},
 		{"mqtt_client_id", Var{Kind: VarMQTTClientID}},
+		{"time_iso8601", Var{Kind: VarTimeISO8601}},
 		// nginx matches $http_* case-insensitively, '_' for '-'; the name is kept as HTTP
 		// libraries store it.
 		{"http_x_api_key", Var{Kind: VarHeader, Name: "X-Api-Key"}},
@@ -68,7 +69,7 @@ func TestParseVarRejects(t *testing.T) {
 	}{
 		{"", `unknown variable ""; supported: uri, request_uri, args, query_string, host, hostname, server_name, ` +
 			`remote_addr, remote_port, server_addr, server_port, request_method, scheme, route_id, route_name, ` +
-			`service_id, service_name, consumer_name, mqtt_client_id, http_<name>, arg_<name>, cookie_<name>, ` +
+			`service_id, service_name, consumer_name, mqtt_client_id, time_iso8601, http_<name>, arg_<name>, cookie_<name>, ` +
 			`post_arg_<name>, post_arg.<path>`, true},
 		{"foo", `unknown variable "foo"; supported: uri,`, true},
 		{"URI", `unknown variable "URI"`, true}, // nginx's names are case-sensitive

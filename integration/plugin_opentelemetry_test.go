@@ -238,16 +238,6 @@ func TestPluginOpenTelemetry(t *testing.T) {
 	}
 }
 
-func grepLines(s, word string) string {
-	var out []string
-	for _, l := range strings.Split(s, "\n") {
-		if strings.Contains(l, word) {
-			out = append(out, l)
-		}
-	}
-	return strings.Join(out, "\n")
-}
-
 // A collector that accepts connections and never answers, and one that is not there,
 // cost the client nothing: each request through an always_on route answers well within
 // the export timeout (10 s), spans past the small queue are dropped and counted, and a

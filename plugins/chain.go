@@ -28,6 +28,11 @@ func BuildInstance(name string, raw json.RawMessage, env *Env) (any, error) {
 		withState.SnapshotState = state
 		env = &withState
 	}
+	if _, ok := p.(MetadataOwner); ok {
+		withMetadata := *env
+		withMetadata.Metadata = env.Snapshot.MetadataOf(name)
+		env = &withMetadata
+	}
 	instance, err := p.Build(raw, env)
 	if err != nil {
 		return nil, fmt.Errorf("plugin %s: %w", name, err)

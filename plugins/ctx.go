@@ -740,3 +740,10 @@ func (c *Ctx) RequestContentLength() int {
 func (c *Ctx) RequestHeaders() iter.Seq2[[]byte, []byte] {
 	return c.Request.Request.Header.All()
 }
+
+// ResponseHeaders yields the response's header fields as they stand, name and value
+// (the loggers' response.headers); they are the response's own bytes, valid during the
+// call. It allocates nothing.
+func (c *Ctx) ResponseHeaders() iter.Seq2[[]byte, []byte] {
+	return c.Request.Response.Header.All()
+}

@@ -44,6 +44,9 @@
 //     of a consumer's for an auth plugin, which the Admin API serves at
 //     /apisix/admin/plugins/{name}. It describes what Validate accepts; plugins/all's
 //     tests hold every configuration in the plugin's tests and README to it.
+//   - MetadataOwner: the plugin has APISIX's plugin_metadata, settings shared by every
+//     route (the loggers' log_format), checked by the Admin API with ValidateMetadata
+//     and given to Build in Env.Metadata.
 //   - RequestKeeper: the plugin never changes the request, so its routes may send the
 //     client's header block as it came.
 //   - SegmentOwner: a shared-memory segment, made by the master for its life, handed to

@@ -104,6 +104,20 @@ type ConsumerDescribed interface {
 	ConsumerSchema() []byte
 }
 
+// MetadataOwner is implemented by a plugin that has APISIX's plugin_metadata: settings
+// shared by every route that configures it, written at /apisix/admin/plugin_metadata/
+// {name} (the loggers' log_format). The Admin API refuses metadata for any other plugin
+// ("no metadata schema for plugin ..."): accepted, it would do nothing. ValidateMetadata
+// checks the stored object strictly, as Validate does a route's configuration, and
+// accepts the create_time and update_time the Admin API adds; MetadataSchema is its JSON
+// Schema. Build reads the metadata in Env.Metadata, checked already: a worker leaves out
+// stored metadata its plugin refuses. A write of metadata builds every route again, so
+// instances may resolve it once, at Build.
+type MetadataOwner interface {
+	ValidateMetadata(raw json.RawMessage) error
+	MetadataSchema() []byte
+}
+
 // RequestKeeper is implemented by a plugin that never changes the request sent upstream:
 // its method, target or headers (limit-count and prometheus only count). A route whose
 // plugins all keep it has the client's header block sent as it came, filtered, rather
@@ -145,6 +159,9 @@ type Env struct {
 	// the same value for every route of the snapshot; nil for other plugins.
 	// BuildInstance sets it.
 	SnapshotState any
+	// Metadata is the plugin's stored plugin_metadata (MetadataOwner), nil when it has
+	// none or is no MetadataOwner. BuildInstance sets it from Snapshot.
+	Metadata json.RawMessage
 
 	// build holds the snapshot's states; nil for an Env made by hand, whose every build
 	// runs BuildSnapshot afresh.

@@ -2,6 +2,7 @@ package plugins
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -141,4 +142,19 @@ func CheckWrite(set map[string]json.RawMessage, stored *conf.Snapshot, object st
 // there are, so a typo or a plugin gw lacks is plain at once.
 func UnknownPlugin(name string) error {
 	return fmt.Errorf("unknown plugin [%s]; the plugins gw has are %s", name, strings.Join(Names(), ", "))
+}
+
+// ValidateMetadata checks plugin name's plugin_metadata as the Admin API does, in
+// APISIX's words: an unknown plugin is "invalid plugin name", one without metadata (no
+// MetadataOwner) "no metadata schema for plugin <name>".
+func ValidateMetadata(name string, raw json.RawMessage) error {
+	p, ok := Lookup(name)
+	if !ok {
+		return errors.New("invalid plugin name")
+	}
+	owner, ok := p.(MetadataOwner)
+	if !ok {
+		return errors.New("no metadata schema for plugin " + name)
+	}
+	return owner.ValidateMetadata(raw)
 }

@@ -13,6 +13,10 @@ type Shared struct {
 	Config *conf.Config
 	// Logf writes a line to the error log (rate-limit it yourself on hot paths).
 	Logf func(format string, args ...any)
+	// Version is the gateway's version (the loggers' server.version); Prefix its prefix
+	// directory, which relative paths in configurations are under. Empty outside a
+	// worker.
+	Version, Prefix string
 }
 
 // SnapshotBuild is the building of one config snapshot's chains. It keeps what each

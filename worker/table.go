@@ -202,12 +202,32 @@ func (b *builder) leaveOut(kind string, id conf.ID, err error) {
 	b.leftOut = append(b.leftOut, conf.LeftOut{Kind: kind, ID: id, Reason: err.Error()})
 }
 
+// checkMetadata leaves out the stored plugin_metadata whose plugin refuses it (written
+// to etcd by hand, or by a binary whose plugin read it otherwise), first, so that no
+// chain is built with it: its plugin then builds as without metadata.
+func (b *builder) checkMetadata() {
+	snap := b.snap
+	kept := snap.PluginMetadata[:0:0]
+	for i := range snap.PluginMetadata {
+		m := &snap.PluginMetadata[i]
+		if err := b.guard(func() error { return plugins.ValidateMetadata(m.Name, m.Value) }); err != nil {
+			b.leaveOut("plugin_metadata", conf.ID(m.Name), err)
+			continue
+		}
+		kept = append(kept, *m)
+	}
+	if len(kept) != len(snap.PluginMetadata) {
+		snap.PluginMetadata = kept
+	}
+}
+
 // indexObjects builds every object that routes reference on its own, so that a failure
 // is blamed on that object rather than on each route using it: a stored upstream is
 // compiled, a service's inline upstream too, and the plugins of services, plugin_configs
 // and consumers are built as a chain. What fails is left out of the indexes.
 func (b *builder) indexObjects() {
 	snap := b.snap
+	b.checkMetadata()
 	b.upstreams = make(map[conf.ID]*conf.Upstream, len(snap.Upstreams))
 	b.compiled = make(map[conf.ID]*proxy.Upstream, len(snap.Upstreams))
 	for i := range snap.Upstreams {

@@ -174,7 +174,8 @@ func (w *Worker) receiveSetup() (ipc.Setup, error) {
 		}
 	}
 	w.admin = newAdminClient(setup.AdminSocket)
-	w.shared = &plugins.Shared{Segments: map[string]*shm.Segment{}, Config: &w.cfg, Logf: w.log.Errorf}
+	w.shared = &plugins.Shared{Segments: map[string]*shm.Segment{}, Config: &w.cfg, Logf: w.log.Errorf,
+		Version: w.opts.Version, Prefix: setup.Prefix}
 	specs := plugins.Segments()
 	for _, s := range setup.SegmentFDs {
 		spec, ok := specs[s.Plugin]

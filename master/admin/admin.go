@@ -282,7 +282,7 @@ func (h *Handler) prepare(changes ...store.Change) (*conf.Delta, int, any) {
 		var decoded any
 		if c.Value != nil {
 			var err error
-			if decoded, err = store.Decode(c.Kind, c.Value); err != nil {
+			if decoded, err = store.Decode(c.Kind, c.ID, c.Value); err != nil {
 				return nil, http.StatusBadRequest, errorBody{ErrorMsg: err.Error()}
 			}
 		}

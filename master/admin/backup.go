@@ -49,6 +49,17 @@ func EncodeBackup(objects []store.Object, revision uint64) []byte {
 				buf.WriteByte(',')
 			}
 			first = false
+			if res := resourceFor(kind); res != nil && res.validateNamed != nil {
+				// The value holds no id (plugin_metadata): the backup names it, as "id",
+				// which the import takes out again.
+				value := bytes.TrimSpace(obj.Value)
+				fmt.Fprintf(&buf, "{%q:%q", "id", obj.ID)
+				if rest := bytes.TrimSpace(value[1:]); len(rest) > 0 && rest[0] != '}' {
+					buf.WriteByte(',')
+				}
+				buf.Write(value[1:])
+				continue
+			}
 			buf.Write(obj.Value)
 		}
 		buf.WriteByte(']')
@@ -291,6 +302,9 @@ func (h *Handler) decodeImported(res *resource, where string, value json.RawMess
 			return imported{}, fmt.Sprintf("%s: %q: a number must be a positive integer written in digits, got %s", where, idField, number)
 		}
 	}
+	if res.validateNamed != nil {
+		delete(obj, "id") // EncodeBackup's: the stored value holds none
+	}
 	// An integer id stays an integer, as a PUT to the collection stores it: an export of
 	// such an object imports back as it was.
 	for _, field := range []string{"create_time", "update_time"} {
@@ -318,7 +332,7 @@ func (h *Handler) validateImport(items []imported) error {
 	}
 	problems := &ImportError{}
 	for _, it := range items {
-		if status, body := check(scratch, it.res, it.obj); status != 0 {
+		if status, body := check(scratch, it.res, it.id, it.obj); status != 0 {
 			problems.add("%s: %s", it.where, messageOf(body))
 			continue
 		}

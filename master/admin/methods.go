@@ -239,6 +239,12 @@ func (h *Handler) put(req request) (int, any) {
 	if req.res.idField != "" {
 		return h.putByField(req, obj)
 	}
+	if req.res.validateNamed != nil {
+		if id == "" {
+			return badRequest(req.res.missingID)
+		}
+		return h.createOrReplace(req, id, obj) // the path names it; the value holds no id
+	}
 	rawID, hasBodyID := obj["id"]
 	var bodyID string
 	if hasBodyID {
@@ -276,7 +282,7 @@ func (h *Handler) putByField(req request, obj map[string]any) (int, any) {
 		return badRequest("wrong " + field)
 	case id == "" && !hasBodyID:
 		// The validator says what is wrong with the field (missing, not a string).
-		if status, body := check(h.opts.Store, req.res, obj); status != 0 {
+		if status, body := check(h.opts.Store, req.res, id, obj); status != 0 {
 			return status, body
 		}
 		return badRequest("missing " + req.res.singular + " " + field)
@@ -333,7 +339,7 @@ func (h *Handler) post(req request) (int, any) {
 	obj["create_time"] = now
 	obj["update_time"] = now
 	// Validate before NewID: a rejected POST must not consume a revision.
-	if status, body := check(h.opts.Store, req.res, obj); status != 0 {
+	if status, body := check(h.opts.Store, req.res, "", obj); status != 0 {
 		return status, body
 	}
 	id, err := h.opts.Store.NewID()
@@ -403,6 +409,9 @@ func (h *Handler) delete(req request) (int, any) {
 	if req.subPath != "" {
 		return subPathRefused(req)
 	}
+	if req.id == "" && req.res.validateNamed != nil {
+		return badRequest("missing metadata key") // APISIX's words for plugin_metadata
+	}
 	if req.id == "" {
 		return badRequest("missing " + req.res.singular + " id")
 	}
@@ -440,7 +449,7 @@ func (h *Handler) delete(req request) (int, any) {
 // write validates obj as a whole, stores it and publishes the result. Callers hold
 // writeMu from their first read of the store, so what was validated is what is stored.
 func (h *Handler) write(req request, id string, obj map[string]any, status func(created bool) int) (int, any) {
-	if code, body := check(h.opts.Store, req.res, obj); code != 0 {
+	if code, body := check(h.opts.Store, req.res, id, obj); code != 0 {
 		return code, body
 	}
 	if err := checkAcrossObjects(h.opts.Store, req.res.kind, id, encodeJSON(obj)); err != nil {
@@ -470,11 +479,15 @@ func (h *Handler) write(req request, id string, obj map[string]any, status func(
 	return status(created), req.res.shownItem(item{Key: key(stored.Kind, stored.ID), Value: stored.Value})
 }
 
-// check validates obj with the resource's validator, then the objects it references in s.
-// It returns status 0 when obj may be stored.
-func check(s *store.Store, res *resource, obj map[string]any) (int, any) {
+// check validates obj, to be stored as id, with the resource's validator, then the
+// objects it references in s. It returns status 0 when obj may be stored.
+func check(s *store.Store, res *resource, id string, obj map[string]any) (int, any) {
 	value := encodeJSON(obj)
-	if err := res.validate(value); err != nil {
+	validate := res.validate
+	if res.validateNamed != nil {
+		validate = func(value []byte) error { return res.validateNamed(id, value) }
+	}
+	if err := validate(value); err != nil {
 		return badRequest(err.Error())
 	}
 	if res.conflicts != nil {

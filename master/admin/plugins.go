@@ -18,6 +18,7 @@ import (
 //	GET schema/plugins/{name}                the same (APISIX routes both to one function)
 //	GET ...{name}?schema_type=consumer       the schema of a consumer's configuration
 //	GET plugins?all=true                     every plugin: priority, schemas, type
+//	GET ...{name}?schema_type=metadata       the schema of its plugin_metadata
 //
 // They need a key like every admin endpoint: APISIX checks the token before it routes.
 // Other methods get APISIX's 404 {"error_msg":"not found"} for a resource without them.
@@ -56,12 +57,19 @@ func describe(method, collection, rest string, query url.Values) (int, any) {
 		return http.StatusNotFound, errorBody{ErrorMsg: "plugin not found in subsystem " + subsystem}
 	}
 	var schema []byte
-	if query.Get("schema_type") == "consumer" {
+	switch query.Get("schema_type") {
+	case "consumer":
 		if d, ok := p.(plugins.ConsumerDescribed); ok {
 			schema = d.ConsumerSchema()
 		}
-	} else if d, ok := p.(plugins.Described); ok {
-		schema = d.Schema()
+	case "metadata":
+		if m, ok := p.(plugins.MetadataOwner); ok {
+			schema = m.MetadataSchema()
+		}
+	default:
+		if d, ok := p.(plugins.Described); ok {
+			schema = d.Schema()
+		}
 	}
 	if schema == nil {
 		return badRequest("not found schema")

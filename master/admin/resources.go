@@ -2,6 +2,7 @@ package admin
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -20,6 +21,11 @@ type resource struct {
 	singular string
 	// validate checks a whole object as it would be stored, JSON included.
 	validate func(value []byte) error
+	// validateNamed, when set, replaces validate for a kind whose id only the path holds
+	// and whose checks depend on it (plugin_metadata, by plugin name); PUT then needs
+	// the path's id, and says missingID without one.
+	validateNamed func(id string, value []byte) error
+	missingID     string
 	// refs are the fields that name another object, which must exist.
 	refs []reference
 	// inUse starts the message refusing to delete an object still referenced; APISIX
@@ -52,6 +58,15 @@ var inlineClientCertRef = reference{"upstream.tls.client_cert_id", store.SSLs}
 
 var resources = map[string]*resource{
 	"ssls": sslResource,
+	// APISIX's admin/plugin_metadata.lua: GET, PUT and DELETE, the plugin's name the id.
+	"plugin_metadata": {
+		kind:          store.PluginMetadata,
+		singular:      "metadata",
+		missingID:     "missing plugin name",
+		unsupported:   []string{"POST", "PATCH"},
+		validate:      func([]byte) error { panic("BUG: admin: plugin_metadata is validated by name") },
+		validateNamed: validatePluginMetadata,
+	},
 	"routes": {
 		kind:     store.Routes,
 		singular: "route",
@@ -139,6 +154,28 @@ var resources = map[string]*resource{
 			return plugins.ValidateAll(g.Plugins)
 		},
 	},
+}
+
+// validatePluginMetadata checks plugin name's metadata in APISIX's words
+// (admin/plugin_metadata.lua): an unknown plugin is "invalid plugin name", a plugin
+// without metadata "no metadata schema for plugin <name>" (APISIX 3.0 to 3.9; later ones
+// store anything for it, which gw would accept and never read), a bad member "invalid
+// configuration: ..." naming it.
+func validatePluginMetadata(name string, value []byte) error {
+	if _, err := conf.DecodePluginMetadata(name, value); err != nil {
+		return err
+	}
+	p, known := plugins.Lookup(name)
+	if !known {
+		return errors.New("invalid plugin name")
+	}
+	if _, owns := p.(plugins.MetadataOwner); !owns {
+		return errors.New("no metadata schema for plugin " + name)
+	}
+	if err := plugins.ValidateMetadata(name, value); err != nil {
+		return errors.New("invalid configuration: " + err.Error())
+	}
+	return nil
 }
 
 // validateConsumerPlugins checks a consumer's plugins in APISIX's words: the auth plugins'

@@ -287,9 +287,10 @@ func (c *Client) watch(ctx context.Context, from uint64, apply func([]store.Appl
 
 // withID adds "id" to a value written without one (etcdctl put of {"uri":...}): as in
 // APISIX, the key names the object. A consumer is named by its username, which stays
-// the writer's to give; a value that is not a JSON object is left as it is.
+// the writer's to give, and plugin_metadata holds no id (the key is the plugin's name,
+// as APISIX stores it); a value that is not a JSON object is left as it is.
 func withID(kind store.Kind, id string, value []byte) []byte {
-	if kind == store.Consumers {
+	if kind == store.Consumers || kind == store.PluginMetadata {
 		return value
 	}
 	var fields map[string]json.RawMessage

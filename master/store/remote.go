@@ -178,7 +178,7 @@ func DecodeRemote(kind Kind, id string, value []byte) (any, error) {
 	if !ValidID(id) {
 		return nil, fmt.Errorf("%s/%s: the key's id is not a valid id (1 to 64 characters of a-z A-Z 0-9 - _ .)", kind, id)
 	}
-	decoded, err := Decode(kind, value)
+	decoded, err := Decode(kind, id, value)
 	if err != nil {
 		return nil, err
 	}
@@ -198,6 +198,8 @@ func DecodeRemote(kind Kind, id string, value []byte) (any, error) {
 		own = string(v.ID)
 	case *conf.SSL:
 		own = string(v.ID)
+	case *conf.PluginMetadata:
+		own = v.Name // the key's: the value holds no id
 	}
 	if own != id {
 		return nil, fmt.Errorf("%s/%s: the value's id %q is not the key's %q", kind, id, own, id)

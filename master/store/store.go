@@ -24,6 +24,8 @@ const (
 	PluginConfigs Kind = "plugin_configs"
 	GlobalRules   Kind = "global_rules"
 	SSLs          Kind = "ssls"
+	// PluginMetadata's ids are plugins' names.
+	PluginMetadata Kind = "plugin_metadata"
 )
 
 // Object is one stored object. Value is the JSON object as the Admin API stored it (with
@@ -46,9 +48,11 @@ var (
 
 // kindSpec ties a kind to the way its objects enter a conf.Snapshot: decode checks and
 // decodes a stored value once, when it enters the store; add appends what decode made.
+// decode gets the object's id too, for the kind whose value does not hold it
+// (plugin_metadata, as in APISIX).
 type kindSpec struct {
 	kind   Kind
-	decode func(value []byte) (any, error)
+	decode func(id string, value []byte) (any, error)
 	add    func(snap *conf.Snapshot, decoded any)
 }
 
@@ -64,10 +68,13 @@ var kindSpecs = []kindSpec{
 	}},
 	{GlobalRules, decoder(conf.DecodeGlobalRule), func(snap *conf.Snapshot, v any) { snap.GlobalRules = append(snap.GlobalRules, *v.(*conf.GlobalRule)) }},
 	{SSLs, decoder(conf.DecodeStoredSSL), func(snap *conf.Snapshot, v any) { snap.SSLs = append(snap.SSLs, *v.(*conf.SSL)) }},
+	{PluginMetadata, func(id string, value []byte) (any, error) { return conf.DecodePluginMetadata(id, value) }, func(snap *conf.Snapshot, v any) {
+		snap.PluginMetadata = append(snap.PluginMetadata, *v.(*conf.PluginMetadata))
+	}},
 }
 
-func decoder[T any](decode func([]byte) (*T, error)) func([]byte) (any, error) {
-	return func(value []byte) (any, error) {
+func decoder[T any](decode func([]byte) (*T, error)) func(string, []byte) (any, error) {
+	return func(_ string, value []byte) (any, error) {
 		v, err := decode(value)
 		if err != nil {
 			return nil, err
@@ -100,7 +107,7 @@ type row struct {
 
 func newRow(obj Object) *row {
 	r := &row{Object: obj, Order: obj.CreatedIndex}
-	r.decoded, r.decodeErr = specOf(obj.Kind).decode(obj.Value)
+	r.decoded, r.decodeErr = specOf(obj.Kind).decode(obj.ID, obj.Value)
 	return r
 }
 
@@ -518,8 +525,8 @@ func (s *Store) Snapshot() *conf.Snapshot {
 
 // Decode checks and decodes value as an object of kind, as the store does when it stores
 // one: into a *conf.Route, *conf.Upstream, ... (conf.ChangeOf takes it).
-func Decode(kind Kind, value []byte) (any, error) {
-	return specOf(kind).decode(value)
+func Decode(kind Kind, id string, value []byte) (any, error) {
+	return specOf(kind).decode(id, value)
 }
 
 // Change is one write as SnapshotWith applies it: Value is the object to store, nil to
@@ -562,7 +569,7 @@ func (s *Store) SnapshotWith(changes ...Change) *conf.Snapshot {
 			spec.add(snap, decoded)
 		}
 		addValue := func(id string, value json.RawMessage) {
-			decoded, err := spec.decode(value)
+			decoded, err := spec.decode(id, value)
 			add(id, decoded, err)
 		}
 		it, err := txn.Get(string(spec.kind), "created")

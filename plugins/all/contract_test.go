@@ -300,6 +300,12 @@ func TestEveryPluginBuildsAPhase(t *testing.T) {
 	// plugins-d
 	minimal["forward-auth"] = `{"uri": "http://127.0.0.1:1/auth"}`
 	minimal["proxy-mirror"] = `{"host": "http://127.0.0.1:1"}`
+	// loggers
+	minimal["http-logger"] = `{"uri": "http://127.0.0.1:1/log"}`
+	minimal["tcp-logger"] = `{"host": "127.0.0.1", "port": 1}`
+	minimal["udp-logger"] = `{"host": "127.0.0.1", "port": 1}`
+	minimal["file-logger"] = `{"path": "logs/file.log"}`
+	minimal["syslog"] = `{"host": "127.0.0.1", "port": 1}`
 	build := plugins.NewSnapshotBuild(&conf.Snapshot{}, shared)
 	for _, name := range plugins.Names() {
 		raw := json.RawMessage(`{}`)

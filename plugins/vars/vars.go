@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"strconv"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -263,6 +264,9 @@ func read(r *Request, v *conf.Var, buf []byte) (value []byte, appended, ok bool)
 			return nil, false, false
 		}
 		return values[0], false, true
+	case conf.VarTimeISO8601:
+		// nginx's $time_iso8601: the local time to the second, with the zone's offset.
+		return time.Now().AppendFormat(buf, "2006-01-02T15:04:05-07:00"), true, true
 	case 0, conf.VarMQTTClientID:
 		return nil, false, false
 	}

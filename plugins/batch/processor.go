@@ -1,0 +1,176 @@
+package batch
+
+import (
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// MaxPending bounds the bytes of entries a worker holds for its processors, every one of
+// them together: past it an entry is dropped (counted as buffer full) rather than kept.
+// 32 MiB is some 30,000 default entries, minutes of a busy route's log while a collector
+// is down, and a worker's memory is never more than that past normal.
+const MaxPending = 32 << 20
+
+// pendingBytes is the bytes the worker's processors hold, sent or not yet.
+var pendingBytes atomic.Int64
+
+// Counters are where a processor counts the entries it drops: in shared memory, summed
+// across workers, for the metrics (or local words in tests). A nil word counts nothing.
+type Counters struct {
+	// BufferFull counts entries dropped as they came, the worker holding MaxPending.
+	BufferFull *atomic.Uint64
+	// SendFailed counts entries of batches that failed max_retry_count + 1 times.
+	SendFailed *atomic.Uint64
+}
+
+// Send delivers one batch: entries, in the order they were added, at most batch_max_size
+// of them. They are the processor's bytes, valid during the call. It runs on the
+// processor's goroutine, never a request's, and an error has the batch retried.
+type Send func(entries [][]byte) error
+
+// Processor buffers one logger instance's entries and sends them in batches. Add is safe
+// for concurrent use and never blocks on the sending.
+type Processor struct {
+	cfg      Config
+	send     Send
+	counters Counters
+	logf     func(format string, args ...any)
+	lastLog  atomic.Int64 // Unix nanoseconds of the last drop logged
+
+	mu sync.Mutex
+	// buf holds the entries waiting, back to back; ends[i] is where entry i ends. spare
+	// are the lists last sent, kept for the next batch so that steady state allocates
+	// nothing.
+	buf, spareBuf   []byte
+	ends, spareEnds []int
+	first, last     time.Time // when the oldest and the newest waiting entry came
+	running         bool      // a goroutine is sending or waiting to
+	wake            chan struct{}
+	// views is the goroutine's scratch for one batch.
+	views [][]byte
+}
+
+// New makes a processor that delivers with send. logf (which may be nil) gets the drops,
+// at most one line a second.
+func New(cfg Config, send Send, counters Counters, logf func(format string, args ...any)) *Processor {
+	return &Processor{cfg: cfg, send: send, counters: counters, logf: logf, wake: make(chan struct{}, 1)}
+}
+
+// Add queues a copy of entry. It returns at once: the entry is dropped, and counted, when
+// the worker holds MaxPending already.
+func (p *Processor) Add(entry []byte) {
+	size := int64(len(entry))
+	if pendingBytes.Add(size) > MaxPending {
+		pendingBytes.Add(-size)
+		p.dropped(1, p.counters.BufferFull, "the worker's log buffer is full")
+		return
+	}
+	now := time.Now()
+	p.mu.Lock()
+	if len(p.ends) == 0 {
+		p.first = now
+	}
+	p.last = now
+	p.buf = append(p.buf, entry...)
+	p.ends = append(p.ends, len(p.buf))
+	full := len(p.ends) >= p.cfg.BatchMaxSize
+	start := !p.running
+	p.running = true
+	p.mu.Unlock()
+	switch {
+	case start:
+		go p.run()
+	case full:
+		select {
+		case p.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// run sends batches until no entry waits: a full batch at once, the rest after
+// inactive_timeout of quiet or once the oldest has waited buffer_duration.
+func (p *Processor) run() {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		p.mu.Lock()
+		n := len(p.ends)
+		if n == 0 {
+			p.running = false
+			p.mu.Unlock()
+			return
+		}
+		now := time.Now()
+		wait := min(p.last.Add(p.cfg.InactiveTimeout).Sub(now), p.first.Add(p.cfg.BufferDuration).Sub(now))
+		if n < p.cfg.BatchMaxSize && wait > 0 {
+			p.mu.Unlock()
+			timer.Reset(wait)
+			select {
+			case <-p.wake:
+			case <-timer.C:
+			}
+			continue
+		}
+		buf, ends := p.buf, p.ends
+		p.buf, p.ends = p.spareBuf[:0], p.spareEnds[:0]
+		if wait > 0 && n > p.cfg.BatchMaxSize {
+			// A full batch leaves now; the entries past it wait for their own.
+			cut := ends[p.cfg.BatchMaxSize-1]
+			p.buf = append(p.buf, buf[cut:]...)
+			for _, end := range ends[p.cfg.BatchMaxSize:] {
+				p.ends = append(p.ends, end-cut)
+			}
+			buf, ends = buf[:cut], ends[:p.cfg.BatchMaxSize]
+		}
+		p.mu.Unlock()
+
+		p.flush(buf, ends)
+		pendingBytes.Add(-int64(len(buf)))
+		p.mu.Lock()
+		p.spareBuf, p.spareEnds = buf[:0], ends[:0]
+		p.mu.Unlock()
+	}
+}
+
+// flush sends buf's entries in batches of at most batch_max_size, each retried
+// max_retry_count times retry_delay apart before it is dropped.
+func (p *Processor) flush(buf []byte, ends []int) {
+	start := 0
+	for len(ends) > 0 {
+		n := min(len(ends), p.cfg.BatchMaxSize)
+		p.views = p.views[:0]
+		for _, end := range ends[:n] {
+			p.views = append(p.views, buf[start:end:end])
+			start = end
+		}
+		ends = ends[n:]
+		for attempt := 0; ; attempt++ {
+			err := p.send(p.views)
+			if err == nil {
+				break
+			}
+			if attempt >= p.cfg.MaxRetryCount {
+				p.dropped(len(p.views), p.counters.SendFailed, "sending failed "+strconv.Itoa(attempt+1)+" times: "+err.Error())
+				break
+			}
+			time.Sleep(p.cfg.RetryDelay)
+		}
+	}
+	clear(p.views) // keep no entry alive past its batch
+}
+
+// dropped counts n entries dropped in counter and logs why, at most once a second.
+func (p *Processor) dropped(n int, counter *atomic.Uint64, why string) {
+	if counter != nil {
+		counter.Add(uint64(n))
+	}
+	now := time.Now().UnixNano()
+	last := p.lastLog.Load()
+	if p.logf == nil || now-last < int64(time.Second) || !p.lastLog.CompareAndSwap(last, now) {
+		return
+	}
+	p.logf("batch processor %s: dropped %d entries: %s", p.cfg.Name, n, why)
+}

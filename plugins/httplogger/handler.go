@@ -1,0 +1,150 @@
+package httplogger
+
+import (
+	"bytes"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+
+	"gw/plugins"
+	"gw/plugins/batch"
+	"gw/plugins/logentry"
+)
+
+// handler is one route's http-logger: the shared log phase (logentry.Logger) with a
+// processor that POSTs. Log is safe for concurrent use.
+type handler struct{ *logentry.Logger }
+
+// bodyHandler is a handler with include_resp_body, which reads a streamed body in the
+// response phase; the others have no response phase to run.
+type bodyHandler struct{ handler }
+
+var (
+	_ plugins.LogPhase      = handler{}
+	_ plugins.ResponsePhase = bodyHandler{}
+	_ plugins.RequestKeeper = plugin{}
+)
+
+// KeepsRequest: http-logger only reads the request.
+func (plugin) KeepsRequest() bool { return true }
+
+// Build makes the route's instance, with a processor of its own: a new snapshot's
+// instance starts a new one, and the old one's goroutine ends once it has sent what it
+// holds.
+func (plugin) Build(raw json.RawMessage, env *plugins.Env) (any, error) {
+	cfg, err := Parse(raw)
+	if err != nil {
+		return nil, err
+	}
+	format, err := logentry.FormatFor(cfg.Format, env)
+	if err != nil {
+		return nil, fmt.Errorf("plugin_metadata: %w", err)
+	}
+	l := &logentry.Logger{Format: format, Options: cfg.Entry}
+	var logf func(string, ...any)
+	if env.Shared != nil {
+		l.Options.Version, logf = env.Shared.Version, env.Shared.Logf
+	}
+	l.Proc = batch.New(cfg.Batch, newSender(cfg).send, batch.CountersOf(env.Shared, Name), logf)
+	if cfg.Entry.ResponseBody {
+		return bodyHandler{handler{l}}, nil
+	}
+	return handler{l}, nil
+}
+
+// maxLoggedBody is the largest streamed response body include_resp_body reads for the
+// log: one of known length up to it is read whole before it goes to the client; a larger
+// one, or one of unknown length, streams unlogged, since reading it would hold or cut
+// the client's response.
+const maxLoggedBody = 1 << 20
+
+// Response reads a streamed response body for include_resp_body (see maxLoggedBody).
+func (h bodyHandler) Response(c *plugins.Ctx) {
+	if !c.ResponseStreamed() {
+		return
+	}
+	if n := contentLength(c.ResponseHeader([]byte("Content-Length"))); n >= 0 && n <= maxLoggedBody {
+		c.ReadResponseBody(maxLoggedBody)
+	}
+}
+
+func contentLength(v []byte) int {
+	if len(v) == 0 || len(v) > 9 {
+		return -1
+	}
+	n := 0
+	for _, d := range v {
+		if d < '0' || d > '9' {
+			return -1
+		}
+		n = n*10 + int(d-'0')
+	}
+	return n
+}
+
+// sender POSTs batches to the collector; one per instance, used by its processor's
+// goroutine only.
+type sender struct {
+	cfg    *Config
+	client *http.Client
+	body   bytes.Buffer
+}
+
+func newSender(cfg *Config) *sender {
+	transport := &http.Transport{
+		TLSClientConfig:     &tls.Config{InsecureSkipVerify: !cfg.SSLVerify}, //nolint:gosec // APISIX's ssl_verify, false by default
+		MaxIdleConnsPerHost: 1,
+		IdleConnTimeout:     cfg.Batch.InactiveTimeout + cfg.Timeout,
+	}
+	return &sender{cfg: cfg, client: &http.Client{Transport: transport, Timeout: cfg.Timeout}}
+}
+
+// send POSTs one batch as http-logger.lua does: with batch_max_size 1 the entry itself;
+// otherwise, concat_method json, a JSON array (application/json, even of one entry),
+// new_line, the entries a line each (text/plain). A status of 400 or more is a failure,
+// retried.
+func (s *sender) send(batch [][]byte) error {
+	s.body.Reset()
+	contentType := "application/json"
+	switch {
+	case s.cfg.NewLine && s.cfg.Batch.BatchMaxSize > 1:
+		contentType = "text/plain"
+		for i, e := range batch {
+			if i > 0 {
+				s.body.WriteByte('\n')
+			}
+			s.body.Write(e)
+		}
+	case s.cfg.Batch.BatchMaxSize == 1:
+		s.body.Write(batch[0])
+	default:
+		s.body.WriteByte('[')
+		for i, e := range batch {
+			if i > 0 {
+				s.body.WriteByte(',')
+			}
+			s.body.Write(e)
+		}
+		s.body.WriteByte(']')
+	}
+	req, err := http.NewRequest(http.MethodPost, s.cfg.URI, bytes.NewReader(s.body.Bytes()))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", contentType)
+	if s.cfg.AuthHeader != "" {
+		req.Header.Set("Authorization", s.cfg.AuthHeader)
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("error while sending data to [%s]: %w", s.cfg.URI, err)
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	if resp.StatusCode >= 400 {
+		return fmt.Errorf("server returned status code[%d] host[%s]", resp.StatusCode, s.cfg.URI)
+	}
+	return nil
+}

@@ -1,0 +1,88 @@
+package logentry
+
+import (
+	"encoding/json"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"gw/internal/race"
+	"gw/plugins"
+	"gw/plugins/pluginconf"
+)
+
+func TestAppendStringIsJSON(t *testing.T) {
+	for _, s := range []string{"plain", `q"b\`, "tab\tnl\ncr\r", "\x00\x1f\x7f", "é€😀", "bad\xff\xfe utf8"} {
+		var back string
+		out := appendString(nil, s)
+		if err := json.Unmarshal(out, &back); err != nil {
+			t.Errorf("%q -> %s: %v", s, out, err)
+			continue
+		}
+		if want := string([]rune(s)); back != want && s != "bad\xff\xfe utf8" {
+			t.Errorf("%q -> %s -> %q", s, out, back)
+		}
+	}
+	if got := string(appendString(nil, "bad\xffx")); got != `"bad\ufffdx"` {
+		t.Errorf("invalid UTF-8: %s", got)
+	}
+}
+
+func ctx() *plugins.Ctx {
+	r := &fasthttp.RequestCtx{}
+	r.Request.SetRequestURI("/p?x=%41&y&x=2&z=a+b")
+	r.Request.Header.SetHost("Gw.Test:1")
+	r.Request.Header.Add("X-Dup", "1")
+	r.Request.Header.Add("X-Dup", "2")
+	r.SetRemoteAddr(&net.TCPAddr{IP: net.ParseIP("::1"), Port: 1})
+	return plugins.AcquireCtx(r, &plugins.RouteInfo{ID: "r"}, time.Now().UnixNano())
+}
+
+func TestHeadersAndQuery(t *testing.T) {
+	c := ctx()
+	defer plugins.ReleaseCtx(c)
+	var s Scratch
+	var e map[string]any
+	if err := json.Unmarshal(AppendDefault(nil, c, Options{}, &s), &e); err != nil {
+		t.Fatal(err)
+	}
+	req := e["request"].(map[string]any)
+	q, _ := json.Marshal(req["querystring"])
+	if string(q) != `{"x":["A","2"],"y":true,"z":"a b"}` {
+		t.Errorf("querystring = %s", q)
+	}
+	h, _ := json.Marshal(req["headers"].(map[string]any)["x-dup"])
+	if string(h) != `["1","2"]` {
+		t.Errorf("x-dup = %s", h)
+	}
+	if e["client_ip"] != "::1" || e["route_id"] != "r" || e["service_id"] != "" {
+		t.Errorf("entry = %v", e)
+	}
+}
+
+func TestFormatAllocatesNothing(t *testing.T) {
+	if race.Enabled {
+		t.Skip("the race detector allocates")
+	}
+	var f *Format
+	var err error
+	_ = pluginconf.Compact.Each(json.RawMessage(`{"log_format":{"h":"$host","ip":"$remote_addr","t":"$time_iso8601","x":"text"}}`), func(m pluginconf.Member) error {
+		f, err = ParseFormat(m)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := ctx()
+	defer plugins.ReleaseCtx(c)
+	buf := f.Append(nil, c)
+	var e map[string]any
+	if err := json.Unmarshal(buf, &e); err != nil || e["h"] != "gw.test" || e["ip"] != "::1" || e["x"] != "text" || e["route_id"] != "r" {
+		t.Errorf("entry %s: %v", buf, err)
+	}
+	if allocs := testing.AllocsPerRun(200, func() { buf = f.Append(buf[:0], c) }); allocs != 0 {
+		t.Errorf("Format.Append: %.1f allocations", allocs)
+	}
+}

@@ -1,0 +1,80 @@
+package logentry
+
+import (
+	"sync"
+
+	"gw/plugins"
+	"gw/plugins/batch"
+)
+
+// Logger is the log phase every logger shares: the entry (Format's, else the default
+// one with Options) built into a pooled buffer and copied into Proc. Log is safe for
+// concurrent use and allocates nothing once warm.
+type Logger struct {
+	Format  *Format
+	Options Options
+	Proc    *batch.Processor
+	// Header, when set, writes what comes before each entry (syslog's RFC 5424 header),
+	// and NewLine ends each entry with '\n'.
+	Header  func(dst []byte, c *plugins.Ctx) []byte
+	NewLine bool
+}
+
+// entryBuf is one log phase's buffers, pooled: the entry is copied into the processor.
+type entryBuf struct {
+	b []byte
+	s Scratch
+}
+
+var entryBufs = sync.Pool{New: func() any { return new(entryBuf) }}
+
+// Log adds the request's entry to the processor and returns.
+func (l *Logger) Log(c *plugins.Ctx) {
+	e := entryBufs.Get().(*entryBuf)
+	e.b = e.b[:0]
+	if l.Header != nil {
+		e.b = l.Header(e.b, c)
+	}
+	if l.Format != nil {
+		e.b = l.Format.Append(e.b, c)
+	} else {
+		e.b = AppendDefault(e.b, c, l.Options, &e.s)
+	}
+	if l.NewLine {
+		e.b = append(e.b, '\n')
+	}
+	l.Proc.Add(e.b)
+	if cap(e.b) > 1<<20 {
+		e.b = nil // a pooled buffer does not keep a large body's memory
+	}
+	entryBufs.Put(e)
+}
+
+// FormatFor is the log_format a route's logger uses: its own, else its plugin_metadata's
+// (env.Metadata, DefaultFormat when that has none), else nil for the default entry.
+func FormatFor(own *Format, env *plugins.Env) (*Format, error) {
+	if own != nil || env == nil || env.Metadata == nil {
+		return own, nil
+	}
+	md, err := ParseMetadata(env.Metadata)
+	if err != nil {
+		return nil, err
+	}
+	return md.Format, nil
+}
+
+// Concat joins a batch as APISIX's tcp-logger and udp-logger do: with batch_max_size 1
+// the entry itself, otherwise a JSON array of the entries.
+func Concat(dst []byte, entries [][]byte, batchMaxSize int) []byte {
+	if batchMaxSize == 1 && len(entries) == 1 {
+		return append(dst, entries[0]...)
+	}
+	dst = append(dst, '[')
+	for i, e := range entries {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, e...)
+	}
+	return append(dst, ']')
+}

@@ -1,0 +1,107 @@
+package udplogger
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"gw/plugins"
+	"gw/plugins/batch"
+	"gw/plugins/logentry"
+	"gw/plugins/pluginconf"
+)
+
+// Name is the key under a route's "plugins" object.
+const Name = "udp-logger"
+
+// Priority is APISIX's.
+const Priority = 400
+
+func init() { plugins.Register(plugin{batch.MasterPart{Plugin: Name}}) }
+
+// plugin is udp-logger as the host sees it; the embedded MasterPart renders its drops.
+type plugin struct{ batch.MasterPart }
+
+var (
+	_ plugins.Plugin        = plugin{}
+	_ plugins.MetadataOwner = plugin{}
+	_ plugins.SegmentOwner  = plugin{}
+	_ plugins.RequestKeeper = plugin{}
+)
+
+func (plugin) Name() string  { return Name }
+func (plugin) Priority() int { return Priority }
+
+func (plugin) Validate(raw json.RawMessage) error {
+	_, err := Parse(raw)
+	return err
+}
+
+func (plugin) ValidateMetadata(raw json.RawMessage) error {
+	_, err := logentry.ParseMetadata(raw)
+	return err
+}
+
+func (plugin) MetadataSchema() []byte        { return []byte(logentry.MetadataSchema) }
+func (plugin) Segment() *plugins.SegmentSpec { return batch.SegmentSpec(Name) }
+func (plugin) KeepsRequest() bool            { return true }
+
+// Config is one udp-logger configuration, decoded and defaulted.
+type Config struct {
+	Addr    string // host:port
+	Timeout time.Duration
+	Entry   logentry.Options
+	Format  *logentry.Format
+	Batch   batch.Config
+}
+
+const fields = "host, port, timeout, log_format, include_req_body, " + batch.Fields
+
+// Parse decodes one udp-logger configuration strictly, with APISIX's defaults (timeout
+// 3 s, name "udp logger").
+func Parse(raw json.RawMessage) (*Config, error) {
+	c := &Config{Timeout: 3 * time.Second, Batch: batch.Defaults()}
+	c.Batch.Name = "udp logger"
+	var host string
+	var port int64 = -1
+	err := pluginconf.Compact.Each(raw, func(m pluginconf.Member) error {
+		var err error
+		if taken, err := c.Batch.Take(m); taken {
+			return err
+		}
+		switch m.Name {
+		case "host":
+			host, err = m.NonEmptyString()
+		case "port":
+			port, err = m.IntIn(1, 65535)
+		case "timeout":
+			var n int64
+			n, err = m.IntIn(1, 86400)
+			c.Timeout = time.Duration(n) * time.Second
+		case "log_format":
+			c.Format, err = logentry.ParseFormat(m)
+		case "include_req_body":
+			c.Entry.RequestBody, err = m.Bool()
+		case "include_resp_body", "include_req_body_expr", "include_resp_body_expr":
+			err = fmt.Errorf("%s: is not supported yet", m.Name)
+		case "_meta":
+			err = m.Object()
+		default:
+			err = fmt.Errorf("%s: unknown field; known fields: %s", m.Name, fields)
+		}
+		return err
+	})
+	switch {
+	case err != nil:
+		return nil, err
+	case host == "":
+		return nil, errors.New("host: required")
+	case port < 0:
+		return nil, errors.New("port: required")
+	}
+	c.Addr = net.JoinHostPort(host, strconv.FormatInt(port, 10))
+	return c, nil
+}
