@@ -99,10 +99,11 @@ func pluginList(subsystem string) (int, any) {
 // pluginInfo is one plugin in APISIX's GET /apisix/admin/plugins?all=true (plugin.get_all
 // with version, priority, schema, metadata_schema, consumer_schema, type and scope):
 // members a plugin lacks are left out, as APISIX leaves out nil ones. gw's plugins have
-// no version and no plugin metadata yet, so neither member appears.
+// no version, so that member never appears.
 type pluginInfo struct {
 	Priority       int             `json:"priority"`
 	Schema         json.RawMessage `json:"schema,omitempty"`
+	MetadataSchema json.RawMessage `json:"metadata_schema,omitempty"`
 	ConsumerSchema json.RawMessage `json:"consumer_schema,omitempty"`
 	// Type is "auth" for the plugins a consumer holds a credential of, as APISIX's.
 	Type string `json:"type,omitempty"`
@@ -124,6 +125,9 @@ func allPlugins(subsystem string) (int, any) {
 		info := pluginInfo{Priority: p.Priority()}
 		if d, ok := p.(plugins.Described); ok {
 			info.Schema = d.Schema()
+		}
+		if m, ok := p.(plugins.MetadataOwner); ok {
+			info.MetadataSchema = m.MetadataSchema()
 		}
 		if d, ok := p.(plugins.ConsumerDescribed); ok {
 			info.ConsumerSchema = d.ConsumerSchema()

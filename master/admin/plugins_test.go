@@ -134,6 +134,7 @@ func TestAllPlugins(t *testing.T) {
 	var all map[string]struct {
 		Priority       int             `json:"priority"`
 		Schema         json.RawMessage `json:"schema"`
+		MetadataSchema json.RawMessage `json:"metadata_schema"`
 		ConsumerSchema json.RawMessage `json:"consumer_schema"`
 		Type           string          `json:"type"`
 	}
@@ -143,6 +144,7 @@ func TestAllPlugins(t *testing.T) {
 	if len(all) != len(plugins.Names()) {
 		t.Errorf("%d plugins, %d registered", len(all), len(plugins.Names()))
 	}
+	withMetadata := 0
 	for _, name := range plugins.Names() {
 		p, _ := plugins.Lookup(name)
 		got := all[name]
@@ -153,6 +155,16 @@ func TestAllPlugins(t *testing.T) {
 		if auth != (got.Type == "auth") || (auth && !jsonEqual(string(got.ConsumerSchema), string(cd.ConsumerSchema()))) {
 			t.Errorf("%s: type %q, consumer_schema %s", name, got.Type, got.ConsumerSchema)
 		}
+		md, hasMetadata := p.(plugins.MetadataOwner)
+		if hasMetadata {
+			withMetadata++
+		}
+		if hasMetadata != (got.MetadataSchema != nil) || (hasMetadata && !jsonEqual(string(got.MetadataSchema), string(md.MetadataSchema()))) {
+			t.Errorf("%s: metadata_schema %s", name, got.MetadataSchema)
+		}
+	}
+	if withMetadata == 0 {
+		t.Error("no plugin with plugin_metadata is registered: the metadata_schema check saw none")
 	}
 	w = f.call("GET", "/apisix/admin/plugins?all=true&subsystem=stream", "")
 	if w.Code != 200 || strings.TrimSpace(w.Body.String()) != "{}" {
