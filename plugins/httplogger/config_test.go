@@ -31,7 +31,7 @@ func TestParse(t *testing.T) {
 		{`{"uri":"http://a/","concat_method":"csv"}`, `concat_method: must be one of "json", "new_line", got "csv"`},
 		{`{"uri":"http://a/","ssl_verify":"yes"}`, `ssl_verify: must be true or false, got "yes"`},
 		{`{"uri":"http://a/","batch_max_size":0}`, "batch_max_size: must be an integer from 1 to 1000000, got 0"},
-		{`{"uri":"http://a/","log_format":{"a":"$nope"}}`, `log_format.a: unknown variable "nope"; supported: uri, request_uri, args, query_string, host, hostname, server_name, remote_addr, remote_port, server_addr, server_port, request_method, scheme, route_id, route_name, service_id, service_name, consumer_name, mqtt_client_id, time_iso8601, http_<name>, arg_<name>, cookie_<name>, post_arg_<name>, post_arg.<path>`},
+		{`{"uri":"http://a/","log_format":{"a":"$nope"}}`, `log_format.a: unknown variable "nope"; supported: uri, request_uri, args, query_string, host, hostname, server_name, remote_addr, remote_port, server_addr, server_port, request_method, scheme, route_id, route_name, service_id, service_name, consumer_name, mqtt_client_id, time_iso8601, http_<name>, arg_<name>, cookie_<name>, post_arg_<name>, post_arg.<path>, status, sent_http_<name>`},
 		{`{"uri":"http://a/","log_format":{"a":1}}`, "log_format.a: must be a string, got 1"},
 		{`{"uri":"http://a/","log_format":"x"}`, `log_format: must be an object, got "x"`},
 		{`{"uri":"http://a/","include_resp_body_expr":[]}`, "include_resp_body_expr: is not supported yet"},

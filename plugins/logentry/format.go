@@ -34,7 +34,9 @@ func ParseFormat(m pluginconf.Member) (*Format, error) {
 		}
 		fl := field{key: appendString(nil, item.Name)}
 		if len(value) > 0 && value[0] == '$' {
-			if fl.v, err = conf.ParseVar(value[1:]); err != nil {
+			// The entry is made in the log phase, once the response is known: its
+			// variables ($status, $sent_http_<name>) are there, as in nginx's log.
+			if fl.v, err = conf.ParseResponseVar(value[1:]); err != nil {
 				return fmt.Errorf("%s.%s: %w", m.Name, item.Name, err)
 			}
 		} else {

@@ -86,3 +86,24 @@ func TestFormatAllocatesNothing(t *testing.T) {
 		t.Errorf("Format.Append: %.1f allocations", allocs)
 	}
 }
+
+// The response's variables are there in the log phase, as in nginx's access log.
+func TestFormatReadsTheResponse(t *testing.T) {
+	var f *Format
+	var err error
+	_ = pluginconf.Compact.Each(json.RawMessage(`{"log_format":{"s":"$status","ct":"$sent_http_content_type"}}`), func(m pluginconf.Member) error {
+		f, err = ParseFormat(m)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := ctx()
+	defer plugins.ReleaseCtx(c)
+	c.Request.SetStatusCode(418)
+	c.Request.Response.Header.SetContentType("text/x-test")
+	var e map[string]any
+	if buf := f.Append(nil, c); json.Unmarshal(buf, &e) != nil || e["s"] != "418" || e["ct"] != "text/x-test" {
+		t.Errorf("entry %s", buf)
+	}
+}
