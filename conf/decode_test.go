@@ -126,7 +126,7 @@ const (
 	routeKnown    = "create_time, desc, enable_websocket, host, hosts, id, labels, methods, name, plugin_config_id, plugins, priority, remote_addr, remote_addrs, service_id, status, timeout, update_time, upstream, upstream_id, uri, uris, vars"
 	balancerTypes = `the supported types are "roundrobin", "chash", "ewma" and "least_conn"`
 	varsRule      = "must be one of uri, server_name, server_addr, request_uri, remote_port, remote_addr, query_string, host, hostname, mqtt_client_id or arg_<name>"
-	upstreamKnown = "checks, create_time, desc, hash_on, id, keepalive_pool, key, labels, name, nodes, pass_host, retries, retry_timeout, scheme, timeout, tls, type, update_time, upstream_host"
+	upstreamKnown = "checks, create_time, desc, discovery_args, hash_on, id, keepalive_pool, key, labels, name, nodes, pass_host, retries, retry_timeout, scheme, timeout, tls, type, update_time, upstream_host"
 	serviceKnown  = "create_time, desc, enable_websocket, hosts, id, labels, name, plugins, update_time, upstream, upstream_id"
 	idRule        = "id must be a string of 1-64 characters from [a-zA-Z0-9-_.] or a positive integer, got "
 	hostRule      = `must be "*" or a host name of letters, digits and "-._[]:", optionally after a leading "*", got `
@@ -374,7 +374,8 @@ var upstreamRejects = []struct {
 	{"no nodes", `{"type":"roundrobin"}`, invalidConf + `property "nodes" validation failed: is required (service discovery is not supported yet)`},
 	{"service discovery", `{"service_name":"a","discovery_type":"dns"}`, invalidConf + `property "discovery_type" validation failed: discovery_type is not supported yet`},
 	{"service_name", `{"service_name":"a"}`, invalidConf + `property "service_name" validation failed: service_name is not supported yet`},
-	{"discovery_args", `{"discovery_args":{},"nodes":{"a:1":1}}`, invalidConf + `property "discovery_args" validation failed: discovery_args is not supported yet`},
+	{"discovery_args with a member", `{"discovery_args":{"group_name":"g"},"nodes":{"a:1":1}}`, invalidConf + `property "discovery_args" validation failed: discovery_args is not supported yet (service discovery); only an empty object is accepted, got member "group_name"`},
+	{"discovery_args not an object", `{"discovery_args":[],"nodes":{"a:1":1}}`, invalidConf + `property "discovery_args" validation failed: wrong type: expected object, got array`},
 	{"checks without active", `{"checks":{},"nodes":{"a:1":1}}`, invalidConf + `property "checks.active" validation failed: is required`},
 	{"tls", `{"tls":{"client_cert_id":1},"nodes":{"a:1":1}}`, invalidConf + `property "tls" validation failed: applies only to schemes "https" and "grpcs", got scheme "http"; set "scheme": "https" (or "grpcs") or remove tls`},
 	{"nodes as a string", `{"nodes":"a:1"}`, invalidConf + `property "nodes" validation failed: wrong type: expected object or array, got string "a:1"`},
@@ -433,7 +434,7 @@ var upstreamRejects = []struct {
 	{"keepalive requests 0", `{"nodes":{"a:1":1},"keepalive_pool":{"requests":0}}`, invalidConf + `property "keepalive_pool.requests" validation failed: must be >= 1, got 0`},
 	{"unknown keepalive member", `{"nodes":{"a:1":1},"keepalive_pool":{"timeout":1}}`, invalidConf + `property "keepalive_pool.timeout" validation failed: unknown field (additional properties are forbidden); known fields: idle_timeout, requests, size`},
 	{"tcp", `{"nodes":{"a:1":1},"scheme":"tcp"}`, invalidConf + `property "scheme" validation failed: "tcp" is not supported yet`},
-	{"tls over grpc", `{"nodes":{"a:1":1},"scheme":"grpc","tls":{"verify":false}}`, invalidConf + `property "tls" validation failed: applies only to schemes "https" and "grpcs", got scheme "grpc"; set "scheme": "https" (or "grpcs") or remove tls`},
+	{"tls over grpc", `{"nodes":{"a:1":1},"scheme":"grpc","tls":{"verify":true}}`, invalidConf + `property "tls" validation failed: applies only to schemes "https" and "grpcs", got scheme "grpc"; set "scheme": "https" (or "grpcs") or remove tls`},
 	{"grpc with an http check", `{"nodes":{"a:1":1},"scheme":"grpc","checks":{"active":{"type":"http"}}}`, invalidConf + `property "checks.active.type" validation failed: must be "tcp" for scheme "grpc", got "http": an HTTP/1.1 probe cannot check a gRPC node (gRPC health checking is not supported yet)`},
 	{"grpcs with passive checks", `{"nodes":{"a:1":1},"scheme":"grpcs","checks":{"active":{"type":"tcp"},"passive":{"type":"tcp"}}}`, invalidConf + `property "checks.passive" validation failed: passive health checks are not supported yet for scheme "grpcs"; use an active check of type tcp`},
 	{"unknown scheme", `{"nodes":{"a:1":1},"scheme":"ftp"}`, invalidConf + `property "scheme" validation failed: matches none of the enum values (grpc, grpcs, http, https, tcp, tls, udp, kafka), got "ftp"`},

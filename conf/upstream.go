@@ -26,8 +26,11 @@ type Upstream struct {
 	UpstreamHost  string            `json:"upstream_host,omitempty"`
 	Checks        *HealthChecks     `json:"checks,omitempty"`
 	TLS           *UpstreamTLS      `json:"tls,omitempty"`
-	CreateTime    int64             `json:"create_time,omitempty"`
-	UpdateTime    int64             `json:"update_time,omitempty"`
+	// DiscoveryArgs is non-nil when the client sent "discovery_args": {}, kept so that a
+	// GET gives it back; any member in it is refused (service discovery is not in gw).
+	DiscoveryArgs *struct{} `json:"discovery_args,omitempty"`
+	CreateTime    int64     `json:"create_time,omitempty"`
+	UpdateTime    int64     `json:"update_time,omitempty"`
 }
 
 // MarshalJSON always writes "nodes", even empty (APISIX allows "nodes": {}), which
@@ -84,10 +87,25 @@ var upstreamFields = fieldDecoders[Upstream]{
 	"create_time":    into(func(u *Upstream) *int64 { return &u.CreateTime }, asInteger),
 	"update_time":    into(func(u *Upstream) *int64 { return &u.UpdateTime }, asInteger),
 
+	"discovery_args": into(func(u *Upstream) **struct{} { return &u.DiscoveryArgs }, readEmptyDiscoveryArgs),
+
 	// APISIX has these and gw does not yet.
 	"service_name":   nil,
 	"discovery_type": nil,
-	"discovery_args": nil,
+}
+
+// readEmptyDiscoveryArgs takes "discovery_args": {}, which asks for nothing: APISIX
+// accepts it without a discovery_type, and APISIX Dashboard's upstream form sends it with
+// every upstream. Any member would configure service discovery, which gw does not have.
+func readEmptyDiscoveryArgs(raw json.RawMessage) (*struct{}, error) {
+	members, err := asObject(raw)
+	if err != nil {
+		return nil, err
+	}
+	for name := range members {
+		return nil, fmt.Errorf("discovery_args is not supported yet (service discovery); only an empty object is accepted, got member %q", name)
+	}
+	return &struct{}{}, nil
 }
 
 // decodeUpstreamAt decodes an upstream found at path: "" for one of its own, "upstream"

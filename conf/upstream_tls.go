@@ -27,6 +27,11 @@ type UpstreamTLS struct {
 
 // Verifies reports whether the nodes' certificates are checked: unless verify is false.
 // A nil t verifies.
+// onlyVerifyOff reports whether t says nothing but "verify": false.
+func (t *UpstreamTLS) onlyVerifyOff() bool {
+	return t.Verify != nil && !*t.Verify && t.ClientCert == "" && t.ClientKey == "" && t.ClientCertID == ""
+}
+
 func (t *UpstreamTLS) Verifies() bool {
 	return t == nil || t.Verify == nil || *t.Verify
 }
@@ -81,9 +86,12 @@ func decodeUpstreamTLS(path string, raw json.RawMessage) (*UpstreamTLS, error) {
 }
 
 // validateTLS is the rule between tls and scheme: tls is about the TLS connections of an
-// https or grpcs upstream, and anywhere else it would silently do nothing.
+// https or grpcs upstream, and anywhere else it would silently do nothing. The one
+// exception is tls holding only "verify": false, which asks for nothing a plaintext
+// connection does not already do; APISIX accepts it on any scheme and APISIX Dashboard's
+// upstream form sends it with every upstream, whatever the scheme.
 func (u *Upstream) validateTLS(path string) error {
-	if u.TLS == nil || u.Scheme == "https" || u.Scheme == "grpcs" {
+	if u.TLS == nil || u.Scheme == "https" || u.Scheme == "grpcs" || u.TLS.onlyVerifyOff() {
 		return nil
 	}
 	scheme := u.Scheme

@@ -72,7 +72,7 @@ func TestDecodeUpstreamTLS(t *testing.T) {
 		{"cert not string", upstreamWithTLS(`{"client_cert":1,"client_key":` + key + `}`), invalid + `"tls.client_cert" validation failed: wrong type: expected string`},
 		{"empty key", upstreamWithTLS(`{"client_cert":` + cert + `,"client_key":""}`), invalid + `"tls.client_key" validation failed: must not be empty`},
 		{"secret reference", upstreamWithTLS(`{"client_cert":` + cert + `,"client_key":"$secret://vault/k"}`), invalid + `"tls.client_key" validation failed: secret references`},
-		{"scheme http", `{"nodes":{"a:1":1},"scheme":"http","tls":{"verify":false}}`,
+		{"scheme http", `{"nodes":{"a:1":1},"scheme":"http","tls":{"verify":true}}`,
 			invalid + `"tls" validation failed: applies only to schemes "https" and "grpcs", got scheme "http"; set "scheme": "https" (or "grpcs") or remove tls`},
 		{"scheme left out", `{"nodes":{"a:1":1},"tls":{}}`, invalid + `"tls" validation failed: applies only to schemes "https" and "grpcs", got scheme "http"`},
 	}
@@ -89,7 +89,7 @@ func TestDecodeUpstreamTLS(t *testing.T) {
 	}
 
 	// Inline in a route, the path says where.
-	_, err := DecodeRoute([]byte(`{"uri":"/a","upstream":{"nodes":{"a:1":1},"tls":{"verify":false}}}`))
+	_, err := DecodeRoute([]byte(`{"uri":"/a","upstream":{"nodes":{"a:1":1},"tls":{"verify":true}}}`))
 	if err == nil || !strings.Contains(err.Error(), `"upstream.tls" validation failed: applies only to schemes "https" and "grpcs"`) {
 		t.Errorf("route: error %v, want one naming upstream.tls", err)
 	}
@@ -253,5 +253,39 @@ func TestParseTrustedCertificate(t *testing.T) {
 				t.Errorf("the rest of ssl was lost: %+v", c.SSL)
 			}
 		})
+	}
+}
+
+// APISIX Dashboard's upstream form sends "tls": {"verify": false} and "discovery_args": {}
+// with every upstream, whatever the scheme. Both ask for nothing a plaintext upstream does
+// not already do, APISIX accepts them, and a GET gives them back as written.
+func TestUpstreamAcceptsDashboardDefaults(t *testing.T) {
+	for _, scheme := range []string{`,"scheme":"http"`, `,"scheme":"grpc"`, ``} {
+		body := `{"nodes":[{"host":"127.0.0.1","port":80,"weight":1,"priority":0}],"type":"roundrobin","hash_on":"vars","pass_host":"pass","tls":{"verify":false},"discovery_args":{}` + scheme + `}`
+		u, err := DecodeUpstream([]byte(body))
+		if err != nil {
+			t.Fatalf("scheme %s: %v", scheme, err)
+		}
+		out, err := json.Marshal(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{`"tls":{"verify":false}`, `"discovery_args":{}`} {
+			if !strings.Contains(string(out), want) {
+				t.Errorf("scheme %s: stored %s, want it to hold %s", scheme, out, want)
+			}
+		}
+		if _, err := DecodeUpstream(out); err != nil {
+			t.Errorf("scheme %s: what was stored does not decode again: %v", scheme, err)
+		}
+	}
+	// Inline in a route, too.
+	if _, err := DecodeRoute([]byte(`{"uri":"/a","upstream":{"nodes":{"a:1":1},"tls":{"verify":false},"discovery_args":{}}}`)); err != nil {
+		t.Errorf("route: %v", err)
+	}
+	// verify:false beside a client certificate on plain http still does nothing: refused.
+	_, err := DecodeUpstream([]byte(`{"nodes":{"a:1":1},"tls":{"verify":false,"client_cert_id":"1"}}`))
+	if err == nil || !strings.Contains(err.Error(), `"tls" validation failed: applies only to schemes "https" and "grpcs"`) {
+		t.Errorf("client_cert_id over http: error %v, want the scheme refusal", err)
 	}
 }

@@ -539,7 +539,7 @@ func TestGRPCAdminAPI(t *testing.T) {
 			t.Fatalf("GET upstream scheme %s: %s", scheme, resp)
 		}
 	}
-	status, resp := in.adminCall("PUT", "/apisix/admin/upstreams/bad", `{"scheme":"grpc","tls":{"verify":false},"nodes":{"127.0.0.1:50051":1}}`)
+	status, resp := in.adminCall("PUT", "/apisix/admin/upstreams/bad", `{"scheme":"grpc","tls":{"verify":true},"nodes":{"127.0.0.1:50051":1}}`)
 	if status != 400 || !strings.Contains(resp, `property \"tls\"`) || !strings.Contains(resp, `scheme \"grpc\"`) {
 		t.Fatalf("tls with scheme grpc: %d %s", status, resp)
 	}
