@@ -288,6 +288,8 @@ var upstreamAccepts = []struct {
 			{Host: "::1", Weight: 0},
 			{Host: "1.2.3.4", Port: 1, Weight: 1},
 		}}},
+	// APISIX's host pattern allows underscores; Docker's DNS names hold them.
+	{"a host name with an underscore", `{"nodes":{"my_backend:8080":1}}`, Upstream{Nodes: Nodes{hostPort("my_backend", 8080, 1)}}},
 	{"empty map nodes", `{"nodes":{}}`, Upstream{Nodes: Nodes{}}},
 	{"empty array nodes", `{"nodes":[]}`, Upstream{Nodes: Nodes{}}},
 	{"dns names", `{"nodes":{"localhost:80":1,"a-b.c-d.example.:80":1,"xn--bcher-kva.example:80":1,"1a.example:80":1}}`,
@@ -400,7 +402,7 @@ var upstreamRejects = []struct {
 	{"unclosed bracket", `{"nodes":{"[::1:80":1}}`, invalidConf + `property "nodes" validation failed: node "[::1:80": missing ']' after the IPv6 address`},
 	{"text after bracket", `{"nodes":{"[::1]80":1}}`, invalidConf + `property "nodes" validation failed: node "[::1]80": expected ':port' after ']'`},
 	{"bracketed port 0", `{"nodes":{"[::1]:0":1}}`, invalidConf + `property "nodes" validation failed: node "[::1]:0": port must be 1-65535`},
-	{"underscore in name", `{"nodes":{"my_backend:80":1}}`, invalidConf + `property "nodes" validation failed: node "my_backend:80": host "my_backend" is neither an IP address nor a valid DNS name`},
+	{"other punctuation in name", `{"nodes":{"my+backend:80":1}}`, invalidConf + `property "nodes" validation failed: node "my+backend:80": host "my+backend" is neither an IP address nor a valid DNS name`},
 	{"label starting with a hyphen", `{"nodes":{"-a.example:80":1}}`, invalidConf + `property "nodes" validation failed: node "-a.example:80": host "-a.example" is neither an IP address nor a valid DNS name`},
 	{"label ending with a hyphen", `{"nodes":{"a-.example:80":1}}`, invalidConf + `property "nodes" validation failed: node "a-.example:80": host "a-.example" is neither an IP address nor a valid DNS name`},
 	{"empty label", `{"nodes":{"a..example:80":1}}`, invalidConf + `property "nodes" validation failed: node "a..example:80": host "a..example" is neither an IP address nor a valid DNS name`},

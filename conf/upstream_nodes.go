@@ -207,9 +207,11 @@ func trimBrackets(host string) string {
 	return host
 }
 
-// isDNSName reports whether name is a host name by RFC 1123: dot-separated labels of 1–63
-// letters, digits and hyphens, not starting or ending with a hyphen, at most 253 characters,
-// with an optional final dot. A last label of digits only is refused, so that a mistyped
+// isDNSName reports whether name is a host name: dot-separated labels of 1–63 letters,
+// digits, hyphens and underscores, not starting or ending with a hyphen, at most 253
+// characters, with an optional final dot. That is RFC 1123 plus the underscore, which
+// APISIX's host pattern allows, Docker's and Compose's DNS names often hold (my_backend),
+// and Go's resolver looks up. A last label of digits only is refused, so that a mistyped
 // IPv4 address such as 256.1.1.1 is reported instead of being looked up as a name.
 func isDNSName(name string) bool {
 	name = strings.TrimSuffix(name, ".")
@@ -221,7 +223,7 @@ func isDNSName(name string) bool {
 			return false
 		}
 		for i := 0; i < len(label); i++ {
-			if !isAlnum(label[i]) && label[i] != '-' {
+			if !isAlnum(label[i]) && label[i] != '-' && label[i] != '_' {
 				return false
 			}
 		}
