@@ -434,3 +434,60 @@ func TestPluginMetadataOnEtcd(t *testing.T) {
 		t.Errorf("with etcd's metadata: %s", got)
 	}
 }
+
+// plugin_metadata in a standalone file, as APISIX's deployment-modes doc writes it (the
+// plugin's name in id): served, changed with the file, and a metadata the plugin refuses
+// is left out and reported while the route keeps serving.
+func TestPluginMetadataInStandaloneFile(t *testing.T) {
+	collector := startLogCollector(t, 0)
+	up := startUpstream(t, "up")
+	in := newInstance(t, "deployment:\n  role: data_plane\n  config_provider: yaml\n")
+	file := func(logFormat string) string {
+		return fmt.Sprintf(`routes:
+  - id: 1
+    uri: /m
+    plugins:
+      http-logger:
+        batch_max_size: 1
+        uri: %s
+    upstream:
+      nodes:
+        %q: 1
+plugin_metadata:
+  - id: http-logger # note the id is the plugin name
+    log_format:
+%s
+#END
+`, collector.srv.URL, up.addr, logFormat)
+	}
+	in.writeStandalone("apisix.yaml", file("        host: \"$host\"\n        via: file"))
+	in.start()
+	if got := in.bodyOf("/m"); got != "up" {
+		t.Fatalf("/m: %q\n%s", got, in.errorLog())
+	}
+	if got := collector.next(t, 0); got != `{"host":"127.0.0.1","via":"file","route_id":"1"}` {
+		t.Errorf("with the file's metadata: %s\n%s", got, lastLines(in.errorLog(), 20))
+	}
+	in.writeStandalone("apisix.yaml", file("        via: changed"))
+	var got string
+	if !waitFor(15*time.Second, func() bool {
+		in.get("/m")
+		collector.mu.Lock()
+		defer collector.mu.Unlock()
+		got = collector.bodies[len(collector.bodies)-1]
+		return strings.Contains(got, `"via":"changed"`)
+	}) {
+		t.Fatalf("the changed metadata is not served: last entry %s", got)
+	}
+	if got != `{"via":"changed","route_id":"1"}` {
+		t.Errorf("with the changed metadata: %s", got)
+	}
+	// log_format's values are strings: a number is refused by the plugin's schema.
+	in.writeStandalone("apisix.yaml", file("        via: 7"))
+	if !waitFor(15*time.Second, func() bool { return strings.Contains(in.errorLog(), "plugin_metadata/http-logger") }) {
+		t.Fatalf("a bad metadata is not reported:\n%s", lastLines(in.errorLog(), 10))
+	}
+	if got := in.bodyOf("/m"); got != "up" {
+		t.Errorf("/m beside a bad metadata: %q, want it served", got)
+	}
+}

@@ -37,7 +37,6 @@ type Object struct {
 // unsupported are the top-level keys APISIX's file takes that gw does not serve yet: a
 // file holding one is refused rather than half-served.
 var unsupported = map[string]string{
-	"plugin_metadata": "plugin metadata",
 	"stream_routes":   "stream routes (gw proxies HTTP only)",
 	"protos":          "protos (grpc-transcode)",
 	"secrets":         "secret managers",
@@ -139,8 +138,11 @@ func object(kind store.Kind, i int, item *yaml.Node) (Object, error) {
 	id := ""
 	switch v := value[idField].(type) {
 	case nil:
-		if kind == store.Consumers {
+		switch kind {
+		case store.Consumers:
 			return Object{}, errors.New("username is required: it is a consumer's id")
+		case store.PluginMetadata:
+			return Object{}, errors.New("id is required: it is the name of the plugin the metadata is for (id: http-logger)")
 		}
 		id = "arr_" + strconv.Itoa(i+1)
 		value["id"] = id
@@ -154,6 +156,11 @@ func object(kind store.Kind, i int, item *yaml.Node) (Object, error) {
 	}
 	if !store.ValidID(id) {
 		return Object{}, fmt.Errorf("%s %q is not a valid id (1 to 64 characters of a-z A-Z 0-9 - _ .)", idField, id)
+	}
+	if kind == store.PluginMetadata {
+		// The file names the plugin in id; the Admin API names it in the path and
+		// stores only the metadata, which is what the plugin's schema checks.
+		delete(value, "id")
 	}
 	data, err := json.Marshal(jsonable(value))
 	if err != nil {
@@ -235,6 +242,12 @@ func Encode(objects []store.Object, kinds []store.Kind) ([]byte, error) {
 			n, err := blockNode(obj.Value)
 			if err != nil {
 				return nil, fmt.Errorf("%s/%s: %w", obj.Kind, obj.ID, err)
+			}
+			if kind == store.PluginMetadata {
+				// Parse's rule the other way round: the plugin's name goes in id.
+				n.Content = append([]*yaml.Node{
+					{Kind: yaml.ScalarNode, Value: "id"}, {Kind: yaml.ScalarNode, Value: obj.ID},
+				}, n.Content...)
 			}
 			items = append(items, n)
 		}

@@ -54,7 +54,8 @@ func TestParseRefuses(t *testing.T) {
 		{"bad yaml", "routes: [\n#END\n", FormatYAML, "not valid YAML"},
 		{"not a mapping", "- a\n#END\n", FormatYAML, "must be a mapping"},
 		{"unknown kind", "rutes: []\n#END\n", FormatYAML, `unknown key "rutes"`},
-		{"unsupported", "plugin_metadata: []\n#END\n", FormatYAML, "not supported yet"},
+		{"unsupported", "stream_routes: []\n#END\n", FormatYAML, "not supported yet"},
+		{"metadata without its plugin", "plugin_metadata: [{log_format: {host: $host}}]\n#END\n", FormatYAML, "id is required: it is the name of the plugin"},
 		{"not a list", "routes: {uri: /a}\n#END\n", FormatYAML, "must be a list"},
 		{"item not object", "routes: [1]\n#END\n", FormatYAML, "must be an object"},
 		{"duplicate id", "routes: [{id: 1, uri: /a}, {id: \"1\", uri: /b}]\n#END\n", FormatYAML, `id "1" is routes[0]'s too`},
@@ -92,6 +93,7 @@ func TestEncodeRoundTrip(t *testing.T) {
 		{Kind: store.Routes, ID: "7", Value: json.RawMessage(`{"id":"7","uri":"/a","upstream_id":"1","plugins":{"prometheus":{}},"hosts":[],"priority":0}`)},
 		{Kind: store.Consumers, ID: "jack", Value: json.RawMessage(`{"username":"jack","plugins":{"key-auth":{"key":"123"}}}`)},
 		{Kind: store.SSLs, ID: "s", Value: json.RawMessage(`{"id":"s","cert":"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n","snis":["true","a.test"]}`)},
+		{Kind: store.PluginMetadata, ID: "http-logger", Value: json.RawMessage(`{"log_format":{"host":"$host"}}`)},
 	}
 	data, err := Encode(stored, store.Kinds())
 	if err != nil {
@@ -104,7 +106,8 @@ func TestEncodeRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, data)
 	}
-	if len(objs) != 4 || !strings.Contains(string(data), "  - id: \"1\"\n") || !strings.Contains(string(data), "cert: |") {
+	if len(objs) != 5 || !strings.Contains(string(data), "  - id: \"1\"\n") || !strings.Contains(string(data), "cert: |") ||
+		!strings.Contains(string(data), "plugin_metadata:\n  - id: http-logger\n    log_format:\n") {
 		t.Fatalf("read back %d objects:\n%s", len(objs), data)
 	}
 	want := map[string]string{
@@ -112,6 +115,8 @@ func TestEncodeRoundTrip(t *testing.T) {
 		"routes/7":       `{"hosts":[],"id":"7","plugins":{"prometheus":{}},"priority":0,"upstream_id":"1","uri":"/a"}`,
 		"consumers/jack": `{"plugins":{"key-auth":{"key":"123"}},"username":"jack"}`,
 		"ssls/s":         `{"cert":"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n","id":"s","snis":["true","a.test"]}`,
+		// The plugin's name is the object's id, not a member of its value.
+		"plugin_metadata/http-logger": `{"log_format":{"host":"$host"}}`,
 	}
 	for _, o := range objs {
 		if w := want[string(o.Kind)+"/"+o.ID]; string(o.Value) != w {
