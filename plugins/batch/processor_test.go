@@ -252,3 +252,47 @@ func TestTake(t *testing.T) {
 		t.Error("uri taken")
 	}
 }
+
+// A slow collector lets entries pile up behind the batch being sent: the full batches
+// among them go in one hand-over, each entry in the order added, none copied twice over.
+func TestBacklogLeavesInFullBatches(t *testing.T) {
+	c := &collector{block: make(chan struct{})}
+	p := New(config(2, 3600, 3600), c.send, counters(), nil)
+	p.Add([]byte("e0"))
+	p.Add([]byte("e1")) // a full batch: the goroutine takes it and blocks in send
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		p.mu.Lock()
+		taken := len(p.ends) == 0
+		p.mu.Unlock()
+		if taken || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for i := 2; i < 9; i++ {
+		p.Add(fmt.Appendf(nil, "e%d", i))
+	}
+	close(c.block)
+	batches, _ := c.wait(t, 4, 10*time.Second)
+	if got, want := fmt.Sprint(batches), "[[e0 e1] [e2 e3] [e4 e5] [e6 e7]]"; got != want {
+		t.Fatalf("batches = %s, want %s", got, want)
+	}
+	time.Sleep(50 * time.Millisecond)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.ends) != 1 || string(p.buf) != "e8" {
+		t.Errorf("waiting after the full batches: %d entries %q, want e8 alone", len(p.ends), p.buf)
+	}
+}
+
+// BenchmarkAddBacklog is Add while the collector falls behind: the entries pile up
+// behind the batch being sent.
+func BenchmarkAddBacklog(b *testing.B) {
+	p := New(config(1000, 1, 60), func([][]byte) error { time.Sleep(time.Millisecond); return nil }, counters(), nil)
+	entry := []byte(strings.Repeat("x", 600))
+	b.ReportAllocs()
+	for b.Loop() {
+		p.Add(entry)
+	}
+}
