@@ -1,7 +1,11 @@
 package opentelemetry
 
 import (
+	"bytes"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	"github.com/valyala/fasthttp"
@@ -83,5 +87,38 @@ func TestEncodeBatchDecodes(t *testing.T) {
 		len(s.SpanId) != 8 || len(s.ParentSpanId) != 0 || s.StartTimeUnixNano != 1 || s.Status != nil || len(s.Attributes) != 12 ||
 		next.Flags != 0x301 || string(next.ParentSpanId) != string(s.SpanId) || string(next.TraceId) != string(s.TraceId) {
 		t.Errorf("span %v", s)
+	}
+}
+
+// TestPostSendsEachBodyWhole: the lent copies of the body reach the collector with
+// their length, each whole, though the exporter's buffer changes between posts and a
+// copy's buffer serves again once the transport has closed it.
+func TestPostSendsEachBodyWhole(t *testing.T) {
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if r.ContentLength != int64(len(body)) || len(r.TransferEncoding) != 0 {
+			t.Errorf("Content-Length %d, Transfer-Encoding %v for %d bytes", r.ContentLength, r.TransferEncoding, len(body))
+		}
+		got = append(got, string(body))
+	}))
+	defer srv.Close()
+	exp := newExporter(testAttr(srv.Listener.Addr().String()), localCounters(), nil)
+	body := make([]byte, 0, 64<<10)
+	var want []string
+	for i := range 5 {
+		body = append(body[:0], bytes.Repeat([]byte{'a' + byte(i)}, 1000*(5-i))...)
+		if err := exp.post(body); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, string(body))
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d bodies arrived, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("body %d: %d bytes starting %.8q, want %d starting %.8q", i, len(got[i]), got[i], len(want[i]), want[i])
+		}
 	}
 }
