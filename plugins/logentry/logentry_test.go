@@ -3,6 +3,7 @@ package logentry
 import (
 	"encoding/json"
 	"net"
+	"strconv"
 	"testing"
 	"time"
 
@@ -159,5 +160,23 @@ func BenchmarkAppendString(b *testing.B) {
 	var dst []byte
 	for b.Loop() {
 		dst = appendString(dst[:0], s)
+	}
+}
+
+// appendMillis writes what AppendFloat writes for the same milliseconds.
+func TestAppendMillis(t *testing.T) {
+	for _, ns := range []int64{0, 1, 10, 999, 1000, 1_000_000, 1_000_001, 3_000_000, 5_123_456, 12_300_000,
+		999_999_999, 1_234_567_891, 86_400_000_000_000} {
+		want := strconv.AppendFloat(nil, float64(ns)/1e6, 'f', -1, 64)
+		if got := appendMillis([]byte("x"), ns); string(got) != "x"+string(want) {
+			t.Errorf("appendMillis(%d) = %s, want %s", ns, got[1:], want)
+		}
+	}
+}
+
+func BenchmarkAppendMillis(b *testing.B) {
+	var dst []byte
+	for b.Loop() {
+		dst = appendMillis(dst[:0], 5_123_456)
 	}
 }
