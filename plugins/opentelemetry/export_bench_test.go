@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/valyala/fasthttp"
@@ -119,6 +120,43 @@ func TestPostSendsEachBodyWhole(t *testing.T) {
 	for i := range want {
 		if got[i] != want[i] {
 			t.Errorf("body %d: %d bytes starting %.8q, want %d starting %.8q", i, len(got[i]), got[i], len(want[i]), want[i])
+		}
+	}
+}
+
+// TestUnmatchedRequestSpan: a request no route matched (a global rule's instance, the
+// worker's unmatched RouteInfo) gets what APISIX's opentelemetry.lua gives one without
+// curr_req_matched: the method alone for a name and no route attributes; no
+// "no-matched" route id, which is the loggers' (log-util) and not the tracer's.
+func TestUnmatchedRequestSpan(t *testing.T) {
+	attr := testAttr("127.0.0.1:1")
+	attr.Batch.MaxQueueSize, attr.Batch.MaxExportBatchSize = 4, 4
+	exp := newExporter(attr, localCounters(), nil)
+	exp.start.Do(func() {})
+	cfg, _ := Parse([]byte(`{"sampler":{"name":"always_on"}}`))
+	h := &handler{cfg: cfg, exp: exp}
+	ctx := &fasthttp.RequestCtx{}
+	ctx.Request.SetRequestURI("/nowhere")
+	ctx.Response.SetStatusCode(404)
+	c := plugins.AcquireCtx(ctx, &plugins.RouteInfo{}, 1)
+	_ = h.Access(c)
+	h.Log(c)
+	plugins.ReleaseCtx(c)
+	body, n := exp.encodeBatch()
+	var data tracepb.TracesData
+	if err := proto.Unmarshal(body, &data); err != nil || n != 1 {
+		t.Fatalf("decode: %v, %d spans", err, n)
+	}
+	s := data.ResourceSpans[0].ScopeSpans[0].Spans[0]
+	if s.Name != "GET" {
+		t.Errorf("span name %q, want GET", s.Name)
+	}
+	for _, kv := range s.Attributes {
+		if strings.HasPrefix(kv.Key, "apisix.") || kv.Key == "http.route" {
+			t.Errorf("unmatched request's span has %s = %v", kv.Key, kv.Value)
+		}
+		if kv.Key == "http.status_code" && kv.Value.GetIntValue() != 404 {
+			t.Errorf("http.status_code %v, want 404", kv.Value)
 		}
 	}
 }
