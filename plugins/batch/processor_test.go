@@ -186,15 +186,27 @@ func TestStuckCollectorBlocksNothing(t *testing.T) {
 	}
 }
 
+// waitForRoom waits until the entries other tests left pending (TestStuckCollector-
+// BlocksNothing's 32 MiB, slow to drain under -race) take at most half of MaxPending:
+// past it the worker's bound would drop a test's entries.
+func waitForRoom(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for pendingBytes.Load() > MaxPending/2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d bytes of other tests' entries still pending after 60s", pendingBytes.Load())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // Add allocates nothing once the processor's buffers have held a batch.
 func TestAddAllocatesNothing(t *testing.T) {
 	if race.Enabled {
 		t.Skip("the race detector allocates")
 	}
+	waitForRoom(t)
 	deadline := time.Now().Add(10 * time.Second)
-	for pendingBytes.Load() != 0 && time.Now().Before(deadline) { // another test's entries
-		time.Sleep(time.Millisecond)
-	}
 	var sent atomic.Int64
 	p := New(config(500, 3600, 3600), func(e [][]byte) error { sent.Add(int64(len(e))); return nil }, counters(), nil)
 	entry := []byte(`{"request":{"uri":"/hello"}}`)
@@ -256,6 +268,7 @@ func TestTake(t *testing.T) {
 // A slow collector lets entries pile up behind the batch being sent: the full batches
 // among them go in one hand-over, each entry in the order added, none copied twice over.
 func TestBacklogLeavesInFullBatches(t *testing.T) {
+	waitForRoom(t)
 	c := &collector{block: make(chan struct{})}
 	p := New(config(2, 3600, 3600), c.send, counters(), nil)
 	p.Add([]byte("e0"))
