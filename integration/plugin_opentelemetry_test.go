@@ -108,7 +108,8 @@ func startTraceEcho(t *testing.T) string {
 		if r.URL.Path == "/fail" {
 			w.WriteHeader(502)
 		}
-		fmt.Fprintf(w, "%s|%s", r.Header.Get("traceparent"), r.Header.Get("tracestate"))
+		// Every traceparent, joined: one that the gateway failed to replace would show.
+		fmt.Fprintf(w, "%s|%s", strings.Join(r.Header.Values("traceparent"), ","), r.Header.Get("tracestate"))
 	})}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
@@ -182,6 +183,27 @@ func TestPluginOpenTelemetry(t *testing.T) {
 	}
 	if s := col.span(m[1]); s == nil || len(s.ParentSpanId) != 0 || hex.EncodeToString(s.SpanId) != m[2] {
 		t.Errorf("root span %v, upstream's %s", s, m[2])
+	}
+
+	// Every traceparent the client sent is replaced by the one naming the span, for a
+	// request whose header block goes upstream as it came (GET) as for one the proxy
+	// writes again (with a body).
+	for _, method := range []string{"GET", "POST"} {
+		req, _ := http.NewRequest(method, "http://"+in.data+"/traced/dup", strings.NewReader("body"))
+		if method == "GET" {
+			req.Body, req.ContentLength = nil, 0
+		}
+		req.Header["traceparent"] = []string{"00-" + clientTrace + "-" + clientSpan + "-01", "00-" + strings.Repeat("d", 32) + "-" + clientSpan + "-01"}
+		req.Header["tracestate"] = []string{"congo=t61rcWkgMzE"}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		page, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if m := upstreamTraceparent.FindStringSubmatch(string(page)); m == nil || m[1] != clientTrace || m[2] == clientSpan {
+			t.Errorf("%s with two traceparents: upstream got %q", method, page)
+		}
 	}
 
 	// A 5xx from the upstream is the span's error status.

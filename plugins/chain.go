@@ -116,8 +116,7 @@ func BuildChain(set map[string]json.RawMessage, env *Env) (*Chain, error) {
 	})
 	ch := &Chain{keepsRequest: true}
 	for _, b := range list {
-		keeper, ok := b.plugin.(RequestKeeper)
-		ch.keepsRequest = ch.keepsRequest && ok && keeper.KeepsRequest()
+		ch.keepsRequest = ch.keepsRequest && keepsRequest(b.plugin)
 		if a, ok := b.instance.(AccessPhase); ok {
 			ch.access = append(ch.access, a)
 			ch.accessOrder = append(ch.accessOrder, order{b.plugin.Priority(), b.plugin.Name()})
@@ -154,9 +153,19 @@ func (ch *Chain) Empty() bool {
 	return ch == nil || len(ch.access)+len(ch.log)+len(ch.response)+len(ch.byConsumer) == 0
 }
 
+// keepsRequest reports whether p leaves the request as the client sent it, or changes only
+// header fields, which the Ctx records (HeaderEditor).
+func keepsRequest(p Plugin) bool {
+	if keeper, ok := p.(RequestKeeper); ok && keeper.KeepsRequest() {
+		return true
+	}
+	editor, ok := p.(HeaderEditor)
+	return ok && editor.EditsOnlyHeaders()
+}
+
 // KeepsRequest reports whether running the chain leaves the request as the client sent
-// it: every plugin promises so (RequestKeeper), and no consumer's plugins can join. A nil
-// chain keeps it.
+// it but for the header edits its Ctx records: every plugin promises so (RequestKeeper,
+// HeaderEditor), and no consumer's plugins can join. A nil chain keeps it.
 func (ch *Chain) KeepsRequest() bool {
 	return ch == nil || (ch.keepsRequest && len(ch.byConsumer) == 0)
 }

@@ -101,6 +101,9 @@ type Ctx struct {
 	// Trace is the request's place in a distributed trace, which the opentelemetry
 	// plugin's access phase sets and its log phase reads; zero when no plugin traces it.
 	Trace TraceContext
+
+	// edits records the request header fields set, added and removed (HeaderEdits).
+	edits HeaderEdits
 }
 
 // TraceContext is a request's W3C Trace Context (traceparent): the trace it belongs to,
@@ -167,6 +170,7 @@ func (c *Ctx) End() {
 	c.headersIfAbsent = c.headersIfAbsent[:0]
 	c.appended = clearQueue(c.appended)
 	c.Trace = TraceContext{}
+	c.edits.reset()
 }
 
 // The request.
@@ -231,16 +235,29 @@ func (c *Ctx) Cookie(name []byte) []byte { return c.Request.Request.Header.Cooki
 
 // SetRequestHeader sets the request header name sent upstream, replacing any.
 func (c *Ctx) SetRequestHeader(name, value []byte) {
+	// fasthttp's Set replaces only the first of duplicate fields: a client's second
+	// traceparent would go upstream beside the new one.
+	c.Request.Request.Header.DelBytes(name)
 	c.Request.Request.Header.SetBytesKV(name, value)
+	c.edits.set(name, value)
 }
 
 // AddRequestHeader adds a request header field sent upstream, after any of that name.
 func (c *Ctx) AddRequestHeader(name, value []byte) {
 	c.Request.Request.Header.AddBytesKV(name, value)
+	c.edits.add(name, value)
 }
 
 // DelRequestHeader removes every request header field name from what is sent upstream.
-func (c *Ctx) DelRequestHeader(name []byte) { c.Request.Request.Header.DelBytes(name) }
+func (c *Ctx) DelRequestHeader(name []byte) {
+	c.Request.Request.Header.DelBytes(name)
+	c.edits.del(name)
+}
+
+// HeaderEdits returns what SetRequestHeader, AddRequestHeader and DelRequestHeader did
+// to the request so far, for the proxy to send a pristine request's header block with
+// them (HeaderEditor). The Ctx owns it; it is valid until the request ends.
+func (c *Ctx) HeaderEdits() *HeaderEdits { return &c.edits }
 
 // Forwarded is a set of the X-Forwarded-* headers the proxy sets from the connection
 // (X-Forwarded-For, which it appends to, is not one of them).

@@ -127,6 +127,16 @@ type RequestKeeper interface {
 	KeepsRequest() bool
 }
 
+// HeaderEditor is implemented by a plugin whose only changes to the request sent upstream
+// are header fields set, added or removed through Ctx's SetRequestHeader,
+// AddRequestHeader and DelRequestHeader (opentelemetry's traceparent), never a name the
+// proxy sets itself (Host, Connection, X-Forwarded-*, X-Real-IP). Such a route's request
+// still goes upstream as the client's header block, filtered, with the Ctx's HeaderEdits
+// applied (proxy.Info.Pristine and Edits). As with RequestKeeper, false is always correct.
+type HeaderEditor interface {
+	EditsOnlyHeaders() bool
+}
+
 // SegmentOwner is implemented by a plugin that keeps state in shared memory: the master
 // creates its segment at start, keeps it for its life and hands it to every worker and
 // to a new master on upgrade; workers find it in Shared.Segments under the plugin's name.

@@ -197,6 +197,7 @@ func (w *Worker) route(ctx *fasthttp.RequestCtx, x *requestState) {
 	case !c.Answered():
 		x.up.Consumer = c.Consumer // for a chash upstream with hash_on consumer
 		x.up.Host = c.UpstreamHost
+		x.up.Edits = c.HeaderEdits()        // a HeaderEditor's fields, for a pristine forward
 		x.up.Forwarded = c.TakenForwarded() // proxy-rewrite's X-Forwarded-* win over the proxy's
 		r.proxyChosen(ctx, &x.up, c)        // the upstream a plugin chose (traffic-split), or the route's
 		c.UpstreamNanos = x.up.UpstreamNanos

@@ -90,7 +90,7 @@ func (p *Processor) Add(entry []byte) {
 	}
 }
 
-// run sends batches until no entry waits: a full batch at once, the rest after
+// run sends batches until no entry waits: the full batches at once, the rest after
 // inactive_timeout of quiet or once the oldest has waited buffer_duration.
 func (p *Processor) run() {
 	timer := time.NewTimer(time.Hour)
@@ -116,14 +116,18 @@ func (p *Processor) run() {
 		}
 		buf, ends := p.buf, p.ends
 		p.buf, p.ends = p.spareBuf[:0], p.spareEnds[:0]
-		if wait > 0 && n > p.cfg.BatchMaxSize {
-			// A full batch leaves now; the entries past it wait for their own.
-			cut := ends[p.cfg.BatchMaxSize-1]
+		if rest := n % p.cfg.BatchMaxSize; wait > 0 && rest > 0 {
+			// Every full batch leaves now; the entries past the last wait for their own.
+			// They are copied back, fewer than a batch: taking one batch at a time would
+			// copy the whole backlog behind it for each, quadratic when the collector is
+			// slow (BenchmarkAddBacklog).
+			full := n - rest
+			cut := ends[full-1]
 			p.buf = append(p.buf, buf[cut:]...)
-			for _, end := range ends[p.cfg.BatchMaxSize:] {
+			for _, end := range ends[full:] {
 				p.ends = append(p.ends, end-cut)
 			}
-			buf, ends = buf[:cut], ends[:p.cfg.BatchMaxSize]
+			buf, ends = buf[:cut], ends[:full]
 		}
 		p.mu.Unlock()
 

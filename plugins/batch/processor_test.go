@@ -186,15 +186,27 @@ func TestStuckCollectorBlocksNothing(t *testing.T) {
 	}
 }
 
+// waitForRoom waits until the entries other tests left pending (TestStuckCollector-
+// BlocksNothing's 32 MiB, slow to drain under -race) take at most half of MaxPending:
+// past it the worker's bound would drop a test's entries.
+func waitForRoom(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for pendingBytes.Load() > MaxPending/2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d bytes of other tests' entries still pending after 60s", pendingBytes.Load())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // Add allocates nothing once the processor's buffers have held a batch.
 func TestAddAllocatesNothing(t *testing.T) {
 	if race.Enabled {
 		t.Skip("the race detector allocates")
 	}
+	waitForRoom(t)
 	deadline := time.Now().Add(10 * time.Second)
-	for pendingBytes.Load() != 0 && time.Now().Before(deadline) { // another test's entries
-		time.Sleep(time.Millisecond)
-	}
 	var sent atomic.Int64
 	p := New(config(500, 3600, 3600), func(e [][]byte) error { sent.Add(int64(len(e))); return nil }, counters(), nil)
 	entry := []byte(`{"request":{"uri":"/hello"}}`)
@@ -250,5 +262,50 @@ func TestTake(t *testing.T) {
 	var c Config
 	if taken, _ := c.Take(pluginconf.Member{Name: "uri"}); taken {
 		t.Error("uri taken")
+	}
+}
+
+// A slow collector lets entries pile up behind the batch being sent: the full batches
+// among them go in one hand-over, each entry in the order added, none copied twice over.
+func TestBacklogLeavesInFullBatches(t *testing.T) {
+	waitForRoom(t)
+	c := &collector{block: make(chan struct{})}
+	p := New(config(2, 3600, 3600), c.send, counters(), nil)
+	p.Add([]byte("e0"))
+	p.Add([]byte("e1")) // a full batch: the goroutine takes it and blocks in send
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		p.mu.Lock()
+		taken := len(p.ends) == 0
+		p.mu.Unlock()
+		if taken || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for i := 2; i < 9; i++ {
+		p.Add(fmt.Appendf(nil, "e%d", i))
+	}
+	close(c.block)
+	batches, _ := c.wait(t, 4, 10*time.Second)
+	if got, want := fmt.Sprint(batches), "[[e0 e1] [e2 e3] [e4 e5] [e6 e7]]"; got != want {
+		t.Fatalf("batches = %s, want %s", got, want)
+	}
+	time.Sleep(50 * time.Millisecond)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.ends) != 1 || string(p.buf) != "e8" {
+		t.Errorf("waiting after the full batches: %d entries %q, want e8 alone", len(p.ends), p.buf)
+	}
+}
+
+// BenchmarkAddBacklog is Add while the collector falls behind: the entries pile up
+// behind the batch being sent.
+func BenchmarkAddBacklog(b *testing.B) {
+	p := New(config(1000, 1, 60), func([][]byte) error { time.Sleep(time.Millisecond); return nil }, counters(), nil)
+	entry := []byte(strings.Repeat("x", 600))
+	b.ReportAllocs()
+	for b.Loop() {
+		p.Add(entry)
 	}
 }

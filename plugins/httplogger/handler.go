@@ -9,7 +9,6 @@ import (
 	"net/http"
 
 	"gw/plugins"
-	"gw/plugins/batch"
 	"gw/plugins/logentry"
 )
 
@@ -38,16 +37,10 @@ func (plugin) Build(raw json.RawMessage, env *plugins.Env) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	format, err := logentry.FormatFor(cfg.Format, env)
+	l, err := logentry.NewLogger(cfg.Format, cfg.Entry, cfg.Batch, newSender(cfg).send, Name, env)
 	if err != nil {
-		return nil, fmt.Errorf("plugin_metadata: %w", err)
+		return nil, err
 	}
-	l := &logentry.Logger{Format: format, Options: cfg.Entry}
-	var logf func(string, ...any)
-	if env.Shared != nil {
-		l.Options.Version, logf = env.Shared.Version, env.Shared.Logf
-	}
-	l.Proc = batch.New(cfg.Batch, newSender(cfg).send, batch.CountersOf(env.Shared, Name), logf)
 	if cfg.Entry.ResponseBody {
 		return bodyHandler{handler{l}}, nil
 	}

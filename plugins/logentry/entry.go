@@ -100,19 +100,17 @@ func AppendDefault(dst []byte, c *plugins.Ctx, opts Options, s *Scratch) []byte 
 
 	// Latencies in milliseconds, as log-util's latency_details_in_ms: upstream_latency
 	// only when an upstream answered, apisix_latency the rest, never below 0.
-	now := monotime.Unix(monotime.Now())
-	latency := float64(now-c.StartNanos) / 1e6
+	latency := max(monotime.Unix(monotime.Now())-c.StartNanos, 0)
 	apisix := latency
 	if c.UpstreamNanos >= 0 {
-		upstream := float64(c.UpstreamNanos) / 1e6
-		apisix = max(latency-upstream, 0)
+		apisix = max(latency-c.UpstreamNanos, 0)
 		dst = append(dst, `,"upstream_latency":`...)
-		dst = strconv.AppendFloat(dst, upstream, 'f', -1, 64)
+		dst = appendMillis(dst, c.UpstreamNanos)
 	}
 	dst = append(dst, `,"apisix_latency":`...)
-	dst = strconv.AppendFloat(dst, apisix, 'f', -1, 64)
+	dst = appendMillis(dst, apisix)
 	dst = append(dst, `,"latency":`...)
-	dst = strconv.AppendFloat(dst, latency, 'f', -1, 64)
+	dst = appendMillis(dst, latency)
 	dst = append(dst, `,"start_time":`...)
 	dst = strconv.AppendInt(dst, c.StartNanos/1e6, 10)
 
@@ -139,6 +137,29 @@ func AppendDefault(dst []byte, c *plugins.Ctx, opts Options, s *Scratch) []byte 
 		dst = append(dst, `""`...)
 	}
 	return append(dst, '}')
+}
+
+// appendMillis appends ns (at least 0) in milliseconds, as a JSON number with up to six
+// decimals and no trailing zero: what strconv.AppendFloat(float64(ns)/1e6, 'f', -1)
+// writes, without the shortest-float search that cost three times as much (and without
+// a float subtraction's stray digits in apisix_latency).
+func appendMillis(dst []byte, ns int64) []byte {
+	dst = strconv.AppendInt(dst, ns/1e6, 10)
+	frac := ns % 1e6
+	if frac == 0 {
+		return dst
+	}
+	var digits [7]byte
+	for i := 6; i > 0; i-- {
+		digits[i] = byte('0' + frac%10)
+		frac /= 10
+	}
+	digits[0] = '.'
+	n := 7
+	for digits[n-1] == '0' {
+		n--
+	}
+	return append(dst, digits[:n]...)
 }
 
 // appendRequestHeaders and appendResponseHeaders append header fields as

@@ -1,6 +1,7 @@
 package logentry
 
 import (
+	"fmt"
 	"sync"
 
 	"gw/plugins"
@@ -48,6 +49,27 @@ func (l *Logger) Log(c *plugins.Ctx) {
 		e.b = nil // a pooled buffer does not keep a large body's memory
 	}
 	entryBufs.Put(e)
+}
+
+// NewLogger makes a route's logger: its log_format (own, else FormatFor's), the
+// gateway's version and error log from env, and a processor of its own that delivers
+// with send and counts its drops under plugin's name.
+func NewLogger(own *Format, opts Options, cfg batch.Config, send batch.Send, plugin string, env *plugins.Env) (*Logger, error) {
+	format, err := FormatFor(own, env)
+	if err != nil {
+		return nil, fmt.Errorf("plugin_metadata: %w", err)
+	}
+	l := &Logger{Format: format, Options: opts}
+	var logf func(string, ...any)
+	if env != nil && env.Shared != nil {
+		l.Options.Version, logf = env.Shared.Version, env.Shared.Logf
+	}
+	var shared *plugins.Shared
+	if env != nil {
+		shared = env.Shared
+	}
+	l.Proc = batch.New(cfg, send, batch.CountersOf(shared, plugin), logf)
+	return l, nil
 }
 
 // FormatFor is the log_format a route's logger uses: its own, else its plugin_metadata's

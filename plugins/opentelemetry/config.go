@@ -23,10 +23,17 @@ func init() { plugins.Register(plugin{}) }
 // plugin is opentelemetry as the host sees it; its instance is a *handler (handler.go).
 type plugin struct{}
 
-var _ plugins.Plugin = plugin{}
+var (
+	_ plugins.Plugin       = plugin{}
+	_ plugins.HeaderEditor = plugin{}
+)
 
 func (plugin) Name() string  { return Name }
 func (plugin) Priority() int { return Priority }
+
+// EditsOnlyHeaders: opentelemetry changes only traceparent and tracestate, through the
+// Ctx, so a route's request still goes upstream by the proxy's pristine path.
+func (plugin) EditsOnlyHeaders() bool { return true }
 
 func (plugin) Validate(raw json.RawMessage) error {
 	_, err := Parse(raw)

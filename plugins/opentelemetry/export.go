@@ -208,11 +208,17 @@ const scopeName = "gw"
 // post sends one ExportTraceServiceRequest, whose encoding is TracesData's.
 func (e *exporter) post(body []byte) error {
 	// A copy: the transport may still be reading a body the collector answered early,
-	// and the next batch reuses the buffer.
-	req, err := http.NewRequest(http.MethodPost, e.url, bytes.NewReader(bytes.Clone(body)))
+	// and the next batch reuses the buffer. The copy's buffer comes back with its Close.
+	buf := bodyBufs.Get().(*[]byte)
+	*buf = append((*buf)[:0], body...)
+	lent := &lentBody{buf: buf}
+	lent.Reset(*buf)
+	req, err := http.NewRequest(http.MethodPost, e.url, lent)
 	if err != nil {
+		lent.Close()
 		return err
 	}
+	req.ContentLength = int64(len(body))
 	req.Header.Set("Content-Type", "application/x-protobuf")
 	for _, h := range e.attr.Collector.RequestHeaders {
 		req.Header.Set(h.Key, fmt.Sprint(h.Value))
@@ -225,6 +231,25 @@ func (e *exporter) post(body []byte) error {
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	if resp.StatusCode/100 != 2 {
 		return fmt.Errorf("POST %s: collector answered %s", e.url, resp.Status)
+	}
+	return nil
+}
+
+// lentBody is a batch's body lent to the transport, which closes it once it is done
+// with it, maybe after Do has returned; the first Close gives its buffer back to
+// bodyBufs. A batch's body is tens of KiB: a fresh copy per POST was most of the
+// exporter's garbage, and so of the collections it cost the worker.
+type lentBody struct {
+	bytes.Reader
+	buf    *[]byte
+	closed atomic.Bool
+}
+
+var bodyBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+func (b *lentBody) Close() error {
+	if b.closed.CompareAndSwap(false, true) {
+		bodyBufs.Put(b.buf)
 	}
 	return nil
 }

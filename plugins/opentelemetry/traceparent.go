@@ -58,28 +58,29 @@ func ParseTraceparent(v []byte) (p Parent, ok bool) {
 	return p, true
 }
 
-// decodeHex decodes src, lower-case hex of twice dst's length, into dst.
+// decodeHex decodes src, lower-case hex of twice dst's length, into dst. A table marks
+// the digits' values and every other byte 0xff: or-ing the looked-up values shows any
+// bad byte in the high nibble, with no branch per byte (BenchmarkParseTraceparent).
 func decodeHex(dst, src []byte) bool {
+	var bad byte
 	for i := range dst {
-		hi, ok1 := hexValue(src[2*i])
-		lo, ok2 := hexValue(src[2*i+1])
-		if !ok1 || !ok2 {
-			return false
-		}
+		hi, lo := hexValues[src[2*i]], hexValues[src[2*i+1]]
+		bad |= hi | lo
 		dst[i] = hi<<4 | lo
 	}
-	return true
+	return bad < 0x10
 }
 
-func hexValue(ch byte) (byte, bool) {
-	switch {
-	case ch >= '0' && ch <= '9':
-		return ch - '0', true
-	case ch >= 'a' && ch <= 'f':
-		return ch - 'a' + 10, true
+// hexValues maps a lower-case hex digit to its value, any other byte to 0xff.
+var hexValues = func() (t [256]byte) {
+	for i := range t {
+		t[i] = 0xff
 	}
-	return 0, false
-}
+	for i, ch := range []byte("0123456789abcdef") {
+		t[ch] = byte(i)
+	}
+	return t
+}()
 
 const hexDigits = "0123456789abcdef"
 

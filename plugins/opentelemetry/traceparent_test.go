@@ -140,3 +140,12 @@ func TestSamplers(t *testing.T) {
 		t.Errorf("trace_id_ratio 0.25 sampled %.3f of random traces", share)
 	}
 }
+
+func BenchmarkParseTraceparent(b *testing.B) {
+	v := []byte("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
+	for b.Loop() {
+		if _, ok := ParseTraceparent(v); !ok {
+			b.Fatal("refused")
+		}
+	}
+}

@@ -20,10 +20,13 @@ const Name = "syslog"
 // Priority is APISIX's.
 const Priority = 401
 
-func init() { plugins.Register(plugin{batch.MasterPart{Plugin: Name}}) }
+func init() {
+	plugins.Register(plugin{logentry.PluginPart{MasterPart: batch.MasterPart{Plugin: Name}}})
+}
 
-// plugin is syslog as the host sees it; the embedded MasterPart renders its drops.
-type plugin struct{ batch.MasterPart }
+// plugin is syslog as the host sees it; the embedded PluginPart has its metadata,
+// its drops' segment and metrics.
+type plugin struct{ logentry.PluginPart }
 
 var (
 	_ plugins.Plugin        = plugin{}
@@ -39,15 +42,6 @@ func (plugin) Validate(raw json.RawMessage) error {
 	_, err := Parse(raw)
 	return err
 }
-
-func (plugin) ValidateMetadata(raw json.RawMessage) error {
-	_, err := logentry.ParseMetadata(raw)
-	return err
-}
-
-func (plugin) MetadataSchema() []byte        { return []byte(logentry.MetadataSchema) }
-func (plugin) Segment() *plugins.SegmentSpec { return batch.SegmentSpec(Name) }
-func (plugin) KeepsRequest() bool            { return true }
 
 // Config is one syslog configuration, decoded and defaulted.
 type Config struct {

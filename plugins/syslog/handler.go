@@ -1,16 +1,12 @@
 package syslog
 
 import (
-	"crypto/tls"
 	"encoding/json"
-	"fmt"
-	"net"
 	"os"
 	"strconv"
 	"time"
 
 	"gw/plugins"
-	"gw/plugins/batch"
 	"gw/plugins/logentry"
 	"gw/plugins/vars"
 )
@@ -24,17 +20,11 @@ func (plugin) Build(raw json.RawMessage, env *plugins.Env) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	format, err := logentry.FormatFor(cfg.Format, env)
+	l, err := logentry.NewLogger(cfg.Format, cfg.Entry, cfg.Batch, newSender(cfg).send, Name, env)
 	if err != nil {
-		return nil, fmt.Errorf("plugin_metadata: %w", err)
+		return nil, err
 	}
-	l := &logentry.Logger{Format: format, Options: cfg.Entry, Header: header, NewLine: true}
-	var logf func(string, ...any)
-	if env.Shared != nil {
-		l.Options.Version, logf = env.Shared.Version, env.Shared.Logf
-	}
-	s := &sender{cfg: cfg}
-	l.Proc = batch.New(cfg.Batch, s.send, batch.CountersOf(env.Shared, Name), logf)
+	l.Header, l.NewLine = header, true
 	return l, nil
 }
 
@@ -61,8 +51,17 @@ func header(dst []byte, c *plugins.Ctx) []byte {
 
 // sender writes batches of messages, a connection or a datagram each.
 type sender struct {
-	cfg  *Config
-	data []byte
+	socket logentry.Socket
+	data   []byte
+}
+
+func newSender(cfg *Config) *sender {
+	network := "tcp"
+	if cfg.UDP {
+		network = "udp"
+	}
+	return &sender{socket: logentry.Socket{Network: network, Addr: cfg.Addr, TLS: cfg.TLS, ServerName: cfg.Host,
+		Timeout: cfg.Timeout, Peer: "the syslog server"}}
 }
 
 func (s *sender) send(entries [][]byte) error {
@@ -70,25 +69,5 @@ func (s *sender) send(entries [][]byte) error {
 	for _, e := range entries {
 		s.data = append(s.data, e...)
 	}
-	network := "tcp"
-	if s.cfg.UDP {
-		network = "udp"
-	}
-	conn, err := net.DialTimeout(network, s.cfg.Addr, s.cfg.Timeout)
-	if err != nil {
-		return fmt.Errorf("failed to connect to the syslog server %s: %w", s.cfg.Addr, err)
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(s.cfg.Timeout))
-	if s.cfg.TLS {
-		tc := tls.Client(conn, &tls.Config{ServerName: s.cfg.Host, InsecureSkipVerify: true}) //nolint:gosec // as APISIX's logger socket
-		if err := tc.Handshake(); err != nil {
-			return fmt.Errorf("failed to perform the TLS handshake with the syslog server %s: %w", s.cfg.Addr, err)
-		}
-		conn = tc
-	}
-	if _, err := conn.Write(s.data); err != nil {
-		return fmt.Errorf("failed to send to the syslog server %s: %w", s.cfg.Addr, err)
-	}
-	return nil
+	return s.socket.Write(s.data)
 }

@@ -1,14 +1,9 @@
 package tcplogger
 
 import (
-	"crypto/tls"
 	"encoding/json"
-	"fmt"
-	"net"
-	"time"
 
 	"gw/plugins"
-	"gw/plugins/batch"
 	"gw/plugins/logentry"
 )
 
@@ -20,44 +15,23 @@ func (plugin) Build(raw json.RawMessage, env *plugins.Env) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	format, err := logentry.FormatFor(cfg.Format, env)
-	if err != nil {
-		return nil, fmt.Errorf("plugin_metadata: %w", err)
-	}
-	l := &logentry.Logger{Format: format, Options: cfg.Entry}
-	var logf func(string, ...any)
-	if env.Shared != nil {
-		l.Options.Version, logf = env.Shared.Version, env.Shared.Logf
-	}
-	s := &sender{cfg: cfg}
-	l.Proc = batch.New(cfg.Batch, s.send, batch.CountersOf(env.Shared, Name), logf)
-	return l, nil
+	return logentry.NewLogger(cfg.Format, cfg.Entry, cfg.Batch, newSender(cfg).send, Name, env)
 }
 
 // sender writes batches, a connection each, as tcp-logger.lua; used by one processor's
 // goroutine.
 type sender struct {
-	cfg  *Config
-	data []byte
+	cfg    *Config
+	socket logentry.Socket
+	data   []byte
+}
+
+func newSender(cfg *Config) *sender {
+	return &sender{cfg: cfg, socket: logentry.Socket{Network: "tcp", Addr: cfg.Addr, TLS: cfg.TLS,
+		ServerName: cfg.ServerName, Timeout: cfg.Timeout, Peer: "TCP server"}}
 }
 
 func (s *sender) send(entries [][]byte) error {
 	s.data = logentry.Concat(s.data[:0], entries, s.cfg.Batch.BatchMaxSize)
-	conn, err := net.DialTimeout("tcp", s.cfg.Addr, s.cfg.Timeout)
-	if err != nil {
-		return fmt.Errorf("failed to connect to TCP server %s: %w", s.cfg.Addr, err)
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(s.cfg.Timeout))
-	if s.cfg.TLS {
-		tc := tls.Client(conn, &tls.Config{ServerName: s.cfg.ServerName, InsecureSkipVerify: true}) //nolint:gosec // APISIX's tcp-logger does not verify
-		if err := tc.Handshake(); err != nil {
-			return fmt.Errorf("failed to perform TLS handshake to TCP server %s: %w", s.cfg.Addr, err)
-		}
-		conn = tc
-	}
-	if _, err := conn.Write(s.data); err != nil {
-		return fmt.Errorf("failed to send data to TCP server %s: %w", s.cfg.Addr, err)
-	}
-	return nil
+	return s.socket.Write(s.data)
 }

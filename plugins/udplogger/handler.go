@@ -2,12 +2,8 @@ package udplogger
 
 import (
 	"encoding/json"
-	"fmt"
-	"net"
-	"time"
 
 	"gw/plugins"
-	"gw/plugins/batch"
 	"gw/plugins/logentry"
 )
 
@@ -19,37 +15,22 @@ func (plugin) Build(raw json.RawMessage, env *plugins.Env) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	format, err := logentry.FormatFor(cfg.Format, env)
-	if err != nil {
-		return nil, fmt.Errorf("plugin_metadata: %w", err)
-	}
-	l := &logentry.Logger{Format: format, Options: cfg.Entry}
-	var logf func(string, ...any)
-	if env.Shared != nil {
-		l.Options.Version, logf = env.Shared.Version, env.Shared.Logf
-	}
-	s := &sender{cfg: cfg}
-	l.Proc = batch.New(cfg.Batch, s.send, batch.CountersOf(env.Shared, Name), logf)
-	return l, nil
+	return logentry.NewLogger(cfg.Format, cfg.Entry, cfg.Batch, newSender(cfg).send, Name, env)
 }
 
 // sender sends batches, a datagram each, as udp-logger.lua; used by one processor's
 // goroutine.
 type sender struct {
-	cfg  *Config
-	data []byte
+	cfg    *Config
+	socket logentry.Socket
+	data   []byte
+}
+
+func newSender(cfg *Config) *sender {
+	return &sender{cfg: cfg, socket: logentry.Socket{Network: "udp", Addr: cfg.Addr, Timeout: cfg.Timeout, Peer: "UDP server"}}
 }
 
 func (s *sender) send(entries [][]byte) error {
 	s.data = logentry.Concat(s.data[:0], entries, s.cfg.Batch.BatchMaxSize)
-	conn, err := net.DialTimeout("udp", s.cfg.Addr, s.cfg.Timeout)
-	if err != nil {
-		return fmt.Errorf("failed to connect to UDP server %s: %w", s.cfg.Addr, err)
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(s.cfg.Timeout))
-	if _, err := conn.Write(s.data); err != nil {
-		return fmt.Errorf("failed to send data to UDP server %s: %w", s.cfg.Addr, err)
-	}
-	return nil
+	return s.socket.Write(s.data)
 }

@@ -92,6 +92,8 @@ type exchange struct {
 	// host is then Info.Host, which the caller owns (cleared before the exchange is pooled).
 	pristine bool
 	host     []byte
+	// edits is Info.Edits for a pristine request, nil for none (cleared as host is).
+	edits *plugins.HeaderEdits
 }
 
 var exchangePool = sync.Pool{New: func() any { return new(exchange) }}
@@ -130,7 +132,7 @@ func (x *exchange) varsFor(ctx *fasthttp.RequestCtx, info *Info, names bool) *va
 
 // done gives x back once the forward is over.
 func (x *exchange) done(info *Info) {
-	x.host = nil
+	x.host, x.edits = nil, nil
 	x.vars.HTTP = nil // the RequestCtx is fasthttp's to reuse
 	if info == nil || info.Scratch == nil {
 		exchangePool.Put(x)
@@ -178,6 +180,10 @@ type Info struct {
 	// from the client (no plugin that rewrites requests ran). The header block is then
 	// sent as the client wrote it, filtered (pristine.go), for a request without a body.
 	Pristine bool
+	// Edits is an input: the header fields the chain set, added and removed
+	// (plugins.Ctx.HeaderEdits), which a pristine request's header block gets applied;
+	// nil for none. ctx.Request has them already. The caller owns it.
+	Edits *plugins.HeaderEdits
 	// Scratch is an input: when not nil, the forward's working state, which the caller
 	// owns and must not hand to two forwards at once. Nil takes one from a pool.
 	Scratch *Scratch

@@ -9,13 +9,14 @@ import (
 	"gw/plugins"
 )
 
-// A pristine request is one nothing has changed since the client sent it: no plugin of its
-// route rewrites requests (Info.Pristine), it has no body, and its target is in origin form.
-// Its header block goes upstream as the client wrote it, line by line, less the hop-by-hop
-// headers and the ones the proxy sets itself, plus those; prepareRequest and Request.Write
-// would reach the same headers by deleting and setting them one by one in fasthttp's parsed
-// header and serialising it again, at about three times the CPU. Names keep the client's
-// spelling and duplicates their order, as nginx sends them.
+// A pristine request is one nothing has changed since the client sent it but header
+// fields a plugin set or removed through its Ctx (Info.Pristine, Info.Edits): it has no
+// body, and its target is in origin form. Its header block goes upstream as the client
+// wrote it, line by line, less the hop-by-hop headers, the ones the proxy sets itself and
+// the ones the plugins replaced, plus those; prepareRequest and Request.Write would reach
+// the same headers by deleting and setting them one by one in fasthttp's parsed header and
+// serialising it again, at about three times the CPU. Names keep the client's spelling and
+// duplicates their order, as nginx sends them.
 
 // pristine reports whether ctx's request can be sent by writePristine.
 func pristine(ctx *fasthttp.RequestCtx, info *Info, tunnel bool) bool {
@@ -48,10 +49,15 @@ func preparePristine(ctx *fasthttp.RequestCtx, x *exchange, info *Info) {
 	x.port = plugins.AppendServerPort(x.port[:0], ctx)
 	x.hostSet = len(info.Host) > 0
 	x.host = info.Host
+	x.edits = info.Edits
+	if x.edits != nil && x.edits.Empty() {
+		x.edits = nil
+	}
 }
 
 // writePristine writes the request line, host as its Host, the client's other header
-// lines but the dropped ones, then X-Real-IP and X-Forwarded-*, as prepareRequest sets them.
+// lines but the dropped ones and those the plugins replaced (x.edits), the fields the
+// plugins set, then X-Real-IP and X-Forwarded-*, as prepareRequest sets them.
 func writePristine(bw *bufio.Writer, ctx *fasthttp.RequestCtx, x *exchange, host []byte) error {
 	h := &ctx.Request.Header
 	bw.Write(h.Method())
@@ -61,13 +67,16 @@ func writePristine(bw *bufio.Writer, ctx *fasthttp.RequestCtx, x *exchange, host
 	bw.Write(host)
 	bw.WriteString("\r\n")
 	for name, value := range headerLines(h.RawHeaders()) {
-		if droppedHeader(name) || listedIn(x.buf, name) {
+		if droppedHeader(name) || listedIn(x.buf, name) || x.edits != nil && x.edits.Replaces(name) {
 			continue
 		}
 		bw.Write(name)
 		bw.WriteString(": ")
 		bw.Write(value)
 		bw.WriteString("\r\n")
+	}
+	if x.edits != nil {
+		bw.Write(x.edits.Lines())
 	}
 	writeHeader(bw, "X-Real-IP", x.ip)
 	writeHeader(bw, fasthttp.HeaderXForwardedFor, x.xff)

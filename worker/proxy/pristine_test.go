@@ -1,6 +1,20 @@
 package proxy
 
-import "testing"
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/valyala/fasthttp"
+
+	"gw/conf"
+	"gw/internal/race"
+	"gw/plugins"
+)
 
 func TestDroppedHeader(t *testing.T) {
 	for _, name := range []string{"te", "TE", "Host", "hOST", "Trailer", "upgrade", "X-Real-IP", "x-real-ip",
@@ -42,5 +56,100 @@ func TestListedIn(t *testing.T) {
 		if got := listedIn(list, []byte(name)); got != want {
 			t.Errorf("listedIn(%q) = %v, want %v", name, got, want)
 		}
+	}
+}
+
+// TestPristineHeaderEdits: the header fields a plugin set and removed through its Ctx
+// (opentelemetry's traceparent and tracestate) reach the node in place of the client's,
+// by the pristine path as by the usual one, and the client's other fields stay.
+func TestPristineHeaderEdits(t *testing.T) {
+	s := startStub(t, func(ctx *fasthttp.RequestCtx) {
+		for _, name := range []string{"traceparent", "tracestate", "X-Keep", "X-Added", "User-Agent"} {
+			var values []string
+			for _, v := range ctx.Request.Header.PeekAll(name) {
+				values = append(values, string(v))
+			}
+			fmt.Fprintf(ctx, "%s=%s\n", name, strings.Join(values, ","))
+		}
+	})
+	const want = "traceparent=00-new\ntracestate=\nX-Keep=1,2\nX-Added=a,b\nUser-Agent=ua\n"
+	for _, pristine := range []bool{false, true} {
+		t.Run(fmt.Sprintf("pristine=%v", pristine), func(t *testing.T) {
+			up, _ := newUpstream(t, &conf.Upstream{Nodes: conf.Nodes{s.node(1)}})
+			proxy := startProxyWith(t, func(ctx *fasthttp.RequestCtx) {
+				var c plugins.Ctx
+				c.Begin(ctx, nil, 0)
+				c.DelRequestHeader([]byte("tracestate"))
+				c.SetRequestHeader([]byte("traceparent"), []byte("00-old-too"))
+				c.SetRequestHeader([]byte("traceparent"), []byte("00-new"))
+				c.AddRequestHeader([]byte("X-Added"), []byte("a"))
+				c.AddRequestHeader([]byte("X-Added"), []byte("b"))
+				up.ForwardInfo(ctx, &Info{Pristine: pristine, Edits: c.HeaderEdits()})
+				c.End()
+			})
+			req, _ := http.NewRequest(http.MethodGet, "http://"+proxy+"/", nil)
+			req.Header["traceparent"] = []string{"00-client", "00-client-again"}
+			req.Header["tracestate"] = []string{"vendor=1"}
+			req.Header["X-Keep"] = []string{"1", "2"}
+			req.Header.Set("User-Agent", "ua")
+			if status, body := do(t, req); status != 200 || body != want {
+				t.Errorf("node saw (status %d)\n%s\nwant\n%s", status, body, want)
+			}
+		})
+	}
+}
+
+// TestPristineForwardWithEditsDoesNotAllocate: opentelemetry's edits, recorded and sent by
+// the pristine path, cost no allocation.
+func TestPristineForwardWithEditsDoesNotAllocate(t *testing.T) {
+	if race.Enabled {
+		t.Skip("the race detector makes sync.Pool drop items, so pooled objects are allocated again")
+	}
+	var seen atomic.Int64
+	s := startStub(t, func(ctx *fasthttp.RequestCtx) {
+		if string(ctx.Request.Header.Peek("traceparent")) == "00-new" && ctx.Request.Header.Peek("tracestate") == nil {
+			seen.Add(1)
+		}
+		ctx.WriteString("hello") //nolint:errcheck
+	})
+	p := NewPools()
+	t.Cleanup(p.Close)
+	up, err := p.Upstream(&conf.Upstream{Nodes: conf.Nodes{s.node(1)}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var template fasthttp.Request
+	raw := "GET /small HTTP/1.1\r\nHost: client.example\r\ntraceparent: 00-client\r\ntracestate: v=1\r\n" +
+		"User-Agent: bench\r\n\r\n"
+	if err := template.Read(bufio.NewReader(strings.NewReader(raw))); err != nil {
+		t.Fatal(err)
+	}
+	var ctx fasthttp.RequestCtx
+	ctx.Init(&template, &net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 40000}, nil)
+	var c plugins.Ctx
+	name, state, value := []byte("traceparent"), []byte("tracestate"), []byte("00-new")
+	var runs int64
+	run := func() {
+		template.CopyTo(&ctx.Request)
+		ctx.Request.URI()
+		c.Begin(&ctx, nil, 0)
+		c.DelRequestHeader(state)
+		c.SetRequestHeader(name, value)
+		up.ForwardInfo(&ctx, &Info{Pristine: true, Edits: c.HeaderEdits()})
+		c.End()
+		runs++
+		if ctx.Response.StatusCode() != fasthttp.StatusOK {
+			t.Fatalf("status %d: %s", ctx.Response.StatusCode(), ctx.Response.Body())
+		}
+		ctx.Response.Reset()
+	}
+	for range 20 {
+		run()
+	}
+	if allocs := testing.AllocsPerRun(200, run); allocs != 0 {
+		t.Errorf("a pristine forward with edits allocates %.1f times per request, want 0", allocs)
+	}
+	if seen.Load() != runs {
+		t.Errorf("the node saw the edits in %d of %d requests", seen.Load(), runs)
 	}
 }
