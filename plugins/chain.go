@@ -116,7 +116,10 @@ func BuildChain(set map[string]json.RawMessage, env *Env) (*Chain, error) {
 	})
 	ch := &Chain{keepsRequest: true}
 	for _, b := range list {
-		keeper, ok := b.plugin.(RequestKeeper)
+		keeper, ok := b.instance.(RequestKeeper) // the configuration's word first
+		if !ok {
+			keeper, ok = b.plugin.(RequestKeeper)
+		}
 		ch.keepsRequest = ch.keepsRequest && ok && keeper.KeepsRequest()
 		if a, ok := b.instance.(AccessPhase); ok {
 			ch.access = append(ch.access, a)

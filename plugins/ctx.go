@@ -95,8 +95,10 @@ type Ctx struct {
 	// headers are. realAddr is the client SetRemoteIP named, which the request's
 	// RemoteAddr points at from then on; realIP backs its IP.
 	headersIfAbsent [][]byte
-	realAddr        net.TCPAddr
-	realIP          [16]byte
+	// addedRequest are AddNewRequestHeader's pairs, flattened.
+	addedRequest [][]byte
+	realAddr     net.TCPAddr
+	realIP       [16]byte
 
 	// Trace is the request's place in a distributed trace, which the opentelemetry
 	// plugin's access phase sets and its log phase reads; zero when no plugin traces it.
@@ -166,6 +168,7 @@ func (c *Ctx) End() {
 	c.headers = c.headers[:0]
 	c.headersIfAbsent = c.headersIfAbsent[:0]
 	c.appended = clearQueue(c.appended)
+	c.addedRequest = clearQueue(c.addedRequest)
 	c.Trace = TraceContext{}
 }
 
@@ -233,6 +236,22 @@ func (c *Ctx) Cookie(name []byte) []byte { return c.Request.Request.Header.Cooki
 func (c *Ctx) SetRequestHeader(name, value []byte) {
 	c.Request.Request.Header.SetBytesKV(name, value)
 }
+
+// AddNewRequestHeader sets a request header field the request has no value for
+// (RequestHeader(name) is empty), as request-id's id: on the request later plugins read,
+// and on AddedRequestHeaders' list, which the proxy appends to the client's header block
+// when it sends that as it came (proxy.Info.Pristine). A RequestKeeper may call it: it
+// is the one change to the request that keeps a route on that path. Name and value are
+// copied; it allocates nothing once the Ctx has served a request with as many.
+func (c *Ctx) AddNewRequestHeader(name, value []byte) {
+	c.Request.Request.Header.SetBytesKV(name, value)
+	c.addedRequest = appendCopy(c.addedRequest, name)
+	c.addedRequest = appendCopy(c.addedRequest, value)
+}
+
+// AddedRequestHeaders are AddNewRequestHeader's fields, names and values flattened, in
+// the order added; the slices are the Ctx's, valid until the request ends.
+func (c *Ctx) AddedRequestHeaders() [][]byte { return c.addedRequest }
 
 // AddRequestHeader adds a request header field sent upstream, after any of that name.
 func (c *Ctx) AddRequestHeader(name, value []byte) {

@@ -47,8 +47,10 @@
 //   - MetadataOwner: the plugin has APISIX's plugin_metadata, settings shared by every
 //     route (the loggers' log_format), checked by the Admin API with ValidateMetadata
 //     and given to Build in Env.Metadata.
-//   - RequestKeeper: the plugin never changes the request, so its routes may send the
-//     client's header block as it came.
+//   - RequestKeeper: the plugin never changes the request but for fields it adds with
+//     Ctx.AddNewRequestHeader, so its routes may send the client's header block as it
+//     came, those fields after it. A built instance may implement it too, deciding for
+//     its configuration (key-auth, unless hide_credentials).
 //   - SegmentOwner: a shared-memory segment, made by the master for its life, handed to
 //     every worker and to a new master on upgrade. Its SegmentSpec may report FreeBytes
 //     and Evictions, which the metrics export reads.

@@ -119,10 +119,13 @@ type MetadataOwner interface {
 }
 
 // RequestKeeper is implemented by a plugin that never changes the request sent upstream:
-// its method, target or headers (limit-count and prometheus only count). A route whose
-// plugins all keep it has the client's header block sent as it came, filtered, rather
-// than re-serialised (proxy.Info.Pristine). Return false, or implement nothing, when in
-// doubt: false is always correct, only slower.
+// its method, target or headers (limit-count and prometheus only count), but for fields
+// it adds with Ctx.AddNewRequestHeader (request-id's). A route whose plugins all keep it
+// has the client's header block sent as it came, filtered, with those fields after it,
+// rather than re-serialised (proxy.Info.Pristine). A built instance may implement it too
+// and then decides for its configuration (key-auth keeps the request unless
+// hide_credentials). Return false, or implement nothing, when in doubt: false is always
+// correct, only slower.
 type RequestKeeper interface {
 	KeepsRequest() bool
 }

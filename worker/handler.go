@@ -175,7 +175,7 @@ func (w *Worker) route(ctx *fasthttp.RequestCtx, x *requestState) {
 	r := t.routes[matched.Value]
 	x.routeID = r.info.ID
 	x.up.Route = &r.info // for a chash key naming $route_id and the like
-	x.up.Pristine = r.pristine
+	x.up.Pristine, x.up.Added = r.pristine, nil
 	if r.chain == nil && r.global == nil {
 		// Only the route lookup came since the start (when the access log read it): the
 		// forward starts from that reading.
@@ -197,8 +197,9 @@ func (w *Worker) route(ctx *fasthttp.RequestCtx, x *requestState) {
 	case !c.Answered():
 		x.up.Consumer = c.Consumer // for a chash upstream with hash_on consumer
 		x.up.Host = c.UpstreamHost
-		x.up.Forwarded = c.TakenForwarded() // proxy-rewrite's X-Forwarded-* win over the proxy's
-		r.proxyChosen(ctx, &x.up, c)        // the upstream a plugin chose (traffic-split), or the route's
+		x.up.Forwarded = c.TakenForwarded()  // proxy-rewrite's X-Forwarded-* win over the proxy's
+		x.up.Added = c.AddedRequestHeaders() // request-id's, sent on the pristine path too
+		r.proxyChosen(ctx, &x.up, c)         // the upstream a plugin chose (traffic-split), or the route's
 		c.UpstreamNanos = x.up.UpstreamNanos
 		c.Node = append(c.Node[:0], x.up.Node...) // a copy: the Ctx outlives nothing, but is pooled
 		if x.up.Ended != 0 {

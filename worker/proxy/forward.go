@@ -92,6 +92,8 @@ type exchange struct {
 	// host is then Info.Host, which the caller owns (cleared before the exchange is pooled).
 	pristine bool
 	host     []byte
+	// added is Info.Added, for writePristine; the caller owns it (cleared as host is).
+	added [][]byte
 }
 
 var exchangePool = sync.Pool{New: func() any { return new(exchange) }}
@@ -130,7 +132,7 @@ func (x *exchange) varsFor(ctx *fasthttp.RequestCtx, info *Info, names bool) *va
 
 // done gives x back once the forward is over.
 func (x *exchange) done(info *Info) {
-	x.host = nil
+	x.host, x.added = nil, nil
 	x.vars.HTTP = nil // the RequestCtx is fasthttp's to reuse
 	if info == nil || info.Scratch == nil {
 		exchangePool.Put(x)
@@ -175,9 +177,16 @@ type Info struct {
 	// client's. ForwardInfo leaves it as it is; the caller owns the bytes.
 	Host []byte
 	// Pristine is an input: set when nothing has changed ctx.Request since it was read
-	// from the client (no plugin that rewrites requests ran). The header block is then
-	// sent as the client wrote it, filtered (pristine.go), for a request without a body.
+	// from the client (no plugin that rewrites requests ran) but for the fields in Added.
+	// The header block is then sent as the client wrote it, filtered (pristine.go), for
+	// a request without a body.
 	Pristine bool
+	// Added is an input: header fields the chain added to ctx.Request, names and values
+	// flattened (plugins.Ctx.AddedRequestHeaders: request-id's), which a pristine request
+	// sends after the client's in place of any the client sent empty. One the proxy sets
+	// or drops itself (X-Forwarded-For, Connection, ...) sends the request the usual way
+	// instead. The caller owns the slices until the forward returns.
+	Added [][]byte
 	// Scratch is an input: when not nil, the forward's working state, which the caller
 	// owns and must not hand to two forwards at once. Nil takes one from a pool.
 	Scratch *Scratch

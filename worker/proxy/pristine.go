@@ -24,7 +24,29 @@ func pristine(ctx *fasthttp.RequestCtx, info *Info, tunnel bool) bool {
 	// No body: Content-Length 0, or neither it nor Transfer-Encoding (fasthttp's -2).
 	length := h.ContentLength()
 	return info != nil && info.Pristine && !tunnel && (length == 0 || length == -2) &&
-		len(target) > 0 && target[0] == '/' && len(h.RawHeaders()) > 0
+		len(target) > 0 && target[0] == '/' && len(h.RawHeaders()) > 0 && !anyDropped(info.Added)
+}
+
+// anyDropped reports whether a field a plugin added is one the proxy drops or sets itself:
+// prepareRequest then decides what goes, as it would have without the plugin.
+func anyDropped(added [][]byte) bool {
+	for i := 0; i+1 < len(added); i += 2 {
+		if droppedHeader(added[i]) {
+			return true
+		}
+	}
+	return false
+}
+
+// isAdded reports whether name is one of the fields in added (Info.Added), which replace
+// the client's.
+func isAdded(added [][]byte, name []byte) bool {
+	for i := 0; i+1 < len(added); i += 2 {
+		if bytes.EqualFold(added[i], name) {
+			return true
+		}
+	}
+	return false
 }
 
 // preparePristine works out what writePristine adds, leaving ctx.Request alone:
@@ -48,10 +70,12 @@ func preparePristine(ctx *fasthttp.RequestCtx, x *exchange, info *Info) {
 	x.port = plugins.AppendServerPort(x.port[:0], ctx)
 	x.hostSet = len(info.Host) > 0
 	x.host = info.Host
+	x.added = info.Added
 }
 
 // writePristine writes the request line, host as its Host, the client's other header
-// lines but the dropped ones, then X-Real-IP and X-Forwarded-*, as prepareRequest sets them.
+// lines but the dropped ones, the fields plugins added (Info.Added), then X-Real-IP and
+// X-Forwarded-*, as prepareRequest sets them.
 func writePristine(bw *bufio.Writer, ctx *fasthttp.RequestCtx, x *exchange, host []byte) error {
 	h := &ctx.Request.Header
 	bw.Write(h.Method())
@@ -61,13 +85,23 @@ func writePristine(bw *bufio.Writer, ctx *fasthttp.RequestCtx, x *exchange, host
 	bw.Write(host)
 	bw.WriteString("\r\n")
 	for name, value := range headerLines(h.RawHeaders()) {
-		if droppedHeader(name) || listedIn(x.buf, name) {
+		if droppedHeader(name) || listedIn(x.buf, name) || len(x.added) > 0 && isAdded(x.added, name) {
 			continue
 		}
 		bw.Write(name)
 		bw.WriteString(": ")
 		bw.Write(value)
 		bw.WriteString("\r\n")
+	}
+	// A plugin's fields (request-id's), unless the client's Connection names them, as
+	// prepareRequest would have deleted them.
+	for i := 0; i+1 < len(x.added); i += 2 {
+		if !listedIn(x.buf, x.added[i]) {
+			bw.Write(x.added[i])
+			bw.WriteString(": ")
+			bw.Write(x.added[i+1])
+			bw.WriteString("\r\n")
+		}
 	}
 	writeHeader(bw, "X-Real-IP", x.ip)
 	writeHeader(bw, fasthttp.HeaderXForwardedFor, x.xff)
