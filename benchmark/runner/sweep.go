@@ -369,7 +369,12 @@ func (s *sweep) profileWorker(scenario string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	g, err := startGW(o.profgw, filepath.Join(s.dir, "gw-profiled-"+strings.NewReplacer(" ", "-", "+", "-", ",", "").Replace(scenario)), s.gwCPUs, s.workers, o.accessLog, dir)
+	// A short prefix: the control socket's path must fit a sockaddr_un (108 bytes).
+	prefix := "gw-profiled"
+	if scenario == gwChain {
+		prefix = "gw-profiled-chain"
+	}
+	g, err := startGW(o.profgw, filepath.Join(s.dir, prefix), s.gwCPUs, s.workers, o.accessLog, dir)
 	if err != nil {
 		return nil, err
 	}
