@@ -116,7 +116,7 @@ func BuildChain(set map[string]json.RawMessage, env *Env) (*Chain, error) {
 	})
 	ch := &Chain{keepsRequest: true}
 	for _, b := range list {
-		ch.keepsRequest = ch.keepsRequest && keepsRequest(b.plugin)
+		ch.keepsRequest = ch.keepsRequest && keepsRequest(b.instance, b.plugin)
 		if a, ok := b.instance.(AccessPhase); ok {
 			ch.access = append(ch.access, a)
 			ch.accessOrder = append(ch.accessOrder, order{b.plugin.Priority(), b.plugin.Name()})
@@ -153,9 +153,14 @@ func (ch *Chain) Empty() bool {
 	return ch == nil || len(ch.access)+len(ch.log)+len(ch.response)+len(ch.byConsumer) == 0
 }
 
-// keepsRequest reports whether p leaves the request as the client sent it, or changes only
-// header fields, which the Ctx records (HeaderEditor).
-func keepsRequest(p Plugin) bool {
+// keepsRequest reports whether a plugin leaves the request as the client sent it, or
+// changes only header fields, which the Ctx records (HeaderEditor). The built instance's
+// word comes first, deciding for its configuration (key-auth's hide_credentials), then
+// the plugin's.
+func keepsRequest(instance any, p Plugin) bool {
+	if keeper, ok := instance.(RequestKeeper); ok {
+		return keeper.KeepsRequest()
+	}
 	if keeper, ok := p.(RequestKeeper); ok && keeper.KeepsRequest() {
 		return true
 	}

@@ -472,3 +472,46 @@ func TestResponsePhase(t *testing.T) {
 		t.Fatalf("the global rule's response phase did not see the queued header: %s", req.Response.Header.String())
 	}
 }
+
+// keeper is a test instance that says, for its configuration, whether it keeps the request.
+type keeper struct{ keeps bool }
+
+func (keeper) Access(*Ctx) error    { return nil }
+func (k keeper) KeepsRequest() bool { return k.keeps }
+
+// keeperPlugin is a test plugin that keeps the request whatever its instance says.
+type keeperPlugin struct{ testPlugin }
+
+func (*keeperPlugin) KeepsRequest() bool { return true }
+
+// A chain keeps the request when each instance does: an instance's own word (key-auth's,
+// per hide_credentials) first, else its plugin's, and a plugin that says nothing does not.
+func TestChainKeepsRequest(t *testing.T) {
+	Register(&keeperPlugin{testPlugin{name: "test-keeper", build: func(raw json.RawMessage, env *Env) (any, error) {
+		return keeper{keeps: string(raw) != `"changes"`}, nil
+	}}})
+	Register(&keeperPlugin{testPlugin{name: "test-keeper-plugin", build: func(raw json.RawMessage, env *Env) (any, error) {
+		return &recorder{name: "k", trace: new([]string)}, nil
+	}}})
+	Register(&testPlugin{name: "test-silent", build: func(raw json.RawMessage, env *Env) (any, error) {
+		return &recorder{name: "s", trace: new([]string)}, nil
+	}})
+	for _, tc := range []struct {
+		set  map[string]string
+		want bool
+	}{
+		{map[string]string{"test-keeper": `{}`}, true},
+		{map[string]string{"test-keeper": `"changes"`}, false},
+		{map[string]string{"test-keeper-plugin": `{}`}, true},
+		{map[string]string{"test-keeper": `{}`, "test-keeper-plugin": `{}`}, true},
+		{map[string]string{"test-keeper": `{}`, "test-silent": `{}`}, false},
+	} {
+		ch, err := BuildChain(raws(tc.set), &Env{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ch.KeepsRequest(); got != tc.want {
+			t.Errorf("%v: KeepsRequest %v, want %v", tc.set, got, tc.want)
+		}
+	}
+}

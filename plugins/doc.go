@@ -48,11 +48,12 @@
 //     route (the loggers' log_format), checked by the Admin API with ValidateMetadata
 //     and given to Build in Env.Metadata.
 //   - RequestKeeper: the plugin never changes the request, so its routes may send the
-//     client's header block as it came.
+//     client's header block as it came. A built instance may implement it too, deciding
+//     for its configuration (key-auth, unless hide_credentials).
 //   - HeaderEditor: the plugin changes only header fields, through Ctx's
 //     SetRequestHeader, AddRequestHeader and DelRequestHeader, which the Ctx records
 //     (HeaderEdits), so its routes still send the client's header block, edited
-//     (opentelemetry's traceparent).
+//     (opentelemetry's traceparent, request-id's id).
 //   - SegmentOwner: a shared-memory segment, made by the master for its life, handed to
 //     every worker and to a new master on upgrade. Its SegmentSpec may report FreeBytes
 //     and Evictions, which the metrics export reads.

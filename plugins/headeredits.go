@@ -35,6 +35,26 @@ func (e *HeaderEdits) Replaces(name []byte) bool {
 // HeaderEdits owns it.
 func (e *HeaderEdits) Lines() []byte { return e.lines }
 
+// Touches reports whether any name set, added or removed is one match reports, such as a
+// field the proxy sets itself.
+func (e *HeaderEdits) Touches(match func(name []byte) bool) bool {
+	for rest := e.replaced; len(rest) > 0; {
+		var n []byte
+		n, rest, _ = bytes.Cut(rest, newline)
+		if match(n) {
+			return true
+		}
+	}
+	for rest := e.lines; len(rest) > 0; {
+		end := bytes.IndexByte(rest, '\n') + 1
+		if colon := bytes.IndexByte(rest[:end], ':'); match(rest[:colon]) {
+			return true
+		}
+		rest = rest[end:]
+	}
+	return false
+}
+
 // Empty reports whether nothing was edited.
 func (e *HeaderEdits) Empty() bool { return len(e.replaced) == 0 && len(e.lines) == 0 }
 

@@ -120,19 +120,23 @@ type MetadataOwner interface {
 
 // RequestKeeper is implemented by a plugin that never changes the request sent upstream:
 // its method, target or headers (limit-count and prometheus only count). A route whose
-// plugins all keep it has the client's header block sent as it came, filtered, rather
-// than re-serialised (proxy.Info.Pristine). Return false, or implement nothing, when in
-// doubt: false is always correct, only slower.
+// plugins all keep it (or edit only headers: HeaderEditor) has the client's header block
+// sent as it came, filtered, rather than re-serialised (proxy.Info.Pristine). A built
+// instance may implement it too
+// and then decides for its configuration (key-auth keeps the request unless
+// hide_credentials). Return false, or implement nothing, when in doubt: false is always
+// correct, only slower.
 type RequestKeeper interface {
 	KeepsRequest() bool
 }
 
 // HeaderEditor is implemented by a plugin whose only changes to the request sent upstream
 // are header fields set, added or removed through Ctx's SetRequestHeader,
-// AddRequestHeader and DelRequestHeader (opentelemetry's traceparent), never a name the
-// proxy sets itself (Host, Connection, X-Forwarded-*, X-Real-IP). Such a route's request
-// still goes upstream as the client's header block, filtered, with the Ctx's HeaderEdits
-// applied (proxy.Info.Pristine and Edits). As with RequestKeeper, false is always correct.
+// AddRequestHeader and DelRequestHeader (opentelemetry's traceparent, request-id's id).
+// Such a route's request still goes upstream as the client's header block, filtered, with
+// the Ctx's HeaderEdits applied (proxy.Info.Pristine and Edits); one that edits a name the
+// proxy sets itself (Host, Connection, X-Forwarded-*, X-Real-IP) goes the usual way. As
+// with RequestKeeper, false is always correct.
 type HeaderEditor interface {
 	EditsOnlyHeaders() bool
 }

@@ -175,7 +175,7 @@ func (w *Worker) route(ctx *fasthttp.RequestCtx, x *requestState) {
 	r := t.routes[matched.Value]
 	x.routeID = r.info.ID
 	x.up.Route = &r.info // for a chash key naming $route_id and the like
-	x.up.Pristine = r.pristine
+	x.up.Pristine, x.up.Edits = r.pristine, nil
 	if r.chain == nil && r.global == nil {
 		// Only the route lookup came since the start (when the access log read it): the
 		// forward starts from that reading.

@@ -300,13 +300,26 @@ func benchmark(o *options) error {
 			row, err = s.run()
 		}
 		if err == nil && o.profile {
-			// The profile is an extra: its failure must not cost the measured row.
-			paths, perr := s.profileWorker()
-			if perr != nil {
-				fmt.Fprintf(os.Stderr, "profiling failed: %v\n", perr)
+			// The profile is an extra: its failure must not cost the measured row. With
+			// -chain, plain gw and the chain are profiled alike, so that pprof's
+			// -diff_base shows what the chain adds.
+			scenarios := []string{gwPlugins}
+			if o.chain {
+				scenarios = []string{gwPlain, gwChain}
 			}
-			for _, p := range paths {
-				fmt.Printf("    CPU profile: go tool pprof -top %s %s\n", o.profgw, p)
+			var profiles []string
+			for _, scenario := range scenarios {
+				paths, perr := s.profileWorker(scenario)
+				if perr != nil {
+					fmt.Fprintf(os.Stderr, "profiling %s failed: %v\n", scenario, perr)
+				}
+				for _, p := range paths {
+					fmt.Printf("    CPU profile of %s: go tool pprof -top %s %s\n", scenario, o.profgw, p)
+				}
+				profiles = append(profiles, paths...)
+			}
+			if o.chain && len(profiles) == 2 {
+				fmt.Printf("    what the chain adds: go tool pprof -top -diff_base %s %s %s\n", profiles[0], o.profgw, profiles[1])
 			}
 		}
 		s.cleanup()

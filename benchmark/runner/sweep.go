@@ -360,32 +360,45 @@ func (s *sweep) measure(t target, script string) (Run, error) {
 	return r, nil
 }
 
-// profileWorker runs the limit-count+prometheus scenario once more on profgw, with its
-// workers' CPU profiler on for exactly the wrk run, and returns the profile paths.
-func (s *sweep) profileWorker() ([]string, error) {
+// profileWorker runs one scenario (gwPlain, gwPlugins or gwChain) once more on profgw,
+// with its workers' CPU profiler on for exactly the wrk run, and returns the profile
+// paths.
+func (s *sweep) profileWorker(scenario string) ([]string, error) {
 	o := s.opts
 	dir := filepath.Join(s.dir, "profile")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	g, err := startGW(o.profgw, filepath.Join(s.dir, "gw-profiled"), s.gwCPUs, s.workers, o.accessLog, dir)
+	// A short prefix: the control socket's path must fit a sockaddr_un (108 bytes).
+	prefix := "gw-profiled"
+	if scenario == gwChain {
+		prefix = "gw-profiled-chain"
+	}
+	g, err := startGW(o.profgw, filepath.Join(s.dir, prefix), s.gwCPUs, s.workers, o.accessLog, dir)
 	if err != nil {
 		return nil, err
 	}
 	defer g.stop()
-	if code, body, err := g.putRoute(routeBody("/hello", s.up.addr, true)); err != nil || code/100 != 2 {
+	route := routeBody("/hello", s.up.addr, scenario == gwPlugins)
+	if scenario == gwChain {
+		route = fmt.Sprintf(`{"uri":"/hello","plugins":%s,"upstream":{"type":"roundrobin","nodes":{%q:1}}}`, chainPlugins, s.up.addr)
+		if code, body, err := g.put("/apisix/admin/consumers", chainConsumer); err != nil || code/100 != 2 {
+			return nil, fmt.Errorf("PUT consumer: %d %s %v", code, body, err)
+		}
+	}
+	if code, body, err := g.putRoute(route); err != nil || code/100 != 2 {
 		return nil, fmt.Errorf("PUT route 1: %d %s %v", code, body, err)
 	}
 	url := "http://" + g.data + "/hello"
 	if err := waitListening(g.data, 30*time.Second); err != nil {
 		return nil, err
 	}
-	if err := checkResponse(url, o.bodyBytes); err != nil {
+	if err := checkResponse(url, o.bodyBytes, o.headers()...); err != nil {
 		return nil, err
 	}
 	script := filepath.Join(s.dir, "report.lua")
-	s.progress.step(fmt.Sprintf("%d worker(s): profiling gw limit-count+prometheus (warm-up)", s.workers), o.warmup)
-	if _, err := runPinned(s.loadCPUs, wrkArgs(o.wrk, script, url, s.loadCores, o.connections, o.warmup)...); err != nil {
+	s.progress.step(fmt.Sprintf("%d worker(s): profiling %s (warm-up)", s.workers, scenario), o.warmup)
+	if _, err := runPinned(s.loadCPUs, wrkArgs(o.wrk, script, url, s.loadCores, o.connections, o.warmup, o.headers()...)...); err != nil {
 		return nil, err
 	}
 	_, workers, err := g.processes()
@@ -393,8 +406,8 @@ func (s *sweep) profileWorker() ([]string, error) {
 		return nil, err
 	}
 	signalAll(workers)
-	s.progress.step(fmt.Sprintf("%d worker(s): profiling gw limit-count+prometheus", s.workers), o.duration)
-	lr, err := runPinned(s.loadCPUs, wrkArgs(o.wrk, script, url, s.loadCores, o.connections, o.duration)...)
+	s.progress.step(fmt.Sprintf("%d worker(s): profiling %s", s.workers, scenario), o.duration)
+	lr, err := runPinned(s.loadCPUs, wrkArgs(o.wrk, script, url, s.loadCores, o.connections, o.duration, o.headers()...)...)
 	signalAll(workers)
 	if err != nil {
 		return nil, err

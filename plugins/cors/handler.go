@@ -100,7 +100,13 @@ type cors struct {
 	allowCredential bool
 }
 
-var _ plugins.AccessPhase = (*cors)(nil)
+var (
+	_ plugins.AccessPhase   = (*cors)(nil)
+	_ plugins.RequestKeeper = plugin{}
+)
+
+// KeepsRequest: cors only answers (an OPTIONS) and adds response headers.
+func (plugin) KeepsRequest() bool { return true }
 
 // Build compiles a route's cors.
 func (plugin) Build(raw json.RawMessage, _ *plugins.Env) (any, error) {

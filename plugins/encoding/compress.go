@@ -11,9 +11,10 @@ import (
 )
 
 // Writer is a compressor as gzip's and brotli's libraries make them: reset onto a
-// destination, written to, closed to finish the stream.
+// destination, written to, flushed to emit what it holds, closed to finish the stream.
 type Writer interface {
 	Reset(dst io.Writer)
+	Flush() error
 	io.WriteCloser
 }
 
@@ -28,6 +29,9 @@ type Compressor struct {
 	http10    bool
 	vary      bool
 	writers   *sync.Pool // of Writer, at the route's settings
+	// flushAfter, when above 0, is how much of a streamed body the compressor takes in
+	// before it must emit what it holds (gzip's buffers); 0 leaves that to the compressor.
+	flushAfter int
 }
 
 // NewCompressor compiles a route's compression in coding ("gzip", "br") with writers
@@ -42,6 +46,11 @@ func NewCompressor(coding string, c *Common, writers *sync.Pool) *Compressor {
 		writers:   writers,
 	}
 }
+
+// FlushAfter makes a streamed body's compressor emit what it holds (a sync flush) once it
+// has taken in n bytes of the body since it last did, n > 0. Call it at build, before z
+// serves a request.
+func (z *Compressor) FlushAfter(n int) { z.flushAfter = n }
 
 var (
 	headerContentType     = []byte("Content-Type")
@@ -107,7 +116,7 @@ func (z *Compressor) Compress(c *plugins.Ctx, body []byte) {
 	defer scratchPool.Put(s)
 	if c.ResponseStreamed() {
 		if bytes.Equal(c.RequestProtocol(), protocolHTTP10) ||
-			!c.WrapResponseStream(func(src plugins.StreamDetacher) io.Reader { return newStream(src, z.writers) }) {
+			!c.WrapResponseStream(func(src plugins.StreamDetacher) io.Reader { return newStream(src, z.writers, z.flushAfter) }) {
 			return
 		}
 	} else {

@@ -158,3 +158,64 @@ func TestCompressStream(t *testing.T) {
 		}
 	}
 }
+
+// With FlushAfter (gzip's buffers), the compressor emits what it holds once it has taken
+// in that much of the body: what the client has then decodes to all the node sent, where
+// without it the compressor keeps the node's first pieces back.
+func TestCompressStreamFlushAfter(t *testing.T) {
+	page := strings.Repeat("<p>a streamed page, compressed as it goes</p>\n", 4000)
+	const piece = 1500
+	for _, coding := range codings {
+		for _, flushAfter := range []int{0, 1024, 4096} {
+			t.Run(fmt.Sprintf("%s/%d", coding.name, flushAfter), func(t *testing.T) {
+				z := NewCompressor(coding.name, &Common{MinLength: 20, HTTPVersion: 10}, coding.writers)
+				if flushAfter > 0 {
+					z.FlushAfter(flushAfter)
+				}
+				ctx := &fasthttp.RequestCtx{}
+				ctx.Request.Header.SetMethod("GET")
+				ctx.Request.SetRequestURI("/page")
+				ctx.Request.Header.Set("Accept-Encoding", "gzip, br")
+				ctx.Response.Header.Set("Content-Type", "text/html")
+				src := &nodeStream{rest: page, piece: piece}
+				ctx.Response.SetBodyStream(src, -1)
+				c := plugins.AcquireCtx(ctx, &plugins.RouteInfo{}, 0)
+				if body, ok := z.Fits(c); ok && z.ClientTakes(c) {
+					z.Compress(c, body)
+				}
+				plugins.ReleaseCtx(c)
+				resp := &ctx.Response
+				defer resp.CloseBodyStream()
+				// Read until the client's bytes decode to something, and see how much of
+				// the body the node had sent by then (gzip's header comes first, alone).
+				var sent []byte
+				var plain []byte
+				taken := 0
+				for len(plain) == 0 {
+					buf := make([]byte, 64<<10)
+					n, err := resp.BodyStream().Read(buf)
+					if err != nil {
+						t.Fatal(err)
+					}
+					sent = append(sent, buf[:n]...)
+					taken = len(page) - len(src.rest)
+					if r, err := coding.reader(bytes.NewReader(sent)); err == nil {
+						plain, _ = io.ReadAll(r) // the stream is unfinished: it ends early
+					}
+				}
+				if flushAfter == 0 {
+					if taken <= 4096 {
+						t.Fatalf("the first bytes came after %d bytes of the body: the compressor kept nothing back, so this test shows nothing", taken)
+					}
+					return
+				}
+				if want := (flushAfter + piece - 1) / piece * piece; taken != want {
+					t.Errorf("the first bytes came after %d bytes of the body, want %d (buffers %d)", taken, want, flushAfter)
+				}
+				if len(plain) != taken || string(plain) != page[:taken] {
+					t.Errorf("the first bytes decode to %d bytes, want all %d the node sent", len(plain), taken)
+				}
+			})
+		}
+	}
+}

@@ -16,11 +16,17 @@ const streamReadSize = 16 << 10
 // so a large or endless body is never held whole. Like nginx's, it hands out compressed
 // bytes as the compressor emits them (in blocks of tens of KiB), not at every piece the
 // node sends. It is the server's to close (CloseWithError), which closes the node's stream
-// and puts the compressor back in its pool.
+// and puts the compressor back in its pool. With flushAfter set, the compressor is made
+// to emit what it holds once it has taken in that much of the body since it last did, so
+// a slow node's body reaches the client in pieces no larger than that (or than the
+// node's own pieces).
 type stream struct {
 	src     plugins.StreamDetacher
 	w       Writer
 	writers *sync.Pool
+	// flushAfter is the Compressor's; held counts the body's bytes the compressor took in
+	// since it was last flushed.
+	flushAfter, held int
 	// out holds compressed bytes not handed out yet; in is the node's piece being read.
 	out bytes.Buffer
 	in  []byte
@@ -31,9 +37,9 @@ type stream struct {
 var streamPool = sync.Pool{New: func() any { return &stream{in: make([]byte, streamReadSize)} }}
 
 // newStream starts compressing src with a writer of writers (the route's level).
-func newStream(src plugins.StreamDetacher, writers *sync.Pool) *stream {
+func newStream(src plugins.StreamDetacher, writers *sync.Pool, flushAfter int) *stream {
 	s := streamPool.Get().(*stream)
-	s.src, s.writers = src, writers
+	s.src, s.writers, s.flushAfter, s.held = src, writers, flushAfter, 0
 	s.w = writers.Get().(Writer)
 	s.w.Reset(&s.out)
 	return s
@@ -44,6 +50,10 @@ func (s *stream) Read(p []byte) (int, error) {
 		n, err := s.src.Read(s.in)
 		if n > 0 {
 			_, _ = s.w.Write(s.in[:n]) // into a bytes.Buffer: it does not fail
+			if s.held += n; s.flushAfter > 0 && s.held >= s.flushAfter && err == nil {
+				_ = s.w.Flush()
+				s.held = 0
+			}
 		}
 		switch {
 		case err == io.EOF:

@@ -3,6 +3,7 @@ package gzip
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 
 	"gw/plugins"
 	"gw/plugins/encoding"
@@ -35,8 +36,9 @@ type Config struct {
 	encoding.Common
 	// CompLevel is gzip's level, 1 (fastest) to 9 (smallest).
 	CompLevel int
-	// BuffersNumber and BuffersSize are nginx's gzip_buffers. Only the default is
-	// accepted (see buffers): gw's compressor sizes its own.
+	// BuffersNumber and BuffersSize are nginx's gzip_buffers: their product bounds the
+	// body a streamed response's compressor takes in before it sends what it holds
+	// (see FlushAfter).
 	BuffersNumber, BuffersSize int64
 }
 
@@ -77,9 +79,8 @@ const (
 	defaultBuffersSize   = 4096
 )
 
-// buffers reads nginx's gzip_buffers. gw compresses a body held whole (up to 32 KiB)
-// into one growing buffer, so the number and size of nginx's output buffers cannot mean
-// anything here: any other than the default is refused rather than accepted and ignored.
+// buffers reads nginx's gzip_buffers, number and size each at least 1 as APISIX's schema
+// has them.
 func buffers(m pluginconf.Member, c *Config) error {
 	members, err := pluginconf.Verbatim.Members(m.Value)
 	if err != nil {
@@ -99,9 +100,16 @@ func buffers(m pluginconf.Member, c *Config) error {
 			return err
 		}
 	}
-	if c.BuffersNumber != defaultBuffersNumber || c.BuffersSize != defaultBuffersSize {
-		return fmt.Errorf(`%s: {"number": %d, "size": %d} is not supported yet: gw compresses a body into one buffer of its own; `+
-			`leave buffers out (or give APISIX's default {"number": 32, "size": 4096})`, m.Name, c.BuffersNumber, c.BuffersSize)
-	}
 	return nil
+}
+
+// FlushAfter is how many bytes of a streamed body the compressor may take in before gw
+// sends what it holds (a sync flush): buffers.number × buffers.size, as nginx's
+// gzip_buffers bounds the compressed output it keeps in flight. nginx's buffers hold
+// compressed bytes; gw hands those to the server as soon as the compressor emits them,
+// so the bound that means something here is the body held in the compressor: with
+// {"number": 1, "size": 4096} a node's body reaches the client at least every 4 KiB of
+// it (or at each piece the node sends, when larger), compressed slightly less well.
+func (c *Config) FlushAfter() int {
+	return int(min(c.BuffersNumber*c.BuffersSize, math.MaxInt32))
 }

@@ -14,9 +14,11 @@ func TestParseAccepts(t *testing.T) {
 	cases := map[string]Config{
 		// t/plugin/gzip.t TEST 1 "sanity".
 		`{}`: defaults,
-		// TEST 4 "compress level".
-		// (its buffers, {"number":8,"size":16384}, are refused below: not supported yet).
+		// TEST 4 "compress level", with its buffers; APISIX's doc example gives number alone.
 		`{"comp_level":9}`: with(func(c *Config) { c.CompLevel = 9 }),
+		`{"comp_level":9,"buffers":{"number":8,"size":16384}}`: with(func(c *Config) { c.CompLevel, c.BuffersNumber, c.BuffersSize = 9, 8, 16384 }),
+		`{"buffers":{"number":8}}`:                             with(func(c *Config) { c.BuffersNumber = 8 }),
+		`{"buffers":{"size":1}}`:                               with(func(c *Config) { c.BuffersSize = 1 }),
 		// TEST 6 "min length", TEST 8 "http version".
 		`{"min_length":21}`:    with(func(c *Config) { c.MinLength = 21 }),
 		`{"http_version":1.0}`: with(func(c *Config) { c.HTTPVersion = 10 }),
@@ -46,24 +48,23 @@ func TestParseAccepts(t *testing.T) {
 // t/plugin/gzip.t TEST 19 "schema check", each refusal naming its field.
 func TestParseRejects(t *testing.T) {
 	cases := map[string]string{
-		`[]`:                                    "must be a JSON object",
-		`{"types":[]}`:                          `types: must be "*" or a non-empty array of media types, got []`,
-		`{"types":"text/html"}`:                 `types: must be "*" or a non-empty array`,
-		`{"types":[""]}`:                        "types[0]: must not be empty",
-		`{"min_length":0}`:                      "min_length: must be an integer > 0, got 0",
-		`{"comp_level":10}`:                     "comp_level: must be an integer from 1 to 9, got 10",
-		`{"comp_level":0}`:                      "comp_level: must be an integer from 1 to 9, got 0",
-		`{"http_version":2}`:                    "http_version: must be 1.1 or 1.0, got 2",
-		`{"http_version":"1.1"}`:                `http_version: must be 1.1 or 1.0, got "1.1"`,
-		`{"buffers":{"number":0}}`:              "buffers.number: must be an integer > 0, got 0",
-		`{"buffers":{"size":0}}`:                "buffers.size: must be an integer > 0, got 0",
-		`{"buffers":{"count":1}}`:               "buffers.count: unknown field",
-		`{"buffers":1}`:                         "buffers: configuration must be a JSON object",
-		`{"buffers":{"number":8}}`:              `buffers: {"number": 8, "size": 4096} is not supported yet`,
-		`{"buffers":{"number":8,"size":16384}}`: `buffers: {"number": 8, "size": 16384} is not supported yet`,
-		`{"buffers":{"size":8192}}`:             `buffers: {"number": 32, "size": 8192} is not supported yet`,
-		`{"vary":0}`:                            "vary: must be a boolean, got 0",
-		`{"brotli":true}`:                       "brotli: unknown field",
+		`[]`:                              "must be a JSON object",
+		`{"types":[]}`:                    `types: must be "*" or a non-empty array of media types, got []`,
+		`{"types":"text/html"}`:           `types: must be "*" or a non-empty array`,
+		`{"types":[""]}`:                  "types[0]: must not be empty",
+		`{"min_length":0}`:                "min_length: must be an integer > 0, got 0",
+		`{"comp_level":10}`:               "comp_level: must be an integer from 1 to 9, got 10",
+		`{"comp_level":0}`:                "comp_level: must be an integer from 1 to 9, got 0",
+		`{"http_version":2}`:              "http_version: must be 1.1 or 1.0, got 2",
+		`{"http_version":"1.1"}`:          `http_version: must be 1.1 or 1.0, got "1.1"`,
+		`{"buffers":{"number":0}}`:        "buffers.number: must be an integer > 0, got 0",
+		`{"buffers":{"size":0}}`:          "buffers.size: must be an integer > 0, got 0",
+		`{"buffers":{"count":1}}`:         "buffers.count: unknown field",
+		`{"buffers":1}`:                   "buffers: configuration must be a JSON object",
+		`{"buffers":{"size":2147483649}}`: "buffers.size: must be an integer from 1 to 2147483648, got 2147483649",
+		`{"buffers":{"number":1.5}}`:      "buffers.number: must be an integer > 0, got 1.5",
+		`{"vary":0}`:                      "vary: must be a boolean, got 0",
+		`{"brotli":true}`:                 "brotli: unknown field",
 	}
 	for raw, want := range cases {
 		t.Run(raw, func(t *testing.T) {
@@ -72,5 +73,24 @@ func TestParseRejects(t *testing.T) {
 				t.Fatalf("got %v, want an error containing %q", err, want)
 			}
 		})
+	}
+}
+
+// buffers' product bounds what a streamed body's compressor holds, capped where an int
+// on any platform holds it.
+func TestFlushAfter(t *testing.T) {
+	for raw, want := range map[string]int{
+		`{}`:                                    32 * 4096,
+		`{"buffers":{"number":8,"size":16384}}`: 8 * 16384,
+		`{"buffers":{"number":1,"size":1}}`:     1,
+		`{"buffers":{"number":2147483648,"size":2147483648}}`: 1<<31 - 1,
+	} {
+		c, err := Parse([]byte(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.FlushAfter(); got != want {
+			t.Errorf("%s: FlushAfter %d, want %d", raw, got, want)
+		}
 	}
 }

@@ -41,7 +41,9 @@ func (plugin) Build(raw json.RawMessage, _ *plugins.Env) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &compressor{encoding.NewCompressor("gzip", &cfg.Common, &writersByLevel[cfg.CompLevel])}, nil
+	z := encoding.NewCompressor("gzip", &cfg.Common, &writersByLevel[cfg.CompLevel])
+	z.FlushAfter(cfg.FlushAfter())
+	return &compressor{z}, nil
 }
 
 // Response compresses the body when APISIX's header_filter and nginx's gzip filter behind

@@ -17,8 +17,8 @@ var schema = []byte(`{
     "buffers": {
       "type": "object",
       "properties": {
-        "number": {"type": "integer", "enum": [32], "default": 32},
-        "size": {"type": "integer", "enum": [4096], "default": 4096}
+        "number": {"type": "integer", "minimum": 1, "maximum": 2147483648, "default": 32},
+        "size": {"type": "integer", "minimum": 1, "maximum": 2147483648, "default": 4096}
       },
       "additionalProperties": false
     },

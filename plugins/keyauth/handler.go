@@ -60,7 +60,14 @@ type keyAuth struct {
 	reject        authn.Rejection
 }
 
-var _ plugins.AccessPhase = (*keyAuth)(nil)
+var (
+	_ plugins.AccessPhase   = (*keyAuth)(nil)
+	_ plugins.RequestKeeper = (*keyAuth)(nil)
+)
+
+// KeepsRequest: key-auth changes the request only to hide the key (hide_credentials), so
+// its other routes keep sending the client's header block as it came.
+func (k *keyAuth) KeepsRequest() bool { return !k.hide }
 
 // Build makes a route's key-auth over the snapshot's index (BuildSnapshot).
 func (plugin) Build(raw json.RawMessage, env *plugins.Env) (any, error) {

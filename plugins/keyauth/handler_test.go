@@ -221,3 +221,13 @@ func BenchmarkAccessQuery(b *testing.B) {
 		k.Access(c)
 	}
 }
+
+// key-auth keeps the request (its routes may send the client's header block as it came)
+// unless it hides the key.
+func TestKeepsRequest(t *testing.T) {
+	for cfg, want := range map[string]bool{`{}`: true, `{"hide_credentials":false}`: true, `{"hide_credentials":true}`: false} {
+		if got := instance(t, cfg, nil).(plugins.RequestKeeper).KeepsRequest(); got != want {
+			t.Errorf("%s: KeepsRequest %v, want %v", cfg, got, want)
+		}
+	}
+}

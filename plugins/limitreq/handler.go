@@ -77,6 +77,9 @@ type limiter struct {
 	rejectedBody []byte // nil: no body, as APISIX without rejected_msg
 	sleep        func(time.Duration)
 	now          func() int64
+	// maxTries is the constant maxTries; a test lowers it to make the bucket one that
+	// cannot be taken.
+	maxTries int
 }
 
 var _ plugins.AccessPhase = (*limiter)(nil)
@@ -122,6 +125,7 @@ func (plugin) Build(raw json.RawMessage, env *plugins.Env) (any, error) {
 		rejectedCode: cfg.RejectedCode,
 		sleep:        time.Sleep,
 		now:          wallNanos,
+		maxTries:     maxTries,
 	}
 	if cfg.RejectedMsg != "" {
 		if l.rejectedBody, err = rejectedBody(cfg.RejectedMsg); err != nil {
@@ -146,7 +150,7 @@ func (l *limiter) Access(c *plugins.Ctx) error {
 	now := uint64(nanos / tickNanos)
 	fp := l.keys.Fingerprint(c)
 	for tries := 0; ; tries++ {
-		if tries == maxTries {
+		if tries >= l.maxTries {
 			return l.unavailable()
 		}
 		e, ok := l.table.Find(fp)

@@ -2,7 +2,6 @@ package limitreq
 
 import (
 	"encoding/json"
-	"errors"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -279,15 +278,27 @@ func BenchmarkAccess(b *testing.B) {
 
 // A bucket that cannot be taken (its slot kept changing owner for maxTries attempts) is
 // the limiter unavailable: a 500 error, or with allow_degradation the request passes
-// unlimited, as APISIX's.
+// unlimited, as APISIX's. Both limiters allow one request a second; while unavailable,
+// the strict one fails every request and the lenient one passes five in a row (which,
+// available, it would limit to one: the last check shows it does).
 func TestUnavailableDegradesOnlyWithAllowDegradation(t *testing.T) {
 	f := newFixture(t)
 	strict := f.build("1", `{"rate": 1, "burst": 0, "key": "remote_addr"}`)
 	lenient := f.build("2", `{"rate": 1, "burst": 0, "key": "remote_addr", "allow_degradation": true}`)
-	if err := strict.unavailable(); !errors.Is(err, errContended) {
-		t.Fatalf("without allow_degradation: %v, want %v", err, errContended)
+	strict.maxTries, lenient.maxTries = 0, 0 // every try lost to another key
+	for i := range 5 {
+		if code, body := do(strict, "10.0.0.1"); code != 500 || body != errContended.Error() {
+			t.Fatalf("request %d without allow_degradation: %d %q, want 500 %q", i, code, body, errContended)
+		}
+		if code, body := do(lenient, "10.0.0.2"); code != 200 {
+			t.Fatalf("request %d with allow_degradation: %d %q, want it through, unlimited", i, code, body)
+		}
 	}
-	if err := lenient.unavailable(); err != nil {
-		t.Fatalf("with allow_degradation: %v, want the request through", err)
+	if len(f.slept) != 0 {
+		t.Fatalf("delays %v while unavailable, want none", f.slept)
+	}
+	lenient.maxTries = maxTries
+	if got := statuses(lenient, 2, "10.0.0.2"); !equal(got, []int{200, 503}) {
+		t.Fatalf("available again: statuses %v, want [200 503]", got)
 	}
 }

@@ -41,6 +41,12 @@ func serve(t *testing.T, cfg string, reqHeaders, upstream []string) (sent, answe
 	if strings.Contains(cfg, "header_name") {
 		name = "Custom-Header-Name"
 	}
+	// A new id is also in the edits the proxy's pristine path sends; a client's is not.
+	added := string(c.HeaderEdits().Lines())
+	clientID := len(ctx.Request.Header.Peek(name)) > 0 && added == ""
+	if want := name + ": " + string(ctx.Request.Header.Peek(name)) + "\r\n"; !clientID && added != want {
+		t.Errorf("HeaderEdits %q, want the id sent upstream, %q", added, want)
+	}
 	for i := 0; i+1 < len(upstream); i += 2 {
 		ctx.Response.Header.Set(upstream[i], upstream[i+1])
 	}
@@ -80,6 +86,8 @@ func TestAccess(t *testing.T) {
 		{name: "uuidv7", cfg: `{"algorithm":"uuidv7"}`, want: uuidV7, wantInResponse: true},
 		{name: "range_id", cfg: `{"algorithm":"range_id","range_id":{"length":10,"char_set":"abcdef"}}`, want: regexp.MustCompile(`^[a-f]{10}$`), wantInResponse: true},
 		{name: "range_id defaults", cfg: `{"algorithm":"range_id"}`, want: regexp.MustCompile(`^[a-zA-Z0-9]{16}$`), wantInResponse: true},
+		// Longer than the stack's buffer: made in a pooled one.
+		{name: "range_id long", cfg: `{"algorithm":"range_id","range_id":{"length":100}}`, want: regexp.MustCompile(`^[a-zA-Z0-9]{100}$`), wantInResponse: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sent, answered := serve(t, tc.cfg, tc.reqHeaders, tc.upstream)
@@ -134,7 +142,7 @@ func TestAccessDoesNotAllocate(t *testing.T) {
 	if race.Enabled {
 		t.Skip("the race detector allocates")
 	}
-	for _, cfg := range []string{`{}`, `{"algorithm":"uuidv7"}`, `{"algorithm":"nanoid"}`, `{"algorithm":"range_id"}`} {
+	for _, cfg := range []string{`{}`, `{"algorithm":"uuidv7"}`, `{"algorithm":"nanoid"}`, `{"algorithm":"range_id"}`, `{"algorithm":"range_id","range_id":{"length":1024}}`} {
 		p := instance(t, cfg)
 		ctx := &fasthttp.RequestCtx{}
 		route := &plugins.RouteInfo{}
@@ -157,7 +165,7 @@ func TestAccessDoesNotAllocate(t *testing.T) {
 }
 
 func BenchmarkAccess(b *testing.B) {
-	for _, cfg := range []string{`{}`, `{"algorithm":"uuidv7"}`, `{"algorithm":"nanoid"}`, `{"algorithm":"range_id"}`} {
+	for _, cfg := range []string{`{}`, `{"algorithm":"uuidv7"}`, `{"algorithm":"nanoid"}`, `{"algorithm":"range_id"}`, `{"algorithm":"range_id","range_id":{"length":1024}}`} {
 		b.Run(cfg, func(b *testing.B) {
 			p := instance(b, cfg)
 			ctx := &fasthttp.RequestCtx{}

@@ -177,12 +177,15 @@ type Info struct {
 	// client's. ForwardInfo leaves it as it is; the caller owns the bytes.
 	Host []byte
 	// Pristine is an input: set when nothing has changed ctx.Request since it was read
-	// from the client (no plugin that rewrites requests ran). The header block is then
-	// sent as the client wrote it, filtered (pristine.go), for a request without a body.
+	// from the client (no plugin that rewrites requests ran) but for the header edits in
+	// Edits. The header block is then sent as the client wrote it, filtered and edited
+	// (pristine.go), for a request without a body.
 	Pristine bool
 	// Edits is an input: the header fields the chain set, added and removed
 	// (plugins.Ctx.HeaderEdits), which a pristine request's header block gets applied;
-	// nil for none. ctx.Request has them already. The caller owns it.
+	// nil for none. ctx.Request has them already. An edit of a field the proxy sets or
+	// drops itself (X-Forwarded-For, Connection, ...) sends the request the usual way
+	// instead. The caller owns it.
 	Edits *plugins.HeaderEdits
 	// Scratch is an input: when not nil, the forward's working state, which the caller
 	// owns and must not hand to two forwards at once. Nil takes one from a pool.

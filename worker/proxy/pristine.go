@@ -25,7 +25,8 @@ func pristine(ctx *fasthttp.RequestCtx, info *Info, tunnel bool) bool {
 	// No body: Content-Length 0, or neither it nor Transfer-Encoding (fasthttp's -2).
 	length := h.ContentLength()
 	return info != nil && info.Pristine && !tunnel && (length == 0 || length == -2) &&
-		len(target) > 0 && target[0] == '/' && len(h.RawHeaders()) > 0
+		len(target) > 0 && target[0] == '/' && len(h.RawHeaders()) > 0 &&
+		(info.Edits == nil || !info.Edits.Touches(droppedHeader))
 }
 
 // preparePristine works out what writePristine adds, leaving ctx.Request alone:
@@ -76,7 +77,7 @@ func writePristine(bw *bufio.Writer, ctx *fasthttp.RequestCtx, x *exchange, host
 		bw.WriteString("\r\n")
 	}
 	if x.edits != nil {
-		bw.Write(x.edits.Lines())
+		writeEdits(bw, x.edits.Lines(), x.buf)
 	}
 	writeHeader(bw, "X-Real-IP", x.ip)
 	writeHeader(bw, fasthttp.HeaderXForwardedFor, x.xff)
@@ -176,6 +177,23 @@ func droppedHeader(name []byte) bool {
 		}
 	}
 	return false
+}
+
+// writeEdits writes the fields plugins set (HeaderEdits.Lines) but those the client's
+// Connection names, which prepareRequest would have deleted with the client's.
+func writeEdits(bw *bufio.Writer, lines, connection []byte) {
+	if len(connection) == 0 {
+		bw.Write(lines)
+		return
+	}
+	for len(lines) > 0 {
+		end := bytes.IndexByte(lines, '\n') + 1
+		line := lines[:end]
+		lines = lines[end:]
+		if colon := bytes.IndexByte(line, ':'); !listedIn(connection, line[:colon]) {
+			bw.Write(line)
+		}
+	}
 }
 
 // listedIn reports whether name is one of the comma-separated names in list (a Connection

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -151,5 +152,97 @@ func TestPristineForwardWithEditsDoesNotAllocate(t *testing.T) {
 	}
 	if seen.Load() != runs {
 		t.Errorf("the node saw the edits in %d of %d requests", seen.Load(), runs)
+	}
+}
+
+// The fields a plugin set (request-id's, through Ctx.SetRequestHeader) reach the node on
+// the pristine path as prepareRequest sends them: once, in place of a client's empty one,
+// not when the client's Connection names them, and one the proxy sets itself
+// (X-Forwarded-For) goes the usual way. Each case's node sees the same fields whichever path the request took.
+func TestPristineAdded(t *testing.T) {
+	s := startStub(t, func(ctx *fasthttp.RequestCtx) {
+		var lines []string
+		for name, value := range headerLines(ctx.Request.Header.RawHeaders()) {
+			switch name := strings.ToLower(string(name)); name {
+			case "host", "x-forwarded-host", "x-forwarded-port": // each proxy's own port
+			default:
+				lines = append(lines, name+": "+string(value))
+			}
+		}
+		slices.Sort(lines)
+		ctx.WriteString(strings.Join(lines, "\n")) //nolint:errcheck
+	})
+	up, _ := newUpstream(t, &conf.Upstream{Nodes: conf.Nodes{s.node(1)}})
+	cases := []struct {
+		name    string
+		client  []string // the client's header fields
+		added   []string // the plugin's
+		want    string   // a line the node must see, or none
+		wantNot string   // a line the node must not see
+	}{
+		{name: "added", added: []string{"X-Request-Id", "id-1"}, want: "x-request-id: id-1"},
+		{name: "client's empty one replaced", client: []string{"X-Request-Id", ""}, added: []string{"X-Request-Id", "id-2"},
+			want: "x-request-id: id-2", wantNot: "x-request-id: "},
+		{name: "two added", added: []string{"X-A", "1", "X-B", "2"}, want: "x-b: 2"},
+		{name: "named by Connection", client: []string{"Connection", "X-Request-Id"}, added: []string{"X-Request-Id", "id-3"},
+			wantNot: "x-request-id: id-3"},
+		{name: "one the proxy sets", added: []string{"X-Forwarded-For", "id-4"}, want: "x-forwarded-for: id-4, 127.0.0.1"},
+	}
+	for _, tc := range cases {
+		seen := map[bool]string{}
+		for _, pristine := range []bool{false, true} {
+			proxy := startProxyWith(t, func(ctx *fasthttp.RequestCtx) {
+				var c plugins.Ctx
+				c.Begin(ctx, nil, 0)
+				for i := 0; i+1 < len(tc.added); i += 2 {
+					c.SetRequestHeader([]byte(tc.added[i]), []byte(tc.added[i+1]))
+				}
+				up.ForwardInfo(ctx, &Info{Pristine: pristine, Edits: c.HeaderEdits()})
+				c.End()
+			})
+			req, _ := http.NewRequest(http.MethodGet, "http://"+proxy+"/", nil)
+			for i := 0; i+1 < len(tc.client); i += 2 {
+				req.Header[tc.client[i]] = []string{tc.client[i+1]}
+			}
+			status, body := do(t, req)
+			if status != 200 {
+				t.Fatalf("%s, pristine %v: %d %s", tc.name, pristine, status, body)
+			}
+			lines := strings.Split(body, "\n")
+			if tc.want != "" && !slices.Contains(lines, tc.want) {
+				t.Errorf("%s, pristine %v: the node saw\n%s\nwant the line %q", tc.name, pristine, body, tc.want)
+			}
+			if tc.wantNot != "" && slices.Contains(lines, tc.wantNot) {
+				t.Errorf("%s, pristine %v: the node saw\n%s\nwant no line %q", tc.name, pristine, body, tc.wantNot)
+			}
+			seen[pristine] = body
+		}
+		if seen[true] != seen[false] {
+			t.Errorf("%s: the node saw\n%s\non the pristine path, and\n%s\nthe usual way", tc.name, seen[true], seen[false])
+		}
+	}
+}
+
+// Touches(droppedHeader): only a field the proxy drops or sets itself sends a request the
+// usual way.
+func TestEditsTouchingDroppedHeaders(t *testing.T) {
+	for _, tc := range []struct {
+		added []string
+		want  bool
+	}{
+		{nil, false},
+		{[]string{"X-Request-Id", "1"}, false},
+		{[]string{"X-Request-Id", "1", "x-real-ip", "2"}, true},
+		{[]string{"Host", "a"}, true},
+	} {
+		var c plugins.Ctx
+		c.Begin(new(fasthttp.RequestCtx), nil, 0)
+		for i := 0; i+1 < len(tc.added); i += 2 {
+			c.SetRequestHeader([]byte(tc.added[i]), []byte(tc.added[i+1]))
+		}
+		if got := c.HeaderEdits().Touches(droppedHeader); got != tc.want {
+			t.Errorf("edits %q touch a dropped header: %v, want %v", tc.added, got, tc.want)
+		}
+		c.End()
 	}
 }
