@@ -201,3 +201,21 @@ func TestCoalescerAllocations(t *testing.T) {
 		t.Errorf("%v allocations per count, want 0", allocs)
 	}
 }
+
+// BenchmarkCoalescer is the coalescer's own cost per request, Redis answering at once
+// and 64 goroutines per processor on one key.
+func BenchmarkCoalescer(b *testing.B) {
+	f := &fakeRedis{}
+	co := newFakeCoalescer(f, time.Minute)
+	co.send = func(context.Context, string, []string) (int64, time.Duration, error) {
+		return 1 << 40, time.Second, nil
+	}
+	key := []byte("plugin-limit-count:v1:/apisix/routes/1:123456:10.0.0.1")
+	b.SetParallelism(64)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			co.count(key)
+		}
+	})
+}
