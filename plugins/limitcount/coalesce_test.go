@@ -210,6 +210,8 @@ func BenchmarkCoalescer(b *testing.B) {
 	co.send = func(context.Context, string, []string) (int64, time.Duration, error) {
 		return 1 << 40, time.Second, nil
 	}
+	ctx := context.Background()
+	co.deadline = func(int64) context.Context { return ctx }
 	key := []byte("plugin-limit-count:v1:/apisix/routes/1:123456:10.0.0.1")
 	b.SetParallelism(64)
 	b.ReportAllocs()
