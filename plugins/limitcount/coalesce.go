@@ -2,6 +2,7 @@ package limitcount
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync"
 	"time"
@@ -32,7 +33,9 @@ import (
 // concurrent use.
 type coalescer struct {
 	// send counts cost against key in Redis (limit and window are the limiter's), bounded
-	// by ctx, and returns the window's count after it and the window's time left.
+	// by ctx, and returns the window's count after it and the window's time left. It must
+	// not keep key once it returns a reply: key is a view of a buffer reused afterwards
+	// (rueidis copies it into the command it writes, and keeps no map of keys).
 	send func(ctx context.Context, key string, args []string) (used int64, left time.Duration, err error)
 	// deadline is the context a sender arriving at now bounds its call with.
 	deadline func(now int64) context.Context
@@ -131,9 +134,28 @@ func (co *coalescer) count(key []byte) (used int64, left time.Duration, err erro
 
 // run sends b's call, for the requests that joined it, and hands out the reply; the
 // caller is b's first request. co.mu is not held.
-func (co *coalescer) run(kc *keyCalls, b *batch, ctx context.Context) (int64, time.Duration, error) {
+func (co *coalescer) run(kc *keyCalls, b *batch, ctx context.Context) (used int64, left time.Duration, err error) {
 	b.args = [3]string{co.limit, co.window, costText(b.cost)}
-	used, left, err := co.send(ctx, kc.key, b.args[:])
+	sent := false
+	defer func() {
+		if !sent {
+			// send panicked, and the panic goes on up (the worker answers this request
+			// 500): the batch's others get an error and the key's next batch goes ahead,
+			// rather than waiting for this one forever.
+			co.finish(kc, b, 0, 0, errSendPanicked)
+		}
+	}()
+	used, left, err = co.send(ctx, kc.key, b.args[:])
+	sent = true
+	return co.finish(kc, b, used, left, err)
+}
+
+// errSendPanicked is the error of the requests of a call whose sending panicked.
+var errSendPanicked = errors.New("limit-count: counting in Redis panicked")
+
+// finish hands out b's reply and lets the key's next batch go, and returns what the
+// batch's first request gets. co.mu is not held.
+func (co *coalescer) finish(kc *keyCalls, b *batch, used int64, left time.Duration, err error) (int64, time.Duration, error) {
 	co.mu.Lock()
 	b.used, b.left, b.err, b.finished = used, left, err, true
 	b.done.Broadcast()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -38,6 +39,9 @@ func (f *fakeRedis) send(ctx context.Context, key string, args []string) (int64,
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	// key is a view of the coalescer's buffer, reused once the call returns: keep a copy,
+	// as Redis does (an assignment stores its key even when the map has it).
+	key = strings.Clone(key)
 	f.counts[key] += cost
 	return f.counts[key], 42 * time.Second, nil
 }
@@ -220,4 +224,53 @@ func BenchmarkCoalescer(b *testing.B) {
 			co.count(key)
 		}
 	})
+}
+
+// A call whose sending panics does not wedge its key: the panic goes on up, the requests
+// that joined its batch get an error, and the key's next request counts.
+func TestCoalescerSurvivesAPanickingSend(t *testing.T) {
+	entered := make(chan struct{})
+	release := make(chan struct{})
+	f := &fakeRedis{hold: func(_ context.Context, call int) error {
+		if call == 0 {
+			close(entered)
+			<-release
+			panic("boom")
+		}
+		return nil
+	}}
+	co := newFakeCoalescer(f, time.Minute)
+	panicked := make(chan any, 1)
+	go func() {
+		defer func() { panicked <- recover() }()
+		co.count([]byte("k"))
+	}()
+	<-entered
+	// A request that arrives meanwhile leads the next batch and counts.
+	next := make(chan error, 1)
+	go func() {
+		_, _, err := co.count([]byte("k"))
+		next <- err
+	}()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		co.mu.Lock()
+		waiting := co.calls["k"] != nil && co.calls["k"].waiting != nil
+		co.mu.Unlock()
+		if waiting {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the second request never joined")
+		}
+	}
+	close(release)
+	if p := <-panicked; p != "boom" {
+		t.Errorf("the panic seen by its request: %v, want boom", p)
+	}
+	if err := <-next; err != nil {
+		t.Errorf("the next batch: %v, want a count", err)
+	}
+	if u, _, err := co.count([]byte("k")); err != nil || u != 2 {
+		t.Errorf("a later request: %d, %v; want 2", u, err)
+	}
 }
