@@ -3,6 +3,7 @@ package limitcount
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strconv"
 	"sync"
 	"time"
@@ -13,9 +14,10 @@ import (
 // coalescer joins a limiter's concurrent requests for one key into one count in Redis.
 // While a call for key K is in flight, the requests for K that arrive wait together in
 // the next batch; when the call returns, the first of them (the batch's leader) sends
-// one call of cost N for the N of them, and the rest wait for its reply. A worker with
-// many connections on one hot key so sends a call per round trip instead of a call per
-// request, and parses one reply per batch.
+// one call of cost N for the N of them, and the rest wait for its reply. A leader yields
+// once before it sends, so that the worker's requests already runnable join it too. A
+// worker with many connections on one hot key so sends a call per round trip instead of
+// a call per request, and parses one reply per batch.
 //
 // It is exact: the script adds the cost to the window's count, rejected requests
 // included, as APISIX's does, so one call of cost N leaves Redis as N calls of cost 1 in
@@ -95,16 +97,9 @@ func (co *coalescer) count(key []byte) (used int64, left time.Duration, err erro
 	if kc == nil {
 		kc = co.newCalls(key)
 	}
-	switch {
-	case kc.running == nil:
-		// No call for the key in flight: send at once.
-		b := co.newBatch()
-		kc.running = b
-		co.mu.Unlock()
-		return co.run(kc, b, co.deadline(time.Now().UnixNano()))
-	case kc.waiting != nil:
-		// Join the batch that follows the call in flight, and wait for its reply.
-		b := kc.waiting
+	if b := kc.waiting; b != nil {
+		// Join the batch about to be sent (after the call in flight, if any), and wait
+		// for its reply.
 		b.cost++
 		b.refs++
 		nth := b.cost
@@ -116,17 +111,24 @@ func (co *coalescer) count(key []byte) (used int64, left time.Duration, err erro
 		co.mu.Unlock()
 		return used, left, err
 	}
-	// Lead the batch that follows the call in flight: wait for that call, then send for
-	// every request that joined meanwhile.
+	// Lead a batch: wait for the call in flight if there is one, then yield once, so that
+	// the requests the worker already has runnable join too (a worker runs one goroutine
+	// at a time: in BenchmarkRedisAccessOneKey this made batches of about 61 requests
+	// out of 64 instead of about 20), then send for every request that joined.
 	ctx := co.deadline(time.Now().UnixNano())
 	b := co.newBatch()
 	kc.waiting = b
-	prev := kc.running
-	prev.refs++
-	for !prev.finished {
-		prev.done.Wait()
+	if prev := kc.running; prev != nil {
+		prev.refs++
+		for !prev.finished {
+			prev.done.Wait()
+		}
+		co.unref(prev)
+		kc.running = nil
 	}
-	co.unref(prev)
+	co.mu.Unlock()
+	runtime.Gosched()
+	co.mu.Lock()
 	kc.running, kc.waiting = b, nil
 	co.mu.Unlock()
 	return co.run(kc, b, ctx)
