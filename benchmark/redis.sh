@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # limit-count's policies side by side on one gw worker: local (shared memory), redis (a
-# round trip per request, pipelined across connections) and redis with sync_interval.
+# call per key in flight, pipelined across connections) and redis with sync_interval.
 #
-#   benchmark/redis.sh [--duration 5s] [--rounds 5] [--connections 64] [--warmup 2s]
+#   benchmark/redis.sh [--duration 5s] [--rounds 5] [--connections 64] [--warmup 2s] [--keys N]
+#
+# Every request counts against one key (remote_addr: wrk's one address), so a worker's
+# concurrent requests join into one Redis call; with --keys N they carry X-Client 1 to N
+# in turn, counted by that header, so that concurrent requests rarely share a key and
+# each is a call of its own.
 #
 # gw runs one worker pinned to CPU 0; wrk, the upstream and redis-server share CPU 1, so
 # Redis's own work is taken from the load generator, never from gw. Each round measures
@@ -13,14 +18,15 @@
 # shared: read the ratios, not the absolute figures. Needs Go, wrk, taskset, redis-server.
 set -euo pipefail
 
-duration=5s rounds=5 connections=64 warmup=2s
+duration=5s rounds=5 connections=64 warmup=2s keys=0
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--duration) duration=$2; shift 2 ;;
 	--rounds) rounds=$2; shift 2 ;;
 	--connections) connections=$2; shift 2 ;;
 	--warmup) warmup=$2; shift 2 ;;
-	-h | --help) sed -n '4,5p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--keys) keys=$2; shift 2 ;;
+	-h | --help) sed -n '4,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "redis.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
@@ -58,6 +64,18 @@ sleep 0.5
 
 key=edd1c9f034335f136f87ad84b625c8f1
 limit='"count": 2000000000000, "time_window": 60, "rejected_code": 503, "key": "remote_addr"'
+wrk_script=()
+if [ "$keys" -gt 0 ]; then
+	limit='"count": 2000000000000, "time_window": 60, "rejected_code": 503, "key": "http_x_client"'
+	cat >"$tmp/keys.lua" <<EOF
+local n = 0
+request = function()
+	n = n % $keys + 1
+	return wrk.format(nil, nil, {["X-Client"] = tostring(n)})
+end
+EOF
+	wrk_script=(-s "$tmp/keys.lua")
+fi
 put() { # put <id> <uri> <limit-count fields>
 	curl -fsS -o /dev/null "http://127.0.0.1:$admin/apisix/admin/routes/$1" -H "X-API-KEY: $key" -X PUT \
 		-d "{\"uri\":\"$2\",\"plugins\":{\"limit-count\":{$limit$3}},\"upstream\":{\"type\":\"roundrobin\",\"nodes\":{\"127.0.0.1:$up\":1}}}"
@@ -85,11 +103,11 @@ hz=$(getconf CLK_TCK)
 redis_stat() { redis-cli -p "$redis" INFO stats | tr -d '\r' | awk -F: -v n="$1" '$1 == n {print $2}'; }
 run() { # run <path>: prints "req/s gw-µs/req redis-µs/req commands-per-read non-2xx"
 	local procs=("$master" $(pgrep -P "$master"))
-	taskset -c 1 wrk -t 1 -c "$connections" -d "$warmup" "http://127.0.0.1:$data$1" >/dev/null
+	taskset -c 1 wrk -t 1 -c "$connections" -d "$warmup" "${wrk_script[@]}" "http://127.0.0.1:$data$1" >/dev/null
 	local before redis_before out cmds_before reads_before
 	cmds_before=$(redis_stat total_commands_processed) reads_before=$(redis_stat total_reads_processed)
 	before=$(cpu_ticks "${procs[@]}") redis_before=$(cpu_ticks "$redis_pid")
-	out=$(taskset -c 1 wrk -t 1 -c "$connections" -d "$duration" "http://127.0.0.1:$data$1")
+	out=$(taskset -c 1 wrk -t 1 -c "$connections" -d "$duration" "${wrk_script[@]}" "http://127.0.0.1:$data$1")
 	local after redis_after cmds reads
 	after=$(cpu_ticks "${procs[@]}") redis_after=$(cpu_ticks "$redis_pid")
 	cmds=$(($(redis_stat total_commands_processed) - cmds_before - 2)) reads=$(($(redis_stat total_reads_processed) - reads_before - 2))
@@ -126,7 +144,9 @@ ratio() { # ratio <path> <n>: per round, path's figure over local's
 	done
 }
 echo
-echo "limit-count on one gw worker (CPU 0); wrk -c $connections, upstream and redis-server on CPU 1;"
+keyed="one key"
+[ "$keys" -gt 0 ] && keyed="$keys keys in turn"
+echo "limit-count on one gw worker (CPU 0); wrk -c $connections, $keyed, upstream and redis-server on CPU 1;"
 echo "median of $rounds rounds of $duration (shared, noisy machine: the ratios are the result)"
 echo
 printf '| policy | req/s | × local | gw CPU µs/req | × local | gw CPU busy | redis-server CPU µs/req | commands per read | non-2xx, all rounds |\n|---|---|---|---|---|---|---|---|---|\n'

@@ -1,6 +1,7 @@
 package limitcount
 
 import (
+	"context"
 	"errors"
 	"hash/crc32"
 	"runtime"
@@ -31,8 +32,10 @@ type redisLimiter struct {
 	prefix []byte
 	text   textKey
 	count  int64
-	// args are the script's ARGV: limit, window in seconds, cost.
-	args    []string
+	// window is time_window, formatted for the script's ARGV.
+	window string
+	// counts joins concurrent requests for a key into one call (nil with sync_interval).
+	counts  *coalescer
 	timeout time.Duration
 	sync    *syncer // nil without sync_interval
 
@@ -77,7 +80,7 @@ func buildRedis(cfg *Config, env *plugins.Env, base *limiter) (*redisLimiter, er
 		prefix:           prefix,
 		text:             text,
 		count:            cfg.Count,
-		args:             []string{strconv.FormatInt(cfg.Count, 10), strconv.FormatInt(cfg.TimeWindow, 10), "1"},
+		window:           strconv.FormatInt(cfg.TimeWindow, 10),
 		timeout:          cfg.TimeoutDuration(),
 		showHeaders:      base.showHeaders,
 		limitValue:       base.limitValue,
@@ -93,6 +96,11 @@ func buildRedis(cfg *Config, env *plugins.Env, base *limiter) (*redisLimiter, er
 			return nil, err
 		}
 		l.sync = newSyncer(l, counts, windows, d)
+	} else {
+		rc := l.client
+		l.counts = newCoalescer(cfg.Count, cfg.TimeWindow, func(ctx context.Context, key string, args []string) (int64, time.Duration, error) {
+			return incr(ctx, rc, key, args)
+		}, rc.Deadline)
 	}
 	// The client is shared by every limiter of its configuration and closed with the
 	// last; a limiter is dropped with the last snapshot that holds it.
@@ -131,7 +139,7 @@ func (l *redisLimiter) Access(c *plugins.Ctx) error {
 		remaining, left, err = l.sync.incoming(key)
 	} else {
 		var used int64
-		used, left, err = l.incr(string(key), l.args)
+		used, left, err = l.counts.count(key)
 		remaining = l.count - used
 	}
 	if err != nil {
@@ -148,11 +156,6 @@ func (l *redisLimiter) Access(c *plugins.Ctx) error {
 	}
 	l.headers(c, remaining, left)
 	return nil
-}
-
-// incr runs the script with args, bounded by redis_timeout.
-func (l *redisLimiter) incr(key string, args []string) (int64, time.Duration, error) {
-	return incr(l.client.Deadline(time.Now().UnixNano()), l.client, key, args)
 }
 
 // headers queues the X-RateLimit-* headers, Reset in whole seconds rounded up as with

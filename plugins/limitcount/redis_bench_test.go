@@ -2,6 +2,8 @@ package limitcount
 
 import (
 	"net"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -43,9 +45,29 @@ func benchmarkRedis(b *testing.B, more string) {
 	})
 	b.StopTimer()
 	b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(scriptCalls(b, s))/float64(b.N), "calls/op")
 	if failed.Load() != 0 {
 		b.Fatalf("%d requests failed", failed.Load())
 	}
+}
+
+// scriptCalls is how many times s ran a script (EVALSHA or EVAL).
+func scriptCalls(b *testing.B, s *testredis.Server) int64 {
+	stats, err := s.Do("INFO", "commandstats")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var calls int64
+	for _, line := range strings.Split(stats, "\n") {
+		for _, cmd := range []string{"cmdstat_evalsha:calls=", "cmdstat_eval:calls="} {
+			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), cmd); ok {
+				n, _, _ := strings.Cut(rest, ",")
+				v, _ := strconv.ParseInt(n, 10, 64)
+				calls += v
+			}
+		}
+	}
+	return calls
 }
 
 func cpuTime() time.Duration {
@@ -54,7 +76,15 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// BenchmarkRedisAccess gives each goroutine a key of its own: no request has a
+// concurrent one to join (coalescer), each is a call to Redis.
 func BenchmarkRedisAccess(b *testing.B) { benchmarkRedis(b, `"key": "remote_addr"`) }
+
+// BenchmarkRedisAccessOneKey counts every goroutine's requests against one key, as
+// benchmark/redis.sh's single client does: concurrent requests join into one call.
+func BenchmarkRedisAccessOneKey(b *testing.B) {
+	benchmarkRedis(b, `"key_type": "constant", "key": "all"`)
+}
 
 func BenchmarkRedisAccessSyncInterval(b *testing.B) {
 	benchmarkRedis(b, `"key": "remote_addr", "sync_interval": 0.5`)

@@ -155,7 +155,7 @@ func newSyncer(l *redisLimiter, counts, windows *shm.KeyedTable, interval time.D
 		counts:   counts,
 		windows:  windows,
 		count:    l.count,
-		window:   l.args[1],
+		window:   l.window,
 		timeout:  l.timeout,
 		interval: interval,
 		logf:     l.logf,
