@@ -163,11 +163,12 @@ func (l *edgeListener) acceptRaw() (net.Conn, error) {
 	l.opened.open.Add(1)
 	ec.socket = &ec.own
 	raw, _ := ec.own.SyscallConn() // never fails
-	ec.init(l, raw, ec.own.Close)
+	ec.init(l, raw, nil)           // the Stream closes its Socket itself
 	return ec, nil
 }
 
 // init readies a connection just accepted: its Stream, and whether its peer is trusted.
+// close is what closes the connection; nil for a rawio.Socket, which its Stream closes.
 func (ec *edgeConn) init(l *edgeListener, raw syscall.RawConn, close func() error) {
 	// The first request's line and header must come within client_header_timeout of
 	// the first wait, which is as good as the accept (fasthttp's ReadTimeout did the

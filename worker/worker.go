@@ -204,6 +204,12 @@ func (w *Worker) serveListeners(setup ipc.Setup) error {
 		if err != nil {
 			return fmt.Errorf("worker: inherited listener %s (fd %d): %w", l.Address, l.FD, err)
 		}
+		if tcp, ok := inherited.(*net.TCPListener); ok {
+			// Accept a connection once its request came, as nginx's `listen ... deferred`:
+			// its first read then finds it, and it never joins the poller unless it has to
+			// wait later (rawio.DeferAccept says what it changes for a silent client).
+			rawio.DeferAccept(tcp, w.cfg.ClientHeaderTimeout)
+		}
 		el := newEdgeListener(countingListener{Listener: inherited, t: w.conns}, w.edge, w.cfg.WorkerConnections)
 		var ln net.Listener = el
 		srv := w.newServer()

@@ -84,6 +84,9 @@ func parseFlags(args []string) (*options, string, error) {
 	}
 	// A hidden switch for benchmark work, not a user feature: the profile adds a run.
 	o.profile = os.Getenv("GW_BENCH_PROFILE") == "1"
+	// Another: count the workers' system calls over each ab run (perf stat; it slows the
+	// workers a little, so not for the CPU figures).
+	o.syscalls = os.Getenv("GW_BENCH_SYSCALLS") == "1"
 	return o, *render, nil
 }
 

@@ -169,9 +169,20 @@ func (s *sweep) measureAB(t target, argv []string) (OcelotRun, error) {
 	if err != nil {
 		return run, err
 	}
+	var counting *syscallCount
+	if s.opts.syscalls {
+		if counting, err = countSyscalls(workers); err != nil {
+			return run, err
+		}
+	}
 	start := time.Now()
 	lr, err := runPinned(s.loadCPUs, argv...)
 	wall := time.Since(start).Seconds()
+	if counting != nil {
+		if cerr := counting.stop(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}
 	if err != nil {
 		return run, err
 	}
@@ -191,6 +202,11 @@ func (s *sweep) measureAB(t target, argv []string) (OcelotRun, error) {
 	run.abResult = ab
 	if ab.Complete > 0 {
 		run.CPUPerRequestUS = (cpu1 - cpu0) * 1e6 / float64(ab.Complete)
+		if counting != nil {
+			n := float64(ab.Complete)
+			run.SyscallsPerRequest, run.EpollCtlPerRequest, run.EpollWaitPerRequest =
+				float64(counting.all)/n, float64(counting.epollCtl)/n, float64(counting.epollWait)/n
+		}
 	}
 	var allBusy float64
 	for i := range cores0.busy {
@@ -199,6 +215,10 @@ func (s *sweep) measureAB(t target, argv []string) (OcelotRun, error) {
 	run.ForeignCores = max(0, (allBusy-(cpu1-cpu0)-lr.cpuSeconds-(up1-up0))/wall)
 	fmt.Printf("    %8.0f req/s  failed %d  non-2xx %d  p99 %.0f ms  %.1f CPU µs/req  others %.2f CPUs\n",
 		ab.RPS, ab.Failed, ab.Non2xx, ab.P99MS, run.CPUPerRequestUS, run.ForeignCores)
+	if counting != nil {
+		fmt.Printf("    workers' system calls per request: %.2f (epoll_ctl %.2f, epoll_wait %.2f)\n",
+			run.SyscallsPerRequest, run.EpollCtlPerRequest, run.EpollWaitPerRequest)
+	}
 	return run, nil
 }
 

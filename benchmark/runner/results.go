@@ -208,6 +208,11 @@ type OcelotRun struct {
 	Round           int     `json:"round,omitempty"`
 	CPUPerRequestUS float64 `json:"cpu_per_request_us"`
 	ForeignCores    float64 `json:"foreign_cores"`
+	// The workers' system calls per request, counted with perf stat over the run
+	// (GW_BENCH_SYSCALLS=1): all of them, and epoll_ctl(2) and epoll_wait(2) among them.
+	SyscallsPerRequest  float64 `json:"syscalls_per_request,omitempty"`
+	EpollCtlPerRequest  float64 `json:"epoll_ctl_per_request,omitempty"`
+	EpollWaitPerRequest float64 `json:"epoll_wait_per_request,omitempty"`
 }
 
 func median(xs []float64) float64 {

@@ -36,6 +36,7 @@ type options struct {
 	out                     string // results directory
 	work                    string // scratch directory for prefixes, logs and profiles
 	profile                 bool   // also profile a gw worker under load (GW_BENCH_PROFILE=1)
+	syscalls                bool   // count the workers' system calls over each ab run (GW_BENCH_SYSCALLS=1)
 	maxForeign              float64
 	retries                 int
 }

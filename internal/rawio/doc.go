@@ -21,8 +21,9 @@
 //
 // An Acceptor (socket.go) takes a listener's connections with a raw accept4(2), as a
 // Socket that its Stream owns: no getsockname(2), no TCP_NODELAY until a second write
-// needs it, no finalizer, one system call each to register and unregister with the
-// poller and a raw close(2), none of them through the runtime's syscall state.
+// needs it, no finalizer, no registration with the poller until a call has to wait (a
+// connection whose request is there and whose answer fits the socket's buffer never
+// joins it), and a raw close(2), none of them through the runtime's syscall state.
 //
 // KeepAliveOff (listener.go) spares each accepted connection the four keep-alive
 // setsockopt(2) calls net makes by default, which nginx does not make.

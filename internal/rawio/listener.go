@@ -3,7 +3,10 @@ package rawio
 import (
 	"net"
 	"reflect"
+	"time"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // Accepting without keep-alive probes.
@@ -36,4 +39,42 @@ func KeepAliveOff(ln *net.TCPListener) bool {
 	lc.KeepAlive = -1
 	lc.KeepAliveConfig = net.KeepAliveConfig{}
 	return true
+}
+
+// Accepting a connection once its first bytes came.
+//
+// A connection accepted before its request arrived costs a read that finds nothing, then
+// the poller's registration (epoll_ctl(2) to add it, another to remove it at close) and a
+// wake-up when the request comes. Under seed 001's ab -c 1000 that was most connections:
+// the client's handshake completes the connection, and its request follows a moment later.
+// TCP_DEFER_ACCEPT makes the kernel hand a connection to accept(2) only once data came,
+// so its first read finds the request, and a Socket that never waits never joins the
+// poller (socket.go). nginx does the same with `listen ... deferred`.
+//
+// A client that connects and sends nothing waits in the kernel instead of in the worker,
+// where it takes no worker_connections slot: the kernel keeps retransmitting its SYN-ACK for
+// about the given time, then hands the connection over anyway (Linux since 2.6.32), and
+// client_header_timeout starts from there, so a silent client is cut after about twice
+// client_header_timeout, as nginx's deferred listener cuts it after its post-accept
+// timeout (client_header_timeout too) and then its client_header_timeout.
+
+// DeferAccept turns TCP_DEFER_ACCEPT on for ln, for wait (rounded up to a second), and
+// reports whether it could. It is the listening socket's, shared by every process that
+// holds it.
+func DeferAccept(ln *net.TCPListener, wait time.Duration) bool {
+	if ln == nil || wait <= 0 {
+		return false
+	}
+	raw, err := ln.SyscallConn()
+	if err != nil {
+		return false
+	}
+	seconds := int((wait + time.Second - 1) / time.Second)
+	var serr error
+	if err := raw.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_DEFER_ACCEPT, seconds)
+	}); err != nil {
+		return false
+	}
+	return serr == nil
 }

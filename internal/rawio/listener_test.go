@@ -3,6 +3,7 @@ package rawio
 import (
 	"net"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -45,5 +46,51 @@ func TestKeepAliveOff(t *testing.T) {
 	}
 	if KeepAliveOff(nil) {
 		t.Error("KeepAliveOff(nil) reported success")
+	}
+}
+
+// With DeferAccept a connection that has sent nothing is not handed to Accept; one whose
+// first bytes came is, and its first read finds them.
+func TestDeferAcceptWaitsForTheFirstBytes(t *testing.T) {
+	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if !DeferAccept(ln, 30*time.Second) {
+		t.Fatal("DeferAccept could not set TCP_DEFER_ACCEPT")
+	}
+	silent, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer silent.Close()
+	_ = ln.SetDeadline(time.Now().Add(300 * time.Millisecond))
+	if c, err := ln.Accept(); err == nil {
+		c.Close()
+		t.Fatal("a connection that sent nothing was accepted")
+	}
+	talking, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer talking.Close()
+	if _, err := talking.Write([]byte("GET")); err != nil {
+		t.Fatal(err)
+	}
+	_ = ln.SetDeadline(time.Now().Add(10 * time.Second))
+	c, err := ln.Accept()
+	if err != nil {
+		t.Fatalf("the connection that sent its bytes was not accepted: %v", err)
+	}
+	defer c.Close()
+	if c.RemoteAddr().String() != talking.LocalAddr().String() {
+		t.Fatalf("accepted %s, want the connection that sent its bytes, %s", c.RemoteAddr(), talking.LocalAddr())
+	}
+	raw, _ := c.(*net.TCPConn).SyscallConn()
+	var n int
+	_ = raw.Control(func(fd uintptr) { n, _ = unix.Read(int(fd), make([]byte, 8)) })
+	if n != 3 {
+		t.Errorf("the first read found %d bytes, want the 3 sent", n)
 	}
 }

@@ -37,9 +37,16 @@ const (
 // first only once WaitBeforeReads is on as well. Whether or not it could, close becomes
 // what Close calls, once, and from then on every close of the connection must go through
 // s.Close: a close behind s's back could free the descriptor under a call in progress.
-// Call it before another goroutine can see the connection.
+// For a Socket's Stream close may be nil: Close then closes the Socket, and the caller need
+// not allocate a method value to say so. Call it before another goroutine can see the
+// connection.
 func (s *Stream) Own(close func() error) bool {
 	s.closeFn = close
+	if r, ok := s.raw.(socketRaw); ok {
+		// A Socket: no poll descriptor yet, and none until a call has to wait (waitDesc).
+		s.sock, s.fd, s.owned = r.s, uintptr(r.s.fd), true
+		return true
+	}
 	if s.pollDesc == 0 {
 		s.pollDesc = pollDescOf(s.raw)
 	}
@@ -95,10 +102,13 @@ func (s *Stream) release() error {
 	if !s.state.CompareAndSwap(stateClosing, stateClosing|stateClosed) {
 		return nil // another release got there first
 	}
-	if s.closeFn == nil {
-		return nil
+	switch {
+	case s.closeFn != nil:
+		return s.closeFn()
+	case s.sock != nil:
+		return s.sock.Close()
 	}
-	return s.closeFn()
+	return nil
 }
 
 // errOf is the error net reports for what runtimePollWait returned.
@@ -118,18 +128,39 @@ func errOf(pollCode int) error {
 // does when the socket is not ready. It needs no stale retry: the deadline it asks for lies
 // a whole timeout past the wait's start, so an armed deadline that passed unnoticed always
 // moves (LazyDeadline's slack is a sixteenth of the timeout).
+//
+// A Socket's Stream registers it first (waitDesc), before the deadline is armed: the
+// deadline lives in the poll descriptor.
 func (s *Stream) waitReadable() error {
+	pd, err := s.waitDesc()
+	if err != nil {
+		return err
+	}
 	if s.waiter != nil {
 		s.waiter.ArmRead(false)
 	}
-	return errOf(runtimePollWait(s.pollDesc, 'r'))
+	return errOf(runtimePollWait(pd, 'r'))
 }
 
 func (s *Stream) waitWritable() error {
+	pd, err := s.waitDesc()
+	if err != nil {
+		return err
+	}
 	if s.waiter != nil {
 		s.waiter.ArmWrite(false)
 	}
-	return errOf(runtimePollWait(s.pollDesc, 'w'))
+	return errOf(runtimePollWait(pd, 'w'))
+}
+
+// waitDesc is the poll descriptor an owned Stream waits on: a Socket's, registered now if
+// no call waited before. It is read afresh each time (an atomic load) rather than kept in
+// pollDesc, since a Stream's reader and writer may both be the first to wait.
+func (s *Stream) waitDesc() (uintptr, error) {
+	if s.sock == nil {
+		return s.pollDesc, nil
+	}
+	return s.sock.register()
 }
 
 // readOwned is Read for an owned Stream.

@@ -104,7 +104,14 @@ func findPollPath(raw syscall.RawConn) (p pollPath) {
 // through the offsets with raw.Control's. Safe for concurrent use.
 func pollDescOf(raw syscall.RawConn) uintptr {
 	if r, ok := raw.(socketRaw); ok {
-		return r.s.pd // a Socket's own (socket.go)
+		// A Socket's own (socket.go), registered now if it was not yet: whoever asks is
+		// about to wait on it.
+		if !r.s.acquire() {
+			return 0
+		}
+		pd, _ := r.s.register()
+		r.s.release()
+		return pd
 	}
 	pollPathOnce.Do(func() { pollPathOf = findPollPath(raw) })
 	p := &pollPathOf

@@ -33,16 +33,20 @@ type Stream struct {
 	drained  bool
 	wrote    bool
 	waitFn   func(fd uintptr)
-	failFn   func(fd uintptr) bool
 	pollCode int
 	reads    int // read system calls made (tests count them)
 
 	// owned is set when s makes its own calls on fd (Own, owned.go); state counts the
-	// calls in progress and marks a Close, which closeFn carries out.
+	// calls in progress and marks a Close, which closeFn (or, without one, sock's Close)
+	// carries out.
 	owned   bool
 	fd      uintptr
 	state   atomic.Uint64
 	closeFn func() error
+	// sock is the Socket an owned Stream reads and writes, which joins the poller only
+	// when a call first waits (pollDesc stays 0 then: waitDesc asks it each time); nil for
+	// a net connection, whose pollDesc is found once.
+	sock *Socket
 
 	// The state of the Read in progress: the buffer, what the call did, and whether it
 	// was tried at all.
@@ -71,17 +75,18 @@ type Waiter interface {
 	ArmWrite(stale bool) bool
 }
 
-// Init binds s to raw, with waiter (or nil) arming its deadlines; the callbacks are bound
-// once here so that no call allocates.
+// Init binds s to raw, with waiter (or nil) arming its deadlines. It allocates nothing:
+// the callbacks the calls through raw take are bound on their first use, once each, so
+// that no later call allocates, and a Stream that owns its Socket (Own), whose calls never
+// go through raw, never binds them: a connection that serves one request then costs one
+// allocation in all, its edgeConn.
 func (s *Stream) Init(raw syscall.RawConn, waiter Waiter) {
 	s.raw = raw
 	s.waiter = waiter
-	s.readFn = s.readOnce
-	s.writeFn = s.writeAll
-	s.awaitFn = s.writeThenPark
-	s.waitFn = s.await
-	s.failFn = func(uintptr) bool { return true }
 }
+
+// succeed is raw.Read's callback when the call is only to learn the descriptor's error.
+func succeed(uintptr) bool { return true }
 
 // WaitBeforeReads makes a Read that follows one which emptied the socket, and a Write
 // since (waitsFirst says why), wait for it to become readable before it reads, instead of
@@ -98,20 +103,21 @@ func (s *Stream) WaitBeforeReads(on bool) bool {
 	}
 	s.drained = false
 	if !on {
+		// sock stays: a Close without closeFn closes it.
 		s.pollDesc, s.inq, s.owned = 0, false, false
 		return false
 	}
-	if s.pollDesc == 0 {
+	if s.pollDesc == 0 && !s.owned {
 		s.pollDesc = pollDescOf(s.raw)
 	}
 	switch {
-	case s.pollDesc == 0:
-	case s.owned:
+	case s.owned: // a net connection's pollDesc was found by Own; a Socket's comes when needed
 		// The reference keeps a Close from freeing the descriptor under the call.
 		if s.acquire() {
 			s.inq = enableInq(s.fd)
 			s.release()
 		}
+	case s.pollDesc == 0:
 	default:
 		var inq bool
 		if s.raw.Control(func(fd uintptr) { inq = enableInq(fd) }) == nil {
@@ -147,6 +153,9 @@ func (s *Stream) Read(p []byte) (int, error) {
 		}
 	}
 	s.rbuf, s.rn, s.rerrno, s.rtried = p, 0, 0, false
+	if s.readFn == nil {
+		s.readFn = s.readOnce // the reading goroutine's own field: bound once, no race
+	}
 	err := s.raw.Read(s.readFn)
 	if expiredUntried(err, s.rtried) && s.waiter != nil && s.waiter.ArmRead(true) {
 		err = s.raw.Read(s.readFn)
@@ -210,13 +219,16 @@ func (s *Stream) awaitReadable() error {
 	}
 	// Control holds a reference on the descriptor, so a Close from another goroutine wakes
 	// the wait (pollErrClosing) but cannot free the poll descriptor under it.
+	if s.waitFn == nil {
+		s.waitFn = s.await
+	}
 	if err := s.raw.Control(s.waitFn); err != nil {
 		return err
 	}
 	if s.pollCode == pollErrTimeout || s.pollCode == pollErrClosing {
-		// raw.Read checks the descriptor before it calls failFn, and so returns the error
+		// raw.Read checks the descriptor before it calls succeed, and so returns the error
 		// net.Conn would, reading nothing.
-		return s.raw.Read(s.failFn)
+		return s.raw.Read(succeed)
 	}
 	return nil
 }
@@ -230,6 +242,9 @@ func (s *Stream) Write(p []byte) (int, error) {
 		return s.writeOwned(p)
 	}
 	s.wbuf, s.wn, s.werrno, s.wtried = p, 0, 0, false
+	if s.writeFn == nil {
+		s.writeFn = s.writeAll // the writing goroutine's own field
+	}
 	err := s.raw.Write(s.writeFn)
 	if expiredUntried(err, s.wtried) && s.waiter != nil && s.waiter.ArmWrite(true) {
 		err = s.raw.Write(s.writeFn)
@@ -289,6 +304,9 @@ func (s *Stream) WriteThenAwait(p []byte) (sent int, writeErr, waitErr error) {
 	}
 	s.wbuf, s.wn, s.werrno, s.woke = p, 0, 0, false
 	s.drained = false // the wait consumes the readiness a wait-first read would
+	if s.awaitFn == nil {
+		s.awaitFn = s.writeThenPark // no Read runs meanwhile: no race
+	}
 	waitErr = s.raw.Read(s.awaitFn)
 	if !s.woke && expiredUntried(waitErr, false) && s.waiter != nil && s.waiter.ArmRead(true) {
 		// The deadline armed for an earlier wait passed while the connection was idle:

@@ -27,18 +27,27 @@ import (
 //
 // An Acceptor takes a connection with a raw accept4(2) when the listener's poller says it
 // is readable (inside the listener's syscall.RawConn's Control, so that a listener Close
-// never frees the descriptor under the call), registers it with the runtime's poller, and
-// hands it over as a Socket: the peer's address is what accept4 returned, the local one
-// the listener's when it names one address (else getsockname(2), once, when asked), and
-// TCP_NODELAY is the caller's to set when it needs it (Socket.NoDelay). A Socket's system
-// calls are raw; its waits and deadlines are the runtime's poller, reached by name as
-// internal/poll reaches it.
+// never frees the descriptor under the call), and hands it over as a Socket: the peer's
+// address is what accept4 returned, the local one the listener's when it names one address
+// (else getsockname(2), once, when asked), and TCP_NODELAY is the caller's to set when it
+// needs it (Socket.NoDelay). A Socket's system calls are raw; its waits and deadlines are
+// the runtime's poller, reached by name as internal/poll reaches it.
+//
+// A Socket joins the poller only when a call first has to wait, or a deadline is set
+// (register). A connection that serves one request usually never waits: its request is
+// in the socket by the time the worker accepts it, and its answer fits the socket's
+// buffer. Registering it on accept cost an epoll_ctl(2) to add it and another to remove it
+// on close, and the poller's next epoll_wait(2) reported the new socket as writable for
+// nothing: the kernel said so the moment it was added. nginx adds a connection to epoll
+// once and lets close(2) take it out. A socket added after a read found nothing loses no
+// wake-up: epoll_ctl(2) reports the readiness the socket has when it is added, so bytes
+// that came between the read and the registration wake the wait at once.
 //
 // A Socket guards its descriptor as an owned Stream does (owned.go): every call holds a
 // reference, Close marks it closing and wakes whoever is parked, and whoever drops the
-// last reference unregisters and closes the descriptor, so it is closed exactly once and
-// never under a call. Nothing closes a Socket that is dropped without Close: its owner
-// must close it (a worker's server always does).
+// last reference unregisters (if it was registered) and closes the descriptor, so it is
+// closed exactly once and never under a call. Nothing closes a Socket that is dropped
+// without Close: its owner must close it (a worker's server always does).
 
 //go:linkname runtimePollOpen internal/poll.runtime_pollOpen
 func runtimePollOpen(fd uintptr) (uintptr, int)
@@ -59,8 +68,15 @@ func runtimePollSetDeadline(ctx uintptr, d int64, mode int)
 // own: a Stream reads and writes it (SyscallConn, Stream.Own). Safe for concurrent use.
 type Socket struct {
 	fd    int
-	pd    uintptr       // the runtime's poll descriptor
 	state atomic.Uint64 // stateClosing, stateClosed and references, as a Stream's
+
+	// pd is the runtime's poll descriptor, 0 until the socket is registered (register,
+	// under registering). unblocked is set once the poller was told the socket is closing,
+	// which must happen exactly once before its poll descriptor is freed, whichever of
+	// Close and a registration racing with it sees the other.
+	pd          atomic.Uintptr
+	registering sync.Mutex
+	unblocked   atomic.Bool
 
 	raddr   net.TCPAddr
 	rip     [16]byte
@@ -152,12 +168,9 @@ func (a *Acceptor) Accept(s *Socket) error {
 	if a.errno != 0 {
 		return &net.OpError{Op: "accept", Net: "tcp", Addr: a.ln.Addr(), Err: os.NewSyscallError("accept4", a.errno)}
 	}
-	pd, errno := runtimePollOpen(uintptr(a.nfd))
-	if errno != 0 {
-		_ = syscall.Close(a.nfd)
-		return &net.OpError{Op: "accept", Net: "tcp", Addr: a.ln.Addr(), Err: os.NewSyscallError("epoll_ctl", syscall.Errno(errno))}
-	}
-	s.fd, s.pd = a.nfd, pd
+	s.fd = a.nfd
+	s.pd.Store(0) // registered when a call first waits (register)
+	s.unblocked.Store(false)
 	s.state.Store(0)
 	s.noDelay.Store(false)
 	s.laddr.Store(a.local)
@@ -210,8 +223,47 @@ func (s *Socket) release() error {
 	if !s.state.CompareAndSwap(stateClosing, stateClosing|stateClosed) {
 		return nil
 	}
-	runtimePollClose(s.pd)
+	// No registration can be in progress: it holds a reference.
+	if pd := s.pd.Load(); pd != 0 {
+		s.unblock()
+		runtimePollClose(pd)
+	}
 	return os.NewSyscallError("close", rawClose(s.fd))
+}
+
+// register adds the socket to the runtime's poller, once, and returns its poll descriptor.
+// The caller holds a reference. A Close that began before the descriptor was published may
+// not have seen it: then the registration tells the poller itself, so that the caller's
+// wait ends at once with pollErrClosing. (Close sets closing and then reads pd; this
+// publishes pd and then reads closing: one of the two sees the other.)
+func (s *Socket) register() (uintptr, error) {
+	if pd := s.pd.Load(); pd != 0 {
+		return pd, nil
+	}
+	s.registering.Lock()
+	defer s.registering.Unlock()
+	if pd := s.pd.Load(); pd != 0 {
+		return pd, nil // a concurrent call (a tunnel's other direction) registered it
+	}
+	pd, errno := runtimePollOpen(uintptr(s.fd))
+	if errno != 0 {
+		return 0, os.NewSyscallError("epoll_ctl", syscall.Errno(errno))
+	}
+	s.pd.Store(pd)
+	if s.state.Load()&stateClosing != 0 {
+		s.unblock()
+	}
+	return pd, nil
+}
+
+// Registered reports whether the socket joined the runtime's poller (tests ask).
+func (s *Socket) Registered() bool { return s.pd.Load() != 0 }
+
+// unblock tells the poller the socket is closing, waking whoever waits on it, once.
+func (s *Socket) unblock() {
+	if pd := s.pd.Load(); pd != 0 && s.unblocked.CompareAndSwap(false, true) {
+		runtimePollUnblock(pd)
+	}
 }
 
 // rawClose is close(2) outside the runtime's syscall state: closing a socket without
@@ -237,7 +289,7 @@ func (s *Socket) Close() error {
 			break
 		}
 	}
-	runtimePollUnblock(s.pd) // the runtime's poller refuses to close a descriptor not woken first
+	s.unblock() // the runtime's poller refuses to close a descriptor not woken first
 	return s.release()
 }
 
@@ -299,7 +351,9 @@ func (s *Socket) SetDeadline(t time.Time) error      { return s.setDeadline(t, '
 func (s *Socket) SetReadDeadline(t time.Time) error  { return s.setDeadline(t, 'r') }
 func (s *Socket) SetWriteDeadline(t time.Time) error { return s.setDeadline(t, 'w') }
 
-// setDeadline is internal/poll's setDeadlineImpl: the runtime takes the time left.
+// setDeadline is internal/poll's setDeadlineImpl: the runtime takes the time left. The
+// deadlines live in the poller, so setting one registers the socket; clearing one on a
+// socket not registered has nothing to clear.
 func (s *Socket) setDeadline(t time.Time, mode int) error {
 	var d int64
 	if !t.IsZero() {
@@ -310,8 +364,18 @@ func (s *Socket) setDeadline(t time.Time, mode int) error {
 	if !s.acquire() {
 		return net.ErrClosed
 	}
-	runtimePollSetDeadline(s.pd, d, mode)
-	s.release()
+	defer s.release()
+	pd := s.pd.Load()
+	if pd == 0 {
+		if t.IsZero() {
+			return nil
+		}
+		var err error
+		if pd, err = s.register(); err != nil {
+			return err
+		}
+	}
+	runtimePollSetDeadline(pd, d, mode)
 	return nil
 }
 
@@ -340,11 +404,22 @@ func (s *Socket) raw(f func(fd uintptr) bool, mode int) error {
 		return net.ErrClosed
 	}
 	defer s.release()
-	if code := runtimePollReset(s.pd, mode); code != pollNoError {
+	pd := s.pd.Load()
+	if pd == 0 {
+		// No deadline was ever set (that registers), so none can have passed: try first,
+		// and join the poller only when f has to wait.
+		if f(uintptr(s.fd)) {
+			return nil
+		}
+		var err error
+		if pd, err = s.register(); err != nil {
+			return err
+		}
+	} else if code := runtimePollReset(pd, mode); code != pollNoError {
 		return errOf(code)
 	}
 	for !f(uintptr(s.fd)) {
-		if code := runtimePollWait(s.pd, mode); code != pollNoError {
+		if code := runtimePollWait(pd, mode); code != pollNoError {
 			return errOf(code)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"testing"
 	"time"
 
@@ -192,5 +193,119 @@ func TestAcceptEndsWithListener(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("closing the listener did not end the Accept")
+	}
+}
+
+// A connection whose reads find their bytes and whose writes fit the socket's buffer never
+// joins the poller (no epoll_ctl(2) to add it, none to remove it); the first call that has
+// to wait registers it, and then waits as before.
+func TestSocketJoinsPollerOnlyToWait(t *testing.T) {
+	client, sock, s, _ := acceptedPair(t)
+	if _, err := client.Write([]byte("ping")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 16)
+	deadline := time.Now().Add(10 * time.Second)
+	// The bytes may still be on their way: read until they are there, without waiting.
+	raw, _ := sock.SyscallConn()
+	for {
+		var n int
+		_ = raw.Control(func(fd uintptr) { n, _ = unix.Read(int(fd), buf) })
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the client's bytes never arrived")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := s.Write([]byte("pong")); err != nil {
+		t.Fatal(err)
+	}
+	if pd := sock.pd.Load(); pd != 0 {
+		t.Fatal("a read that found its bytes and a write that fit registered the socket with the poller")
+	}
+	done := make(chan error, 1)
+	go func() {
+		n, err := s.Read(buf)
+		if err == nil && string(buf[:n]) != "again" {
+			err = errors.New("read " + string(buf[:n]) + ", want again")
+		}
+		done <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // let it find nothing and park
+	if _, err := client.Write([]byte("again")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("the read that had to wait: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a read that had to wait was never woken: the registration lost its readiness")
+	}
+	if sock.pd.Load() == 0 {
+		t.Error("a read that waited left the socket unregistered")
+	}
+}
+
+// Bytes that arrive between a read that found nothing and the registration that follows
+// wake the wait: epoll_ctl(2) reports the readiness a socket has when it is added.
+func TestSocketRegistrationKeepsReadiness(t *testing.T) {
+	client, sock, _, _ := acceptedPair(t)
+	raw, _ := sock.SyscallConn()
+	tries := 0
+	done := make(chan error, 1)
+	go func() {
+		done <- raw.Read(func(fd uintptr) bool {
+			tries++
+			if tries == 1 {
+				// Nothing yet, as far as this call knows: the bytes come before the
+				// registration that follows.
+				if _, err := client.Write([]byte("x")); err != nil {
+					t.Error(err)
+				}
+				time.Sleep(20 * time.Millisecond)
+				return false
+			}
+			var b [1]byte
+			_, err := unix.Read(int(fd), b[:])
+			return err != unix.EAGAIN
+		})
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("raw Read = %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("bytes that came before the registration never woke the wait")
+	}
+}
+
+// A Close racing with a first wait's registration never leaves the wait parked, and
+// never makes the runtime free a poll descriptor it was not told was closing (it would
+// throw).
+func TestSocketCloseRacesRegistration(t *testing.T) {
+	for i := range 200 {
+		_, sock, s, _ := acceptedPair(t)
+		done := make(chan error, 1)
+		go func() {
+			_, err := s.Read(make([]byte, 8)) // nothing comes: registers, then parks
+			done <- err
+		}()
+		if i%2 == 0 {
+			runtime.Gosched()
+		}
+		_ = sock.Close()
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Fatal("a read closed under it returned no error")
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: a Close racing with the registration left the read parked", i)
+		}
 	}
 }

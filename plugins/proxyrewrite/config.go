@@ -1,13 +1,16 @@
 package proxyrewrite
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
+	"regexp/syntax"
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"gw/conf"
 	"gw/plugins"
@@ -65,6 +68,70 @@ type Config struct {
 type regexRewrite struct {
 	re          *regexp.Regexp
 	replacement conf.Template
+	// prefix is set when re is ^<literal>(.*), the usual way to strip or swap a path
+	// prefix (nginx's proxy_pass with a URI part does the same with a string compare):
+	// find then compares bytes instead of running the regexp, which allocates its
+	// indexes. dotAll says whether (.*) crosses a newline ((?s)).
+	prefix     []byte
+	prefixOnly bool
+	dotAll     bool
+}
+
+// find is re.FindSubmatchIndex(subject), written into dst when re is a literal prefix and
+// a capture of the rest, where it allocates nothing.
+func (rw *regexRewrite) find(subject []byte, dst *[4]int) []int {
+	if !rw.prefixOnly {
+		return rw.re.FindSubmatchIndex(subject)
+	}
+	if !bytes.HasPrefix(subject, rw.prefix) {
+		return nil
+	}
+	end := len(subject)
+	if !rw.dotAll {
+		// A greedy (.*) stops at the first newline, the match with it.
+		if nl := bytes.IndexByte(subject[len(rw.prefix):], '\n'); nl >= 0 {
+			end = len(rw.prefix) + nl
+		}
+	}
+	*dst = [4]int{0, end, len(rw.prefix), end}
+	return dst[:]
+}
+
+// literalPrefix reports whether pattern, as regexp.Compile reads it, is ^<literal>(.*) with
+// a case-sensitive literal and a greedy star, and returns the literal and whether . takes
+// newlines. A literal holding U+FFFD is left to the regexp, which matches it against any
+// byte that is not UTF-8.
+func literalPrefix(pattern string) (prefix []byte, dotAll, ok bool) {
+	re, err := syntax.Parse(pattern, syntax.Perl)
+	if err != nil {
+		return nil, false, false
+	}
+	re = re.Simplify()
+	if re.Op != syntax.OpConcat || len(re.Sub) != 3 {
+		return nil, false, false
+	}
+	begin, lit, capture := re.Sub[0], re.Sub[1], re.Sub[2]
+	if begin.Op != syntax.OpBeginText || lit.Op != syntax.OpLiteral || lit.Flags&syntax.FoldCase != 0 ||
+		capture.Op != syntax.OpCapture || capture.Cap != 1 || len(capture.Sub) != 1 {
+		return nil, false, false
+	}
+	star := capture.Sub[0]
+	if star.Op != syntax.OpStar || star.Flags&syntax.NonGreedy != 0 || len(star.Sub) != 1 {
+		return nil, false, false
+	}
+	switch star.Sub[0].Op {
+	case syntax.OpAnyCharNotNL:
+	case syntax.OpAnyChar:
+		dotAll = true
+	default:
+		return nil, false, false
+	}
+	for _, r := range lit.Rune {
+		if r == utf8.RuneError {
+			return nil, false, false
+		}
+	}
+	return []byte(string(lit.Rune)), dotAll, true
 }
 
 // headerValue is one header name with its values (one, or several from an array).
@@ -190,7 +257,9 @@ func parseRegexURI(m pluginconf.Member) ([]regexRewrite, error) {
 		if err != nil {
 			return nil, fmt.Errorf("regex_uri: invalid regex_uri(%s, %s): %v", pattern, replacement, err)
 		}
-		rewrites = append(rewrites, regexRewrite{re: re, replacement: tpl})
+		rw := regexRewrite{re: re, replacement: tpl}
+		rw.prefix, rw.dotAll, rw.prefixOnly = literalPrefix(pattern)
+		rewrites = append(rewrites, rw)
 	}
 	return rewrites, nil
 }

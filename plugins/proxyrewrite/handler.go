@@ -21,8 +21,10 @@ type state struct {
 	// out is a header value or the escaped path being written; subject is regex_uri's
 	// input; the others are named after what they hold.
 	uri, out, query, args, subject []byte
-	// match is regex_uri's match, which header values' captures read.
-	match vars.Match
+	// match is regex_uri's match, which header values' captures read; captures holds its
+	// indexes when a literal prefix found it (regexRewrite.find).
+	match    vars.Match
+	captures [4]int
 }
 
 var statePool = sync.Pool{New: func() any { return new(state) }}
@@ -48,7 +50,7 @@ func (c *Config) Access(pc *plugins.Ctx) error {
 		st.subject = append(st.subject[:0], pc.Path()...)
 		for i := range c.RegexURI {
 			rw := &c.RegexURI[i]
-			match := rw.re.FindSubmatchIndex(st.subject)
+			match := rw.find(st.subject, &st.captures)
 			if match == nil {
 				continue
 			}
@@ -173,7 +175,7 @@ func (c *Config) realRequestURI(pc *plugins.Ctx, st *state, r *vars.Request) {
 		st.uri = append(st.uri[:0], st.subject...)
 		for i := range c.RegexURI {
 			rw := &c.RegexURI[i]
-			match := rw.re.FindSubmatchIndex(st.subject)
+			match := rw.find(st.subject, &st.captures)
 			if match == nil {
 				continue
 			}

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"net"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -223,8 +225,10 @@ func TestAccessAllocations(t *testing.T) {
 		{`{"uri":"/v?x=$http_x"}`, 0},
 		{`{"uri":"/v?x=1","use_real_request_uri_unsafe":true}`, 0},
 		{`{"headers":{"set":{"X-Forwarded-Proto":"https","X-Forwarded-Port":"1"},"add":{"X-Forwarded-Host":"h"}}}`, 0},
-		// Go's regexp returns a fresh slice of submatch indexes.
-		{`{"regex_uri":["^/api1/(.*)","/api/$1"],"headers":{"X-C":"$1"}}`, 1},
+		// A literal prefix and the rest is matched without the regexp.
+		{`{"regex_uri":["^/api1/(.*)","/api/$1"],"headers":{"X-C":"$1"}}`, 0},
+		// Any other regex through Go's regexp, which returns a fresh slice of indexes.
+		{`{"regex_uri":["^/api(\\d)/(.*)","/api/$2"],"headers":{"X-C":"$1"}}`, 1},
 	}
 	for _, tc := range cases {
 		c, err := Parse([]byte(tc.cfg))
@@ -409,4 +413,29 @@ func BenchmarkRealRequestURI(b *testing.B) {
 }
 func BenchmarkForwardedHeaders(b *testing.B) {
 	benchmark(b, `{"headers":{"set":{"X-Forwarded-Proto":"https"},"remove":["X-Forwarded-Host"]}}`)
+}
+
+// A regex that is a literal prefix and a capture of the rest is matched by comparing bytes,
+// with the regexp's result: the same indexes, or none, for every subject, newlines and bytes
+// that are not UTF-8 included.
+func TestLiteralPrefixMatchesAsTheRegexp(t *testing.T) {
+	fast := []string{`^/api1/(.*)`, `^/(.*)`, `^/a\.b/(.*)`, `(?s)^/api/(.*)`, `^/héllo/(.*)`}
+	slow := []string{`^/api1/(.*?)`, `(?i)^/api/(.*)`, `^/a(.*)b`, `/api/(.*)`, `^/api/(.+)`, `^/api/(.*)$`,
+		`^/a|b(.*)`, `(?m)^/api/(.*)`, `^/\x{FFFD}/(.*)`, `^/api/((.*))`, `^/api/(?:.*)`, `^(.*)`}
+	subjects := []string{"", "/", "/api1/", "/api1/values", "/api1/a\nb", "/api1", "/API1/x", "/api/x/y",
+		"/a.b/c", "/axb/c", "/héllo/w", "/h\xc3/w", "/\xff/x", "\n/api/x", "/api/\n", "/api/x\ny\nz"}
+	for _, pattern := range append(fast, slow...) {
+		rw := regexRewrite{re: regexp.MustCompile(pattern)}
+		rw.prefix, rw.dotAll, rw.prefixOnly = literalPrefix(pattern)
+		if want := slices.Contains(fast, pattern); rw.prefixOnly != want {
+			t.Errorf("%s: taken as a literal prefix %v, want %v", pattern, rw.prefixOnly, want)
+		}
+		for _, subject := range subjects {
+			var dst [4]int
+			got, want := rw.find([]byte(subject), &dst), rw.re.FindSubmatchIndex([]byte(subject))
+			if !slices.Equal(got, want) {
+				t.Errorf("%s on %q: %v, the regexp says %v", pattern, subject, got, want)
+			}
+		}
+	}
 }
