@@ -1,6 +1,7 @@
 package opentelemetry
 
 import (
+	"bytes"
 	"encoding/json"
 
 	"gw/plugins"
@@ -43,7 +44,22 @@ func (h *handler) Access(c *plugins.Ctx) error {
 	if tc.SpanID != ([8]byte{}) {
 		return nil
 	}
-	parent, hasParent := ParseTraceparent(c.RequestHeader(traceparentHeader))
+	// One pass over the client's fields finds both trace headers: the common request has
+	// neither, and then needs no search to remove them (SetRequestHeader's and
+	// DelRequestHeader's, two each).
+	var sent []byte
+	sentAny, stateAny := false, false
+	for name, value := range c.RequestHeaders() {
+		switch {
+		case len(name) == len(traceparentHeader) && bytes.EqualFold(name, traceparentHeader):
+			if !sentAny {
+				sent, sentAny = value, true
+			}
+		case len(name) == len(tracestateHeader) && bytes.EqualFold(name, tracestateHeader):
+			stateAny = true
+		}
+	}
+	parent, hasParent := ParseTraceparent(sent)
 	switch {
 	case hasParent:
 		tc.TraceID, tc.ParentSpanID = parent.TraceID, parent.SpanID
@@ -55,14 +71,18 @@ func (h *handler) Access(c *plugins.Ctx) error {
 	default:
 		tc.TraceID = newTraceID()
 	}
-	if !hasParent {
+	if !hasParent && stateAny {
 		c.DelRequestHeader(tracestateHeader)
 	}
 	tc.SpanID = newSpanID()
 	tc.Sampled = h.cfg.Sampler.sample(tc.TraceID, parent, hasParent)
 	tc.Recording = tc.Sampled
 	var buf [traceparentLen]byte
-	c.SetRequestHeader(traceparentHeader, appendTraceparent(buf[:0], tc))
+	if sentAny {
+		c.SetRequestHeader(traceparentHeader, appendTraceparent(buf[:0], tc))
+	} else {
+		c.AddRequestHeader(traceparentHeader, appendTraceparent(buf[:0], tc))
+	}
 	return nil
 }
 

@@ -1,8 +1,12 @@
 package opentelemetry
 
 import (
+	"bufio"
 	"encoding/hex"
+	"strings"
 	"testing"
+
+	"github.com/valyala/fasthttp"
 
 	"gw/plugins"
 )
@@ -147,5 +151,56 @@ func BenchmarkParseTraceparent(b *testing.B) {
 		if _, ok := ParseTraceparent(v); !ok {
 			b.Fatal("refused")
 		}
+	}
+}
+
+// TestAccessReplacesEveryTraceparent: whatever trace headers the client sent (none, a
+// valid one, an invalid or empty one, several), the upstream request carries exactly one
+// traceparent, the span's, both in the parsed header and in the edits a pristine forward
+// applies; tracestate stays only behind a valid traceparent.
+func TestAccessReplacesEveryTraceparent(t *testing.T) {
+	const valid = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	for _, tt := range []struct {
+		name, headers string
+		keepState     bool
+	}{
+		{"none", "", false},
+		{"valid", "traceparent: " + valid + "\r\ntracestate: v=1\r\n", true},
+		{"invalid", "TraceParent: nope\r\ntracestate: v=1\r\n", false},
+		{"empty", "traceparent:\r\n", false},
+		{"several", "traceparent: " + valid + "\r\ntraceparent: 00-x\r\n", false},
+		{"state alone", "tracestate: v=1\r\n", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var ctx fasthttp.RequestCtx
+			raw := "GET / HTTP/1.1\r\nHost: a\r\n" + tt.headers + "\r\n"
+			if err := ctx.Request.Read(bufio.NewReader(strings.NewReader(raw))); err != nil {
+				t.Fatal(err)
+			}
+			cfg, _ := Parse([]byte(`{"sampler":{"name":"always_on"}}`))
+			h := &handler{cfg: cfg, exp: newExporter(testAttr("127.0.0.1:1"), localCounters(), nil)}
+			c := plugins.AcquireCtx(&ctx, &plugins.RouteInfo{ID: "1"}, 1)
+			defer plugins.ReleaseCtx(c)
+			if err := h.Access(c); err != nil {
+				t.Fatal(err)
+			}
+			var want [traceparentLen]byte
+			sent := appendTraceparent(want[:0], &c.Trace)
+			all := ctx.Request.Header.PeekAll("traceparent")
+			if len(all) != 1 || string(all[0]) != string(sent) {
+				t.Errorf("parsed header's traceparents %q, want just %s", all, sent)
+			}
+			e := c.HeaderEdits()
+			if string(e.Lines()) != "traceparent: "+string(sent)+"\r\n" {
+				t.Errorf("edits' lines %q", e.Lines())
+			}
+			if sentByClient := strings.Contains(strings.ToLower(tt.headers), "traceparent"); e.Replaces([]byte("traceparent")) != sentByClient {
+				t.Errorf("edits replace the client's traceparent: %v, want %v", !sentByClient, sentByClient)
+			}
+			state := ctx.Request.Header.Peek("tracestate")
+			if keeps := state != nil && !e.Replaces([]byte("tracestate")); keeps != tt.keepState {
+				t.Errorf("tracestate kept: %v (%q), want %v", keeps, state, tt.keepState)
+			}
+		})
 	}
 }

@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
-	"strconv"
 	"time"
 
 	"gw/plugins"
@@ -45,14 +43,10 @@ func (plugin) Validate(raw json.RawMessage) error {
 
 // Config is one syslog configuration, decoded and defaulted.
 type Config struct {
-	Addr    string // host:port
-	UDP     bool   // sock_type "udp"
-	TLS     bool
-	Host    string // for TLS's server name
+	logentry.SocketConfig
+	UDP     bool // sock_type "udp"
+	TLS     bool // the handshake names Host
 	Timeout time.Duration
-	Entry   logentry.Options
-	Format  *logentry.Format
-	Batch   batch.Config
 }
 
 const fields = "host, port, sock_type, tls, timeout, log_format, include_req_body, " + batch.Fields
@@ -60,19 +54,13 @@ const fields = "host, port, sock_type, tls, timeout, log_format, include_req_bod
 // Parse decodes one syslog configuration strictly, with APISIX's defaults (sock_type
 // tcp, timeout 3000 ms, name "sys logger").
 func Parse(raw json.RawMessage) (*Config, error) {
-	c := &Config{Timeout: 3 * time.Second, Batch: batch.Defaults()}
-	c.Batch.Name = "sys logger"
-	var port int64 = -1
+	c := &Config{SocketConfig: logentry.NewSocketConfig("sys logger"), Timeout: 3 * time.Second}
 	err := pluginconf.Compact.Each(raw, func(m pluginconf.Member) error {
-		var err error
-		if taken, err := c.Batch.Take(m); taken {
+		if taken, err := c.Take(m); taken {
 			return err
 		}
+		var err error
 		switch m.Name {
-		case "host":
-			c.Host, err = m.NonEmptyString()
-		case "port":
-			port, err = m.IntIn(1, 65535)
 		case "sock_type":
 			var t string
 			t, err = m.OneOf("tcp", "udp")
@@ -83,31 +71,23 @@ func Parse(raw json.RawMessage) (*Config, error) {
 			var n int64
 			n, err = m.IntIn(1, 86_400_000)
 			c.Timeout = time.Duration(n) * time.Millisecond
-		case "log_format":
-			c.Format, err = logentry.ParseFormat(m)
-		case "include_req_body":
-			c.Entry.RequestBody, err = m.Bool()
-		case "flush_limit", "drop_limit", "pool_size", "include_resp_body", "include_req_body_expr", "include_resp_body_expr":
+		case "flush_limit", "drop_limit", "pool_size":
 			// lua-resty-logger-socket's buffer and pool: gw's batch processor and its
 			// bounds stand in for them.
 			err = fmt.Errorf("%s: is not supported yet", m.Name)
-		case "_meta":
-			err = m.Object()
 		default:
 			err = fmt.Errorf("%s: unknown field; known fields: %s", m.Name, fields)
 		}
 		return err
 	})
+	if err == nil {
+		err = c.Check()
+	}
 	switch {
 	case err != nil:
 		return nil, err
-	case c.Host == "":
-		return nil, errors.New("host: required")
-	case port < 0:
-		return nil, errors.New("port: required")
 	case c.TLS && c.UDP:
 		return nil, errors.New(`tls: needs sock_type "tcp"`)
 	}
-	c.Addr = net.JoinHostPort(c.Host, strconv.FormatInt(port, 10))
 	return c, nil
 }

@@ -2,10 +2,7 @@ package tcplogger
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"net"
-	"strconv"
 	"time"
 
 	"gw/plugins"
@@ -45,15 +42,12 @@ func (plugin) Validate(raw json.RawMessage) error {
 
 // Config is one tcp-logger configuration, decoded and defaulted.
 type Config struct {
-	Addr string // host:port
-	TLS  bool
+	logentry.SocketConfig
+	TLS bool
 	// ServerName is tls_options: the name the TLS handshake sends (SNI); the host when
 	// empty. As in APISIX the collector's certificate is not verified.
 	ServerName string
 	Timeout    time.Duration
-	Entry      logentry.Options
-	Format     *logentry.Format
-	Batch      batch.Config
 }
 
 const fields = "host, port, tls, tls_options, timeout, log_format, include_req_body, " + batch.Fields
@@ -61,20 +55,13 @@ const fields = "host, port, tls, tls_options, timeout, log_format, include_req_b
 // Parse decodes one tcp-logger configuration strictly, with APISIX's defaults (timeout
 // 1000 ms, tls false, name "tcp logger").
 func Parse(raw json.RawMessage) (*Config, error) {
-	c := &Config{Timeout: time.Second, Batch: batch.Defaults()}
-	c.Batch.Name = "tcp logger"
-	var host string
-	var port int64 = -1
+	c := &Config{SocketConfig: logentry.NewSocketConfig("tcp logger"), Timeout: time.Second}
 	err := pluginconf.Compact.Each(raw, func(m pluginconf.Member) error {
-		var err error
-		if taken, err := c.Batch.Take(m); taken {
+		if taken, err := c.Take(m); taken {
 			return err
 		}
+		var err error
 		switch m.Name {
-		case "host":
-			host, err = m.NonEmptyString()
-		case "port":
-			port, err = m.IntIn(1, 65535)
 		case "tls":
 			c.TLS, err = m.Bool()
 		case "tls_options":
@@ -83,30 +70,19 @@ func Parse(raw json.RawMessage) (*Config, error) {
 			var n int64
 			n, err = m.IntIn(1, 86_400_000)
 			c.Timeout = time.Duration(n) * time.Millisecond
-		case "log_format":
-			c.Format, err = logentry.ParseFormat(m)
-		case "include_req_body":
-			c.Entry.RequestBody, err = m.Bool()
-		case "include_resp_body", "include_req_body_expr", "include_resp_body_expr":
-			err = fmt.Errorf("%s: is not supported yet", m.Name)
-		case "_meta":
-			err = m.Object()
 		default:
 			err = fmt.Errorf("%s: unknown field; known fields: %s", m.Name, fields)
 		}
 		return err
 	})
-	switch {
-	case err != nil:
-		return nil, err
-	case host == "":
-		return nil, errors.New("host: required")
-	case port < 0:
-		return nil, errors.New("port: required")
+	if err == nil {
+		err = c.Check()
 	}
-	c.Addr = net.JoinHostPort(host, strconv.FormatInt(port, 10))
+	if err != nil {
+		return nil, err
+	}
 	if c.ServerName == "" {
-		c.ServerName = host
+		c.ServerName = c.Host
 	}
 	return c, nil
 }

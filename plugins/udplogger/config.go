@@ -2,10 +2,7 @@ package udplogger
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"net"
-	"strconv"
 	"time"
 
 	"gw/plugins"
@@ -45,11 +42,8 @@ func (plugin) Validate(raw json.RawMessage) error {
 
 // Config is one udp-logger configuration, decoded and defaulted.
 type Config struct {
-	Addr    string // host:port
+	logentry.SocketConfig
 	Timeout time.Duration
-	Entry   logentry.Options
-	Format  *logentry.Format
-	Batch   batch.Config
 }
 
 const fields = "host, port, timeout, log_format, include_req_body, " + batch.Fields
@@ -57,45 +51,27 @@ const fields = "host, port, timeout, log_format, include_req_body, " + batch.Fie
 // Parse decodes one udp-logger configuration strictly, with APISIX's defaults (timeout
 // 3 s, name "udp logger").
 func Parse(raw json.RawMessage) (*Config, error) {
-	c := &Config{Timeout: 3 * time.Second, Batch: batch.Defaults()}
-	c.Batch.Name = "udp logger"
-	var host string
-	var port int64 = -1
+	c := &Config{SocketConfig: logentry.NewSocketConfig("udp logger"), Timeout: 3 * time.Second}
 	err := pluginconf.Compact.Each(raw, func(m pluginconf.Member) error {
-		var err error
-		if taken, err := c.Batch.Take(m); taken {
+		if taken, err := c.Take(m); taken {
 			return err
 		}
+		var err error
 		switch m.Name {
-		case "host":
-			host, err = m.NonEmptyString()
-		case "port":
-			port, err = m.IntIn(1, 65535)
 		case "timeout":
 			var n int64
 			n, err = m.IntIn(1, 86400)
 			c.Timeout = time.Duration(n) * time.Second
-		case "log_format":
-			c.Format, err = logentry.ParseFormat(m)
-		case "include_req_body":
-			c.Entry.RequestBody, err = m.Bool()
-		case "include_resp_body", "include_req_body_expr", "include_resp_body_expr":
-			err = fmt.Errorf("%s: is not supported yet", m.Name)
-		case "_meta":
-			err = m.Object()
 		default:
 			err = fmt.Errorf("%s: unknown field; known fields: %s", m.Name, fields)
 		}
 		return err
 	})
-	switch {
-	case err != nil:
-		return nil, err
-	case host == "":
-		return nil, errors.New("host: required")
-	case port < 0:
-		return nil, errors.New("port: required")
+	if err == nil {
+		err = c.Check()
 	}
-	c.Addr = net.JoinHostPort(host, strconv.FormatInt(port, 10))
+	if err != nil {
+		return nil, err
+	}
 	return c, nil
 }
