@@ -27,11 +27,12 @@ func pristine(ctx *fasthttp.RequestCtx, info *Info, tunnel bool) bool {
 		len(target) > 0 && target[0] == '/' && len(h.RawHeaders()) > 0 && !anyDropped(info.Added)
 }
 
-// anyDropped reports whether a field a plugin added is one the proxy drops or sets itself:
-// prepareRequest then decides what goes, as it would have without the plugin.
+// anyDropped reports whether a field a plugin added is one the proxy drops or sets itself,
+// or Content-Length, which frames the message: prepareRequest then decides what goes, as
+// it would have without the plugin.
 func anyDropped(added [][]byte) bool {
 	for i := 0; i+1 < len(added); i += 2 {
-		if droppedHeader(added[i]) {
+		if droppedHeader(added[i]) || bytes.EqualFold(added[i], headerContentLength) {
 			return true
 		}
 	}

@@ -131,6 +131,7 @@ func TestAnyDropped(t *testing.T) {
 		{[]string{"X-Request-Id", "1"}, false},
 		{[]string{"X-Request-Id", "1", "x-real-ip", "2"}, true},
 		{[]string{"Host", "a"}, true},
+		{[]string{"content-length", "a"}, true},
 	} {
 		var added [][]byte
 		for _, s := range tc.added {
