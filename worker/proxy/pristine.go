@@ -26,7 +26,14 @@ func pristine(ctx *fasthttp.RequestCtx, info *Info, tunnel bool) bool {
 	length := h.ContentLength()
 	return info != nil && info.Pristine && !tunnel && (length == 0 || length == -2) &&
 		len(target) > 0 && target[0] == '/' && len(h.RawHeaders()) > 0 &&
-		(info.Edits == nil || !info.Edits.Touches(droppedHeader))
+		(info.Edits == nil || !info.Edits.Touches(setByTheProxy))
+}
+
+// setByTheProxy reports whether a field a plugin edited is one the proxy drops or sets
+// itself, or Content-Length, which frames the message: prepareRequest then decides what
+// goes, as it would have without the plugin.
+func setByTheProxy(name []byte) bool {
+	return droppedHeader(name) || bytes.EqualFold(name, headerContentLength)
 }
 
 // preparePristine works out what writePristine adds, leaving ctx.Request alone:

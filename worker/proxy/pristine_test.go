@@ -223,8 +223,8 @@ func TestPristineAdded(t *testing.T) {
 	}
 }
 
-// Touches(droppedHeader): only a field the proxy drops or sets itself sends a request the
-// usual way.
+// Touches(setByTheProxy): only a field the proxy drops or sets itself, or Content-Length,
+// sends a request the usual way.
 func TestEditsTouchingDroppedHeaders(t *testing.T) {
 	for _, tc := range []struct {
 		added []string
@@ -234,13 +234,14 @@ func TestEditsTouchingDroppedHeaders(t *testing.T) {
 		{[]string{"X-Request-Id", "1"}, false},
 		{[]string{"X-Request-Id", "1", "x-real-ip", "2"}, true},
 		{[]string{"Host", "a"}, true},
+		{[]string{"content-length", "a"}, true},
 	} {
 		var c plugins.Ctx
 		c.Begin(new(fasthttp.RequestCtx), nil, 0)
 		for i := 0; i+1 < len(tc.added); i += 2 {
 			c.SetRequestHeader([]byte(tc.added[i]), []byte(tc.added[i+1]))
 		}
-		if got := c.HeaderEdits().Touches(droppedHeader); got != tc.want {
+		if got := c.HeaderEdits().Touches(setByTheProxy); got != tc.want {
 			t.Errorf("edits %q touch a dropped header: %v, want %v", tc.added, got, tc.want)
 		}
 		c.End()
