@@ -10,8 +10,9 @@
 // worker crashes, reloads and binary upgrades; a request costs one hash and one
 // compare-and-swap and allocates nothing. The redis and redis-cluster policies
 // (redis.go) count in Redis instead, with APISIX's script and key, so that every
-// gateway on one Redis counts a route's requests together; each worker keeps one
-// auto-pipelining client per Redis configuration (redisclient.go), dialled by the first
-// request that needs it, and with sync_interval counts in the worker between
-// reconciliations (sync.go). redis-sentinel is refused by name.
+// gateway on one Redis counts a route's requests together; a worker's concurrent
+// requests for one key are counted by one call of their total cost (coalesce.go); each
+// worker keeps one auto-pipelining client per Redis configuration (redisclient.go),
+// dialled by the first request that needs it, and with sync_interval counts in the
+// worker between reconciliations (sync.go). redis-sentinel is refused by name.
 package limitcount
