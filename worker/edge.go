@@ -264,10 +264,13 @@ type edgeConn struct {
 	peerLen uint8
 
 	// scratch and plugins are the proxy's working state and the plugins' Ctx for the
-	// request being served; streamEnd holds it while its streamed body is sent.
+	// request being served, from the connection's second request on (servedOne; the first
+	// takes pooled ones, see Worker.handle); streamEnd holds it while its streamed body is
+	// sent.
 	scratch   proxy.Scratch
 	plugins   plugins.Ctx
 	streamEnd streamEnd
+	servedOne bool
 
 	// io reads and writes the socket with raw system calls (see package rawio).
 	io rawio.Stream

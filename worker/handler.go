@@ -45,6 +45,9 @@ type requestState struct {
 	logPhase *plugins.Ctx
 	global   []*plugins.Chain
 	chain    *plugins.Chain
+	// pooled is a pooled plugin Ctx whose log phase ran, given back once the access log
+	// line is written (finish): a client address the real-ip plugin set points into it.
+	pooled *plugins.Ctx
 }
 
 // start returns the request's start time (unix nanos), reading the clock on first use:
@@ -67,8 +70,15 @@ func (w *Worker) handle(ctx *fasthttp.RequestCtx) {
 	}
 	ec := edgeConnOf(ctx.Conn())
 	if ec != nil {
-		// The connection's requests come one at a time: its scratch serves each.
-		x.up.Scratch, x.plugins = &ec.scratch, &ec.plugins
+		// The connection's requests come one at a time: from its second on, its own
+		// scratch and plugin Ctx serve each, growing their buffers once. Its first takes
+		// pooled ones, grown already: a connection that serves one request (seed 001's ab)
+		// then grows no buffer of its own, each an allocation per connection for the
+		// collector to find.
+		if ec.servedOne {
+			x.up.Scratch, x.plugins = &ec.scratch, &ec.plugins
+		}
+		ec.servedOne = true
 	}
 	if w.edge == nil || w.edge.admit(ctx, ec) {
 		w.route(ctx, &x)
@@ -124,6 +134,10 @@ func (w *Worker) finish(ctx *fasthttp.RequestCtx, x *requestState, ec *edgeConn,
 			e.Protocol = h2Protocol
 		}
 		w.accessLog.Log(&e)
+	}
+	if x.pooled != nil {
+		plugins.ReleaseCtx(x.pooled)
+		x.pooled = nil
 	}
 }
 
@@ -234,13 +248,14 @@ func (x *requestState) pluginCtx(ctx *fasthttp.RequestCtx, route *plugins.RouteI
 	return plugins.AcquireCtx(ctx, route, x.start())
 }
 
-// releasePluginCtx ends c, which pluginCtx returned.
+// releasePluginCtx ends c, which pluginCtx returned; a pooled one goes back to its pool in
+// finish, after the access log line.
 func (x *requestState) releasePluginCtx(c *plugins.Ctx) {
 	if c == x.plugins {
 		c.End()
 		return
 	}
-	plugins.ReleaseCtx(c)
+	x.pooled = c
 }
 
 // notFound answers a request no route of t matched. The global rules still run, as in

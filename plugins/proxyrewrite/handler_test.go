@@ -265,6 +265,11 @@ func benchmark(b *testing.B, cfg string) {
 
 func BenchmarkURI(b *testing.B)      { benchmark(b, `{"uri":"/api/values"}`) }
 func BenchmarkRegexURI(b *testing.B) { benchmark(b, `{"regex_uri":["^/api1/(.*)","/api/$1"]}`) }
+
+// A regex that is not a literal prefix, which Go's regexp matches.
+func BenchmarkRegexURIRegexp(b *testing.B) {
+	benchmark(b, `{"regex_uri":["^/api(\\d)/(.*)","/api/$2"]}`)
+}
 func BenchmarkHostAndHeaders(b *testing.B) {
 	benchmark(b, `{"host":"backend","headers":{"set":{"X-A":"1"},"add":{"X-B":"$arg_a"},"remove":["User-Agent"]}}`)
 }
