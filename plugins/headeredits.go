@@ -16,6 +16,10 @@ type HeaderEdits struct {
 	replaced []byte
 	// lines are the fields set and added, "Name: value\r\n" each, in the order made.
 	lines []byte
+	// unframed is set once an edit's name or value holds what would break a line
+	// ('\r', '\n', or ':' in a name): the proxy then sends the request the usual way
+	// (Touches), and lines is no longer read as lines.
+	unframed bool
 }
 
 // Replaces reports whether the client's lines of name are not to be sent (the name was
@@ -38,6 +42,9 @@ func (e *HeaderEdits) Lines() []byte { return e.lines }
 // Touches reports whether any name set, added or removed is one match reports, such as a
 // field the proxy sets itself.
 func (e *HeaderEdits) Touches(match func(name []byte) bool) bool {
+	if e.unframed {
+		return true
+	}
 	for rest := e.replaced; len(rest) > 0; {
 		var n []byte
 		n, rest, _ = bytes.Cut(rest, newline)
@@ -67,6 +74,9 @@ func (e *HeaderEdits) set(name, value []byte) {
 
 // add records a field added after any of its name.
 func (e *HeaderEdits) add(name, value []byte) {
+	if bytes.ContainsAny(name, ":\r\n") || bytes.ContainsAny(value, "\r\n") {
+		e.unframed = true
+	}
 	e.lines = append(e.lines, name...)
 	e.lines = append(e.lines, ": "...)
 	e.lines = append(e.lines, value...)
@@ -75,6 +85,9 @@ func (e *HeaderEdits) add(name, value []byte) {
 
 // del records every field name removed: the client's and those set or added before.
 func (e *HeaderEdits) del(name []byte) {
+	if e.unframed {
+		return // lines are not read again: the request goes the usual way
+	}
 	if !e.Replaces(name) {
 		e.replaced = append(e.replaced, name...)
 		e.replaced = append(e.replaced, '\n')
@@ -92,7 +105,7 @@ func (e *HeaderEdits) del(name []byte) {
 }
 
 func (e *HeaderEdits) reset() {
-	e.replaced, e.lines = e.replaced[:0], e.lines[:0]
+	e.replaced, e.lines, e.unframed = e.replaced[:0], e.lines[:0], false
 }
 
 var newline = []byte("\n")

@@ -64,6 +64,24 @@ func TestHeaderEdits(t *testing.T) {
 	}
 }
 
+// A name or value that would break the recorded lines makes the edits touch every name,
+// so the proxy sends the request the usual way; nothing later reads the lines as lines.
+func TestHeaderEditsUnframed(t *testing.T) {
+	for _, bad := range [][2]string{{"X-A", "1\r\nX-Injected: 2"}, {"X-A", "1\n"}, {"X:A", "1"}} {
+		var e HeaderEdits
+		e.set([]byte(bad[0]), []byte(bad[1]))
+		e.del([]byte("X-B")) // must not parse the broken lines
+		if !e.Touches(func([]byte) bool { return false }) {
+			t.Errorf("edits with %q: %q do not send the request the usual way", bad[0], bad[1])
+		}
+		e.reset()
+		e.set([]byte("X-A"), []byte("1"))
+		if e.Touches(func([]byte) bool { return false }) {
+			t.Errorf("after reset, a plain edit still counts as unframed")
+		}
+	}
+}
+
 func TestHeaderEditsDoNotAllocate(t *testing.T) {
 	if race.Enabled {
 		t.Skip("allocation counts are the race detector's under -race")
