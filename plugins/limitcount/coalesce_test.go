@@ -163,24 +163,47 @@ func TestCoalescerExactUnderLoad(t *testing.T) {
 
 // No request waits past its own deadline, though it may first wait for a call sent
 // before it: with Redis answering nothing, a request sent at once, a batch's leader and
-// the batch's others all fail within the timeout of their own arrival (1s; a leader
-// bounded from when it sends would wait about 2s).
+// the batch's others all fail with the deadline of their own arrival. Each call's
+// deadline is checked against the arrivals, not the clock after the call: a leader
+// bounded from when it sends would have one about a timeout later than its arrival's
+// (half a timeout is left for a preemption between an arrival's reading and count's).
 func TestCoalescerNeverWaitsPastTheTimeout(t *testing.T) {
 	const timeout = time.Second
-	f := &fakeRedis{hold: func(ctx context.Context, _ int) error { <-ctx.Done(); return ctx.Err() }}
+	var (
+		mu        sync.Mutex
+		deadlines []time.Time
+	)
+	f := &fakeRedis{hold: func(ctx context.Context, _ int) error {
+		d, _ := ctx.Deadline()
+		mu.Lock()
+		deadlines = append(deadlines, d)
+		mu.Unlock()
+		<-ctx.Done()
+		return ctx.Err()
+	}}
 	co := newFakeCoalescer(f, timeout)
 	var wg sync.WaitGroup
+	var lastArrival time.Time
 	for i := range 6 {
 		wg.Go(func() {
-			start := time.Now()
-			_, _, err := co.count([]byte("k"))
-			if waited := time.Since(start); !errors.Is(err, context.DeadlineExceeded) || waited > timeout*19/10 {
-				t.Errorf("request %d: %v after %v, want a deadline error within %v of its arrival", i, err, waited, timeout)
+			mu.Lock()
+			lastArrival = time.Now()
+			mu.Unlock()
+			if _, _, err := co.count([]byte("k")); !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("request %d: %v, want a deadline error", i, err)
 			}
 		})
 		time.Sleep(10 * time.Millisecond)
 	}
 	wg.Wait()
+	if len(deadlines) < 2 {
+		t.Fatalf("%d calls, want at least two (one in flight, then the batch behind it)", len(deadlines))
+	}
+	for i, d := range deadlines {
+		if latest := lastArrival.Add(timeout + timeout/2); d.After(latest) {
+			t.Errorf("call %d's deadline is %v past the last request's arrival plus 1.5 timeouts", i, d.Sub(latest))
+		}
+	}
 	co.mu.Lock()
 	defer co.mu.Unlock()
 	if len(co.calls) != 0 || len(co.freeCalls) != 0 {
