@@ -33,11 +33,11 @@ done
 cd "$(dirname "$0")/.."
 tmp=benchmark/results/tmp/opentelemetry
 rm -rf "$tmp" && mkdir -p "$tmp/bin" "$tmp/gw/conf"
+. benchmark/lib.sh
 overlay=$(tools/runtime-overlay.sh "$tmp/bin/goruntime")
 go build $overlay -o "$tmp/bin/gwctl" ./cmd/gwctl
 go build -o "$tmp/bin/upstream" ./benchmark/upstream
 
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 data=$(port) admin=$(port) metrics=$(port) up=$(port)
 pids=()
 cleanup() {
@@ -77,15 +77,6 @@ for path in /plain /traced /unsampled; do
 done
 
 master=$(cat "$tmp/gw/logs/gwctl.pid")
-cpu_ticks() { # cpu_ticks <pid>...: user + system clock ticks of the processes
-	local total=0 p
-	for p in "$@"; do
-		[ -r "/proc/$p/stat" ] || continue
-		total=$((total + $(sed 's/^.*) //' "/proc/$p/stat" | awk '{print $12 + $13}')))
-	done
-	echo "$total"
-}
-hz=$(getconf CLK_TCK)
 run() { # run <path>: prints "req/s gw-µs/req"
 	local procs=("$master" $(pgrep -P "$master"))
 	taskset -c 1 wrk -t 1 -c "$connections" -d "$warmup" "http://127.0.0.1:$data$1" >/dev/null

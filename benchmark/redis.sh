@@ -38,11 +38,11 @@ done
 cd "$(dirname "$0")/.."
 tmp=benchmark/results/tmp/redis
 rm -rf "$tmp" && mkdir -p "$tmp/bin" "$tmp/gw/conf" "$tmp/redis"
+. benchmark/lib.sh
 overlay=$(tools/runtime-overlay.sh "$tmp/bin/goruntime")
 go build $overlay -o "$tmp/bin/gwctl" ./cmd/gwctl
 go build -o "$tmp/bin/upstream" ./benchmark/upstream
 
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 data=$(port) admin=$(port) metrics=$(port) up=$(port) redis=$(port)
 pids=()
 cleanup() {
@@ -90,15 +90,6 @@ done
 
 master=$(cat "$tmp/gw/logs/gwctl.pid")
 # cpu_ticks <pid>...: user + system clock ticks of the processes.
-cpu_ticks() {
-	local total=0 p
-	for p in "$@"; do
-		[ -r "/proc/$p/stat" ] || continue
-		total=$((total + $(sed 's/^.*) //' "/proc/$p/stat" | awk '{print $12 + $13}')))
-	done
-	echo "$total"
-}
-hz=$(getconf CLK_TCK)
 # redis_stat <name>: a counter of Redis's INFO stats.
 redis_stat() { redis-cli -p "$redis" INFO stats | tr -d '\r' | awk -F: -v n="$1" '$1 == n {print $2}'; }
 run() { # run <path>: prints "req/s gw-µs/req redis-µs/req commands-per-read non-2xx"
