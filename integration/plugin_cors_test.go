@@ -94,12 +94,73 @@ func TestCORSGlobalRuleAndBadConfig(t *testing.T) {
 	// t/plugin/cors.t TEST 24 "should not set * to allow_origins when allow_credential is true".
 	for body, want := range map[string]string{
 		`{"uri":"/x","plugins":{"cors":{"allow_origins":"*","allow_credential":true}}}`: "failed to check the configuration of plugin cors err: you can not set '*' for other option when 'allow_credential' is true",
-		`{"uri":"/x","plugins":{"cors":{"allow_origins_by_metadata":["a"]}}}`:           "allow_origins_by_metadata: is not supported yet",
+		`{"uri":"/x","plugins":{"cors":{"allow_origins_by_metadata":["a","a"]}}}`:       `allow_origins_by_metadata[1]: \"a\" appears twice`,
 		`{"uri":"/x","plugins":{"cors":{"allow_origins_by_regex":["(?<=a)"]}}}`:         "allow_origins_by_regex[0]",
 	} {
 		status, resp := in.adminCall("PUT", "/apisix/admin/routes/2", body)
 		if status != 400 || !strings.Contains(resp, want) {
 			t.Errorf("PUT %s: %d %s, want 400 with %q", body, status, resp, want)
 		}
+	}
+}
+
+// allow_origins_by_metadata through the real binary (t/plugin/cors3.t): the route names
+// lists kept in plugin_metadata/cors, every worker serves a metadata write at once, and a
+// bad metadata write is refused naming the entry and changes nothing.
+func TestCORSAllowOriginsByMetadata(t *testing.T) {
+	node, _ := countingUpstream(t)
+	in := newInstance(t, "")
+	in.start("--workers", "2")
+	in.mustPut("/apisix/admin/plugin_metadata/cors", `{"allow_origins":{"key_1":"https://domain.com","key_2":"https://sub.domain.com,https://sub2.domain.com"}}`)
+	in.mustPut("/apisix/admin/routes/1", fmt.Sprintf(`{"uri":"/hello","plugins":{"cors":{"allow_origins":"https://test.com",`+
+		`"allow_origins_by_metadata":["key_1","key_2"]}},"upstream":{"nodes":{%q:1}}}`, node))
+	allowed := func(origin string) string {
+		t.Helper()
+		resp, body := in.do("GET", "/hello", "Origin", origin)
+		if resp.StatusCode != 200 || body != "hello world" {
+			t.Fatalf("Origin %s: %d %q", origin, resp.StatusCode, body)
+		}
+		return resp.Header.Get("Access-Control-Allow-Origin")
+	}
+	// Several requests each, so both workers answer.
+	for i := 0; i < 4; i++ {
+		for origin, want := range map[string]string{
+			"https://domain.com":      "https://domain.com",      // key_1 (TEST 9)
+			"https://sub2.domain.com": "https://sub2.domain.com", // key_2 (TEST 10)
+			"https://test.com":        "https://test.com",        // allow_origins (TEST 5)
+			"http://foo.example.org":  "",                        // none (TEST 8)
+		} {
+			if got := allowed(origin); got != want {
+				t.Errorf("Origin %s: Access-Control-Allow-Origin %q, want %q", origin, got, want)
+			}
+		}
+	}
+	// A bad entry: refused, naming it, and the stored lists still serve.
+	status, body := in.adminCall("PUT", "/apisix/admin/plugin_metadata/cors", `{"allow_origins":{"key_1":"domain.com"}}`)
+	if status != 400 || !strings.Contains(body, "allow_origins.key_1") {
+		t.Errorf("bad metadata: %d %s, want 400 naming allow_origins.key_1", status, body)
+	}
+	if got := allowed("https://domain.com"); got != "https://domain.com" {
+		t.Errorf("after a refused write: %q", got)
+	}
+	// key_1 now allows every origin (TEST 12), and the old one no longer by itself.
+	in.mustPut("/apisix/admin/plugin_metadata/cors", `{"allow_origins":{"key_1":"*"}}`)
+	for i := 0; i < 4; i++ {
+		if got := allowed("http://foo.example.org"); got != "http://foo.example.org" {
+			t.Errorf("after the metadata write: Access-Control-Allow-Origin %q, want the Origin echoed", got)
+		}
+		if got := allowed("https://sub2.domain.com"); got != "https://sub2.domain.com" {
+			t.Errorf("key_1 \"*\" allows every origin: %q", got)
+		}
+	}
+	// Without metadata, only allow_origins is left.
+	if status, body := in.adminCall("DELETE", "/apisix/admin/plugin_metadata/cors", ""); status != 200 {
+		t.Fatalf("DELETE plugin_metadata/cors: %d %s", status, body)
+	}
+	if got := allowed("http://foo.example.org"); got != "" {
+		t.Errorf("metadata deleted: Access-Control-Allow-Origin %q, want none", got)
+	}
+	if got := allowed("https://test.com"); got != "https://test.com" {
+		t.Errorf("metadata deleted, allow_origins: %q", got)
 	}
 }

@@ -53,6 +53,10 @@ type Config struct {
 	// two above decide Access-Control-Allow-Origin; unset, none is sent.
 	TimingAllowOrigins        string
 	TimingAllowOriginsByRegex []string
+	// AllowOriginsByMetadata names entries of the plugin's plugin_metadata allow_origins
+	// (Metadata): an Origin one of them allows is echoed; one none allows falls back to
+	// AllowOrigins (or AllowOriginsByRegex) only when AllowOrigins is not "*", as APISIX.
+	AllowOriginsByMetadata []string
 }
 
 // originsPattern is APISIX's pattern for allow_origins and timing_allow_origins.
@@ -86,9 +90,7 @@ func Parse(raw json.RawMessage) (*Config, error) {
 		case "allow_origins_by_regex":
 			c.AllowOriginsByRegex, err = regexes(m)
 		case "allow_origins_by_metadata":
-			// Plugin metadata (/apisix/admin/plugin_metadata) is not in gw: a list of its
-			// keys could name nothing, and what is accepted must be served.
-			err = fmt.Errorf("%s: is not supported yet: gw has no plugin metadata; list the origins in allow_origins or allow_origins_by_regex", m.Name)
+			c.AllowOriginsByMetadata, err = metadataKeys(m)
 		case "timing_allow_origins":
 			c.TimingAllowOrigins, err = originList(m)
 			timingSet = true
@@ -97,7 +99,7 @@ func Parse(raw json.RawMessage) (*Config, error) {
 		case "_meta":
 			err = m.Object()
 		default:
-			err = fmt.Errorf("%s: unknown field; known fields: allow_origins, allow_methods, allow_headers, expose_headers, max_age, allow_credential, allow_origins_by_regex, timing_allow_origins, timing_allow_origins_by_regex", m.Name)
+			err = fmt.Errorf("%s: unknown field; known fields: allow_origins, allow_methods, allow_headers, expose_headers, max_age, allow_credential, allow_origins_by_regex, allow_origins_by_metadata, timing_allow_origins, timing_allow_origins_by_regex", m.Name)
 		}
 		if err != nil {
 			return nil, err
@@ -125,6 +127,70 @@ func maxAge(m pluginconf.Member) (int64, error) {
 		return 0, fmt.Errorf("%s: must be an integer (seconds), got %s", m.Name, m.Show())
 	}
 	return n, nil
+}
+
+// metadataKeys reads allow_origins_by_metadata: a non-empty list of distinct names of 1 to
+// 4096 bytes, as APISIX's schema. A name the metadata does not hold is accepted, as
+// APISIX accepts it: it allows no origin until the metadata names it (a metadata write
+// builds every route again).
+func metadataKeys(m pluginconf.Member) ([]string, error) {
+	var list []string
+	if json.Unmarshal(m.Value, &list) != nil || len(m.Value) == 0 || m.Value[0] != '[' {
+		return nil, fmt.Errorf("%s: must be an array of strings, got %s", m.Name, m.Show())
+	}
+	if len(list) == 0 {
+		return nil, fmt.Errorf("%s: must hold at least one name", m.Name)
+	}
+	seen := map[string]bool{}
+	for i, key := range list {
+		switch {
+		case key == "" || len(key) > 4096:
+			return nil, fmt.Errorf("%s[%d]: must be 1 to 4096 bytes, got %d", m.Name, i, len(key))
+		case seen[key]:
+			return nil, fmt.Errorf("%s[%d]: %q appears twice; keep one", m.Name, i, key)
+		}
+		seen[key] = true
+	}
+	return list, nil
+}
+
+// Metadata is cors's plugin_metadata: named origin lists, {"allow_origins": {"company":
+// "https://a.com,https://b.com"}}, each value as allow_origins is written, which routes
+// reference by name in allow_origins_by_metadata. The Admin API's create_time and
+// update_time are accepted.
+type Metadata struct {
+	AllowOrigins map[string]string
+}
+
+// ParseMetadata reads cors's plugin_metadata strictly.
+func ParseMetadata(raw json.RawMessage) (*Metadata, error) {
+	md := &Metadata{AllowOrigins: map[string]string{}}
+	err := pluginconf.Compact.Each(raw, func(m pluginconf.Member) error {
+		switch m.Name {
+		case "allow_origins":
+			if len(m.Value) == 0 || m.Value[0] != '{' {
+				return fmt.Errorf("%s: must be an object of named origin lists, got %s", m.Name, m.Show())
+			}
+			return pluginconf.Compact.Each(m.Value, func(entry pluginconf.Member) error {
+				s, err := originList(entry)
+				if err != nil {
+					return fmt.Errorf("allow_origins.%w", err)
+				}
+				md.AllowOrigins[entry.Name] = s
+				return nil
+			})
+		case "create_time", "update_time":
+			if _, ok := pluginconf.Integer(m.Value); !ok {
+				return fmt.Errorf("%s: must be an integer, got %s", m.Name, m.Show())
+			}
+			return nil
+		}
+		return fmt.Errorf("%s: unknown field; known fields: allow_origins", m.Name)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return md, nil
 }
 
 // regexes reads a non-empty list of distinct regexes of 1 to 4096 bytes, each of which

@@ -69,7 +69,10 @@ func TestParseRejects(t *testing.T) {
 		// RE2 has no lookahead: refused at the write, not failed at request time.
 		"regex not RE2":       {`{"allow_origins_by_regex":["(?=a)b"]}`, `allow_origins_by_regex[0]: "(?=a)b" is not a regex RE2 compiles`},
 		"timing regex broken": {`{"timing_allow_origins_by_regex":["("]}`, "timing_allow_origins_by_regex[0]"},
-		"by metadata":         {`{"allow_origins_by_metadata":["company"]}`, "allow_origins_by_metadata: is not supported yet"},
+		"metadata empty list": {`{"allow_origins_by_metadata":[]}`, "allow_origins_by_metadata: must hold at least one name"},
+		"metadata not a list": {`{"allow_origins_by_metadata":"key_1"}`, `allow_origins_by_metadata: must be an array of strings, got "key_1"`},
+		"metadata empty name": {`{"allow_origins_by_metadata":[""]}`, "allow_origins_by_metadata[0]: must be 1 to 4096 bytes, got 0"},
+		"metadata name twice": {`{"allow_origins_by_metadata":["a","a"]}`, `allow_origins_by_metadata[1]: "a" appears twice`},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -78,6 +81,36 @@ func TestParseRejects(t *testing.T) {
 				t.Fatalf("got %v, want an error containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// cors's plugin_metadata: t/plugin/cors3.t TEST 1's good and bad origin lists, strictly.
+func TestParseMetadata(t *testing.T) {
+	good := `{"allow_origins":{"key_1":"*","key_2":"**","key_3":"null","key_4":"http://y.com.uk","key_5":"https://x.com",` +
+		`"key_6":"https://x.com,http://y.com.uk","key_8":"https://x.com,http://y.com.uk:12000,http://c.tv"},"create_time":1,"update_time":2}`
+	md, err := ParseMetadata([]byte(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(md.AllowOrigins) != 7 || md.AllowOrigins["key_6"] != "https://x.com,http://y.com.uk" {
+		t.Errorf("allow_origins %v", md.AllowOrigins)
+	}
+	for _, bad := range []string{"", "*a", "*,http://y.com", "nulll", "http//y.com.uk", "x.com", "https://x.com,y.com.uk",
+		"https://x.com,*,https://y.com.uk", "https://x.com,http://y.com.uk,http:c.tv"} {
+		_, err := ParseMetadata([]byte(`{"allow_origins":{"key":"` + bad + `"}}`))
+		if err == nil || !strings.Contains(err.Error(), "allow_origins.key: must be") {
+			t.Errorf("%q: %v, want allow_origins.key refused", bad, err)
+		}
+	}
+	for raw, want := range map[string]string{
+		`{"allow_origins":"https://x.com"}`:        `allow_origins: must be an object of named origin lists, got "https://x.com"`,
+		`{"allow_origins":{"k":1}}`:                `allow_origins.k: must be a string`,
+		`{"inactive_timeout":1}`:                   "inactive_timeout: unknown field; known fields: allow_origins",
+		`{"allow_origins":{},"create_time":"now"}`: `create_time: must be an integer, got "now"`,
+	} {
+		if _, err := ParseMetadata([]byte(raw)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", raw, err, want)
+		}
 	}
 }
 

@@ -89,7 +89,10 @@ func (o *origins) allow(origin []byte) ([]byte, bool) {
 
 // cors is one route's cors. It is immutable and safe for concurrent use.
 type cors struct {
-	origins         origins
+	origins origins
+	// byMetadata holds the plugin_metadata's origin lists allow_origins_by_metadata names
+	// and the metadata has, in its order; nil without allow_origins_by_metadata.
+	byMetadata      []origins
 	timing          *origins // nil without timing_allow_origins
 	vary            bool     // allow_origins is not "*": the answer depends on Origin
 	methods         []byte
@@ -103,13 +106,23 @@ type cors struct {
 var (
 	_ plugins.AccessPhase   = (*cors)(nil)
 	_ plugins.RequestKeeper = plugin{}
+	_ plugins.MetadataOwner = plugin{}
 )
+
+// ValidateMetadata checks cors's plugin_metadata (ParseMetadata).
+func (plugin) ValidateMetadata(raw json.RawMessage) error {
+	_, err := ParseMetadata(raw)
+	return err
+}
+
+// MetadataSchema is the plugin_metadata's JSON Schema.
+func (plugin) MetadataSchema() []byte { return metadataSchema }
 
 // KeepsRequest: cors only answers (an OPTIONS) and adds response headers.
 func (plugin) KeepsRequest() bool { return true }
 
 // Build compiles a route's cors.
-func (plugin) Build(raw json.RawMessage, _ *plugins.Env) (any, error) {
+func (plugin) Build(raw json.RawMessage, env *plugins.Env) (any, error) {
 	cfg, err := Parse(raw)
 	if err != nil {
 		return nil, err
@@ -124,6 +137,20 @@ func (plugin) Build(raw json.RawMessage, _ *plugins.Env) (any, error) {
 		maxAge:          strconv.AppendInt(nil, cfg.MaxAge, 10),
 		allowCredential: cfg.AllowCredential,
 	}
+	if cfg.AllowOriginsByMetadata != nil {
+		h.byMetadata = []origins{}
+		if env != nil && env.Metadata != nil {
+			md, err := ParseMetadata(env.Metadata)
+			if err != nil {
+				return nil, err
+			}
+			for _, key := range cfg.AllowOriginsByMetadata {
+				if value, ok := md.AllowOrigins[key]; ok {
+					h.byMetadata = append(h.byMetadata, compileOrigins(value, nil))
+				}
+			}
+		}
+	}
 	if cfg.AllowMethods == "**" {
 		h.methods = everyMethod
 	}
@@ -134,6 +161,26 @@ func (plugin) Build(raw json.RawMessage, _ *plugins.Env) (any, error) {
 	return h, nil
 }
 
+// allowOrigin decides Access-Control-Allow-Origin as APISIX's header_filter does: an
+// Origin one of the metadata's named lists allows (the list's answer being that Origin or
+// "*") is echoed; failing that, allow_origins (or its regexes) decides, unless it is the
+// default "*", which allow_origins_by_metadata then leaves out.
+func (h *cors) allowOrigin(origin []byte) ([]byte, bool) {
+	if h.byMetadata != nil {
+		for i := range h.byMetadata {
+			if allowed, ok := h.byMetadata[i].allow(origin); ok && origin != nil && (isStar(allowed) || bytes.Equal(allowed, origin)) {
+				return origin, true
+			}
+		}
+		if !h.vary {
+			return nil, false
+		}
+	}
+	return h.origins.allow(origin)
+}
+
+func isStar(b []byte) bool { return len(b) == 1 && b[0] == '*' }
+
 // Access queues the CORS headers for whatever answer the request gets, and answers an
 // OPTIONS request 200 with no body, as APISIX's rewrite phase does: the browser's
 // preflight never reaches the upstream, nor the auth plugins after cors.
@@ -142,7 +189,7 @@ func (h *cors) Access(c *plugins.Ctx) error {
 	if h.vary {
 		c.AppendResponseHeader(headerVary, valueOrigin)
 	}
-	if allowed, ok := h.origins.allow(origin); ok {
+	if allowed, ok := h.allowOrigin(origin); ok {
 		c.AddResponseHeader(headerAllowOrigin, allowed)
 		c.AddResponseHeader(headerAllowMethods, h.methods)
 		c.AddResponseHeader(headerMaxAge, h.maxAge)
@@ -161,7 +208,7 @@ func (h *cors) Access(c *plugins.Ctx) error {
 	}
 	if h.timing != nil {
 		// APISIX sends it only when the request's Origin is the one allowed, or "*".
-		if allowed, ok := h.timing.allow(origin); ok && (allowed[0] == '*' && len(allowed) == 1 || bytes.Equal(allowed, origin)) {
+		if allowed, ok := h.timing.allow(origin); ok && (isStar(allowed) || bytes.Equal(allowed, origin)) {
 			c.AddResponseHeader(headerTimingAllowOrigin, allowed)
 		}
 	}

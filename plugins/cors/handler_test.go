@@ -7,6 +7,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"gw/conf"
 	"gw/internal/race"
 	"gw/plugins"
 )
@@ -237,6 +238,54 @@ func BenchmarkAccess(b *testing.B) {
 				c.Begin(ctx, route, 0)
 				_ = h.Access(c)
 				c.ApplyResponseHeaders()
+			}
+		})
+	}
+}
+
+// allow_origins_by_metadata, as t/plugin/cors3.t: the metadata's named lists first, then
+// allow_origins unless it is "*".
+func TestAllowOriginsByMetadata(t *testing.T) {
+	md := &conf.Snapshot{PluginMetadata: []conf.PluginMetadata{{Name: Name, Value: json.RawMessage(
+		`{"allow_origins":{"key_1":"https://domain.com","key_2":"https://sub.domain.com,https://sub2.domain.com","key_3":"*"}}`)}}}
+	build := func(cfg string, snap *conf.Snapshot) plugins.AccessPhase {
+		t.Helper()
+		built, err := plugins.BuildInstance(Name, json.RawMessage(cfg), &plugins.Env{Snapshot: snap})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return built.(plugins.AccessPhase)
+	}
+	cases := []struct {
+		name, cfg, origin string
+		snap              *conf.Snapshot
+		want              string // Access-Control-Allow-Origin, "" for none
+	}{
+		{"TEST 4 origin not match", `{"allow_origins":"https://test.com","allow_origins_by_metadata":["key_1"]}`, "http://foo.example.org", md, ""},
+		{"TEST 5 allow_origins", `{"allow_origins":"https://test.com","allow_origins_by_metadata":["key_1"]}`, "https://test.com", md, "https://test.com"},
+		{"TEST 6 metadata", `{"allow_origins":"https://test.com","allow_origins_by_metadata":["key_1"]}`, "https://domain.com", md, "https://domain.com"},
+		{"TEST 9 first of two", `{"allow_origins":"https://test.com","allow_origins_by_metadata":["key_1","key_2"]}`, "https://domain.com", md, "https://domain.com"},
+		{"TEST 10 second of two", `{"allow_origins":"https://test.com","allow_origins_by_metadata":["key_1","key_2"]}`, "https://sub.domain.com", md, "https://sub.domain.com"},
+		{"TEST 12 wildcard echoes", `{"allow_origins":"https://test.com","allow_origins_by_metadata":["key_3"]}`, "http://foo.example.org", md, "http://foo.example.org"},
+		{"TEST 14 star allow_origins left out", `{"allow_origins":"*","allow_origins_by_metadata":["key_1"]}`, "http://foo.example.org", md, ""},
+		{"TEST 15 star, metadata matches", `{"allow_origins":"*","allow_origins_by_metadata":["key_1"]}`, "https://domain.com", md, "https://domain.com"},
+		{"regex fallback", `{"allow_origins":"https://test.com","allow_origins_by_regex":["\\.example\\.org$"],"allow_origins_by_metadata":["key_1"]}`, "http://foo.example.org", md, "http://foo.example.org"},
+		{"no Origin", `{"allow_origins_by_metadata":["key_3"]}`, "", md, ""},
+		{"key the metadata lacks", `{"allow_origins_by_metadata":["key_9"]}`, "https://domain.com", md, ""},
+		{"no metadata stored", `{"allow_origins_by_metadata":["key_1"]}`, "https://domain.com", nil, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var headers []string
+			if tc.origin != "" {
+				headers = []string{"Origin", tc.origin}
+			}
+			resp, _ := serve(t, build(tc.cfg, tc.snap), "GET", headers)
+			if got := string(resp.Header.Peek("Access-Control-Allow-Origin")); got != tc.want {
+				t.Errorf("Access-Control-Allow-Origin %q, want %q", got, tc.want)
+			}
+			if tc.want != "" && string(resp.Header.Peek("Access-Control-Max-Age")) != "5" {
+				t.Errorf("allowed without the other headers: %s", resp.Header.String())
 			}
 		})
 	}
