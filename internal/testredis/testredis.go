@@ -7,6 +7,7 @@ package testredis
 import (
 	"bufio"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -37,7 +38,7 @@ func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.Port) }
 // command-line options ("--requirepass", "x").
 func Start(t testing.TB, extra ...string) *Server {
 	t.Helper()
-	return start(t, freePort(t), extra)
+	return start(t, freePort, extra)
 }
 
 // StartTLS runs a redis-server that speaks only TLS, with the certificate and key in
@@ -52,27 +53,47 @@ func StartTLS(t testing.TB, certPEM, keyPEM string) *Server {
 	if err := os.WriteFile(key, []byte(keyPEM), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return startAs(t, freePort(t), true, []string{"--tls-cert-file", cert, "--tls-key-file", key, "--tls-ca-cert-file", cert,
+	return startAs(t, freePort, true, []string{"--tls-cert-file", cert, "--tls-key-file", key, "--tls-ca-cert-file", cert,
 		"--tls-auth-clients", "no"})
 }
 
-func start(t testing.TB, port int, extra []string) *Server { return startAs(t, port, false, extra) }
+func start(t testing.TB, pick func(testing.TB) int, extra []string) *Server {
+	return startAs(t, pick, false, extra)
+}
 
-func startAs(t testing.TB, port int, useTLS bool, extra []string) *Server {
+// startAs starts a server on a port pick chooses. A port is free when picked but may be
+// taken before redis-server binds it (by another test's server, or as the local port of
+// any connection: a cluster node's bus port is in the ephemeral range), so a server that
+// finds its port taken is started again on another, a few times.
+func startAs(t testing.TB, pick func(testing.TB) int, useTLS bool, extra []string) *Server {
 	t.Helper()
 	bin := binary(t)
-	s := &Server{Port: port, tls: useTLS, dir: t.TempDir(), t: t}
-	portFlag := "--port"
 	if useTLS {
-		portFlag = "--tls-port"
 		extra = append([]string{"--port", "0"}, extra...)
 	}
-	s.args = append([]string{portFlag, strconv.Itoa(s.Port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--dir", s.dir, "--daemonize", "no", "--protected-mode", "no"}, extra...)
-	s.start(bin)
-	t.Cleanup(s.Stop)
-	return s
+	for attempt := 1; ; attempt++ {
+		s := &Server{Port: pick(t), tls: useTLS, dir: t.TempDir(), t: t}
+		portFlag := "--port"
+		if useTLS {
+			portFlag = "--tls-port"
+		}
+		s.args = append([]string{portFlag, strconv.Itoa(s.Port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+			"--dir", s.dir, "--daemonize", "no", "--protected-mode", "no"}, extra...)
+		err := s.start(bin)
+		if err == nil {
+			t.Cleanup(s.Stop)
+			return s
+		}
+		s.Stop()
+		if !errors.Is(err, errPortTaken) || attempt == 5 {
+			t.Fatal(err)
+		}
+		t.Logf("testredis: %v; trying another port", err)
+	}
 }
+
+// errPortTaken is a server that could not bind one of its ports.
+var errPortTaken = errors.New("a port was taken before redis-server bound it")
 
 func binary(t testing.TB) string {
 	bin, err := exec.LookPath("redis-server")
@@ -82,28 +103,33 @@ func binary(t testing.TB) string {
 	return bin
 }
 
-func (s *Server) start(bin string) {
-	s.t.Helper()
+// start runs the server and returns once it answers PING; errPortTaken when it could
+// not bind a port.
+func (s *Server) start(bin string) error {
 	s.cmd = exec.Command(bin, s.args...)
 	s.cmd.Dir = s.dir
 	log, err := os.Create(filepath.Join(s.dir, fmt.Sprintf("redis-%d.log", time.Now().UnixNano())))
 	if err != nil {
-		s.t.Fatal(err)
+		return err
 	}
+	defer log.Close()
 	s.cmd.Stdout, s.cmd.Stderr = log, log
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := s.cmd.Start(); err != nil {
-		s.t.Fatalf("starting redis-server: %v", err)
+		return fmt.Errorf("starting redis-server: %w", err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		// A server with a password answers NOAUTH, which is as alive.
-		if reply, err := s.Do("PING"); err == nil && reply == "PONG" || err != nil && strings.HasPrefix(err.Error(), "NOAUTH") {
-			return
+		if reply, err := s.do(500*time.Millisecond, "PING"); err == nil && reply == "PONG" || err != nil && strings.HasPrefix(err.Error(), "NOAUTH") {
+			return nil
+		}
+		out, _ := os.ReadFile(log.Name())
+		if strings.Contains(string(out), "Address already in use") {
+			return fmt.Errorf("redis-server on port %d: %w:\n%s", s.Port, errPortTaken, out)
 		}
 		if time.Now().After(deadline) {
-			out, _ := os.ReadFile(log.Name())
-			s.t.Fatalf("redis-server on port %d did not answer PING within 10s:\n%s", s.Port, out)
+			return fmt.Errorf("redis-server on port %d did not answer PING within 10s:\n%s", s.Port, out)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -141,12 +167,18 @@ func (s *Server) signal(sig syscall.Signal) {
 func (s *Server) Restart() {
 	s.t.Helper()
 	s.Stop()
-	s.start(binary(s.t))
+	if err := s.start(binary(s.t)); err != nil {
+		s.t.Fatal(err)
+	}
 }
 
 // Do sends one command and returns its reply as text: a status, an integer, a bulk
 // string, or an array's elements joined by newlines; an error reply is an error.
-func (s *Server) Do(args ...string) (string, error) {
+func (s *Server) Do(args ...string) (string, error) { return s.do(10*time.Second, args...) }
+
+// do is Do with a deadline: a starting server's PING must not wait long on a port that
+// another program took and does not answer on.
+func (s *Server) do(timeout time.Duration, args ...string) (string, error) {
 	var c net.Conn
 	var err error
 	if s.tls {
@@ -158,7 +190,7 @@ func (s *Server) Do(args ...string) (string, error) {
 		return "", err
 	}
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
+	c.SetDeadline(time.Now().Add(timeout))
 	var b strings.Builder
 	fmt.Fprintf(&b, "*%d\r\n", len(args))
 	for _, a := range args {
@@ -245,7 +277,7 @@ func StartCluster(t testing.TB) *Cluster {
 	}
 	c := &Cluster{}
 	for range 3 {
-		c.Nodes = append(c.Nodes, start(t, clusterPort(t), []string{"--cluster-enabled", "yes",
+		c.Nodes = append(c.Nodes, start(t, clusterPort, []string{"--cluster-enabled", "yes",
 			"--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000"}))
 	}
 	args := append([]string{"--cluster", "create"}, c.Addrs()...)
@@ -281,10 +313,12 @@ func freePort(t testing.TB) int {
 }
 
 // clusterPort is a free loopback port whose cluster bus port, 10000 above it, is free too.
+// Both are below Linux's ephemeral range (32768 and up by default), where no connection's
+// local port and no other test's freePort can take them between this check and the bind.
 func clusterPort(t testing.TB) int {
 	t.Helper()
 	for range 100 {
-		p := 20000 + int(time.Now().UnixNano()%30000)
+		p := 10000 + int(time.Now().UnixNano()%12000)
 		a, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
 		if err != nil {
 			continue
