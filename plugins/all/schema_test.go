@@ -151,7 +151,8 @@ var (
 
 // Each plugin configuration in a plugin's README examples (a ```json block, or the body
 // of a curl -d in a ```sh block) is accepted by Validate (or ValidateConsumer, on a
-// consumer) and by the schema.
+// consumer) and by the schema; a curl to the plugin's /plugin_metadata/ by
+// ValidateMetadata and the metadata schema.
 func TestREADMEExamplesMatchTheSchema(t *testing.T) {
 	for _, name := range plugins.Names() {
 		p, _ := plugins.Lookup(name)
@@ -161,14 +162,33 @@ func TestREADMEExamplesMatchTheSchema(t *testing.T) {
 		}
 		examples := 0
 		for _, block := range fence.FindAllSubmatch(readme, -1) {
-			texts := [][]byte{block[2]}
+			texts, metadata := [][]byte{block[2]}, []bool{false}
 			if string(block[1]) == "sh" {
-				texts = nil
-				for _, d := range curlData.FindAllSubmatch(block[2], -1) {
-					texts = append(texts, d[1])
+				texts, metadata = nil, nil
+				from := 0
+				for _, d := range curlData.FindAllSubmatchIndex(block[2], -1) {
+					texts = append(texts, block[2][d[2]:d[3]])
+					// A curl to /plugin_metadata/<name> writes the plugin's metadata.
+					metadata = append(metadata, bytes.Contains(block[2][from:d[0]], []byte("/plugin_metadata/"+name)))
+					from = d[1]
 				}
 			}
-			for _, text := range texts {
+			for i, text := range texts {
+				if metadata[i] {
+					md, ok := p.(plugins.MetadataOwner)
+					if !ok {
+						t.Errorf("%s README: a plugin_metadata example, but %s has no metadata", name, name)
+						continue
+					}
+					examples++
+					if err := md.ValidateMetadata(text); err != nil {
+						t.Errorf("%s README: ValidateMetadata refuses %s: %v", name, text, err)
+					}
+					if err := schemacheck.Check(md.MetadataSchema(), text); err != nil {
+						t.Errorf("%s README: the metadata schema refuses %s: %v", name, text, err)
+					}
+					continue
+				}
 				for _, ex := range readmeExamples(name, text) {
 					examples++
 					schema, validate := p.(plugins.Described).Schema(), p.Validate
