@@ -25,6 +25,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"gw/internal/testcert"
+	"gw/internal/testnet"
 )
 
 // The gRPC tests run a real gRPC server (google.golang.org/grpc) behind the real gwctl
@@ -363,7 +364,7 @@ func TestGRPCCancelDeadlineAndGatewayErrors(t *testing.T) {
 	wantCode(t, "deadline", err, codes.DeadlineExceeded, "")
 
 	// Upstream down: a port nothing listens on.
-	dead := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	dead := fmt.Sprintf("127.0.0.1:%d", testnet.RefusedPort(t))
 	putGRPCRoute(t, in, "2", "/down.Svc/*", map[string]any{"scheme": "grpc", "nodes": map[string]int{dead: 1}}, "")
 	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

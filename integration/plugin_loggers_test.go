@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"gw/internal/testnet"
 )
 
 // logCollector is an HTTP collector started by the test: it keeps each POST's body.
@@ -61,12 +63,7 @@ func (c *logCollector) next(t *testing.T, n int) string {
 func TestHTTPLogger(t *testing.T) {
 	collector := startLogCollector(t, 0)
 	slow := startLogCollector(t, 5*time.Second)
-	dead, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadAddr := dead.Addr().String()
-	dead.Close() // nothing listens there: every POST is refused
+	deadAddr := fmt.Sprintf("127.0.0.1:%d", testnet.RefusedPort(t)) // every POST is refused
 	up := startUpstream(t, "hello world")
 
 	in := newInstance(t, "")

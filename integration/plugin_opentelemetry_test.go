@@ -16,6 +16,8 @@ import (
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
+
+	"gw/internal/testnet"
 )
 
 // otlpCollector is an OTLP/HTTP receiver started by the test: it decodes every POST to
@@ -281,12 +283,9 @@ func TestPluginOpenTelemetryDeadCollector(t *testing.T) {
 			go func() { defer held.Done(); io.Copy(io.Discard, conn); conn.Close() }()
 		}
 	}()
-	refused, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	refusedAddr := refused.Addr().String()
-	refused.Close()
+	// Not a port closed after a listen: the trace echo below could be given it, and
+	// take the exports.
+	refusedAddr := fmt.Sprintf("127.0.0.1:%d", testnet.RefusedPort(t))
 
 	up := startTraceEcho(t)
 	for _, tc := range []struct{ name, address, counter string }{

@@ -1,9 +1,10 @@
 // Package testnet serves test connections on loopback: a node that misbehaves on purpose,
-// written as what it does with one connection.
+// written as what it does with one connection, and a port that refuses every connection.
 package testnet
 
 import (
 	"net"
+	"syscall"
 	"testing"
 )
 
@@ -30,4 +31,27 @@ func Serve(t testing.TB, handle func(c net.Conn)) *net.TCPAddr {
 		}
 	}()
 	return ln.Addr().(*net.TCPAddr)
+}
+
+// RefusedPort returns a TCP port on which every connection, to any loopback address, is
+// refused at once, until t ends. The port is bound and never listened on: one merely
+// closed after a listen may be handed to the next listener that asks for a free port (a
+// test's own upstream, a gateway's), which would then answer in its place.
+func RefusedPort(t testing.TB) int {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Close(fd) })
+	// The wildcard address holds the port on every loopback address (127.0.0.0/8), for
+	// tests that spread nodes over several; nothing listens, so nothing is exposed.
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sa.(*syscall.SockaddrInet4).Port
 }

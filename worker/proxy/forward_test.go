@@ -21,6 +21,7 @@ import (
 
 	"gw/conf"
 	"gw/internal/monotime"
+	"gw/internal/testnet"
 	"gw/plugins"
 )
 
@@ -58,17 +59,8 @@ func (s *stub) node(weight int) conf.Node {
 	return conf.Node{Host: "127.0.0.1", Port: s.port, Weight: weight}
 }
 
-// deadPort returns a loopback port nothing listens on.
-func deadPort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	return port
-}
+// deadPort returns a loopback port that refuses every connection.
+func deadPort(t *testing.T) int { return testnet.RefusedPort(t) }
 
 // startProxy serves up.Forward the way the worker will: fasthttp, streaming request bodies.
 func startProxy(tb testing.TB, up *Upstream) string {

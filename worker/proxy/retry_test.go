@@ -5,19 +5,15 @@ import (
 	"testing"
 
 	"gw/conf"
+	"gw/internal/testnet"
 )
 
-// deadNodes returns n nodes that refuse connections at once: one port nothing listens
-// on, at n loopback addresses (127.0.0.0/8 is all loopback), so that each is a node of
+// deadNodes returns n nodes that refuse connections at once: one port that refuses
+// connections, at n loopback addresses (127.0.0.0/8 is all loopback), so that each is a node of
 // its own. They have priority 1, so that a node of priority 0 is tried after them all.
 func deadNodes(tb testing.TB, n int) conf.Nodes {
 	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
+	port := testnet.RefusedPort(tb)
 	nodes := make(conf.Nodes, n)
 	for i := range nodes {
 		ip := net.IPv4(127, 1, byte(i/250), byte(i%250+1))
