@@ -103,7 +103,9 @@ func TestRoundTripGRPCNodeDown(t *testing.T) {
 }
 
 // BenchmarkRoundTripGRPC is one unary call's upstream side over a kept-alive h2c
-// connection: request, response body and trailer.
+// connection to a net/http node in the same process: request, response body and
+// trailer. Its allocations are the node's (BenchmarkGRPCClientUnary has the client's
+// alone).
 func BenchmarkRoundTripGRPC(b *testing.B) {
 	host, port := h2cNode(b)
 	p := NewPools()
