@@ -474,7 +474,7 @@ func (c *GRPCCall) try(np *nodePool, sni string, connectTimeout time.Duration, c
 	if c.Stopped() {
 		return ErrGRPCStopped
 	}
-	cn, err := np.grpcConnFor(sni, connectTimeout)
+	cn, err := np.grpcConnFor(sni, connectTimeout, c)
 	if err != nil {
 		return err
 	}

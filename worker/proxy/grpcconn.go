@@ -112,9 +112,10 @@ type grpcConns struct {
 const grpcMaxNames = 16
 
 // grpcConnFor returns a connection to the node that takes one more call, counted in its
-// active calls: an open one with room, or a new one (dialled here, or by another caller
-// that this one waits for). sni is the server name ("" in the clear).
-func (np *nodePool) grpcConnFor(sni string, connectTimeout time.Duration) (*grpcConn, error) {
+// active calls: an open one with room, or a new one, which call waits for while it is
+// dialled (as do the calls that come meanwhile) unless call is stopped first. sni is the
+// server name ("" in the clear).
+func (np *nodePool) grpcConnFor(sni string, connectTimeout time.Duration, call *GRPCCall) (*grpcConn, error) {
 	g := &np.grpc
 	for {
 		g.mu.Lock()
@@ -145,9 +146,13 @@ func (np *nodePool) grpcConnFor(sni string, connectTimeout time.Duration) (*grpc
 		}
 		g.mu.Unlock()
 		if dialing {
-			cn.dial(connectTimeout)
-		} else {
-			<-cn.ready
+			go cn.dial(connectTimeout)
+		}
+		if !cn.waitReady(call) {
+			cn.mu.Lock()
+			cn.active--
+			cn.mu.Unlock()
+			return nil, ErrGRPCStopped
 		}
 		if cn.dialErr != nil {
 			return nil, cn.dialErr
@@ -160,6 +165,29 @@ func (np *nodePool) grpcConnFor(sni string, connectTimeout time.Duration) (*grpc
 		cn.mu.Unlock()
 		if ok {
 			return cn, nil
+		}
+	}
+}
+
+// waitReady waits for the connection to be dialled, or for call to stop (the client
+// left, or its deadline passed) first: false then. The dial goes on for the others.
+func (cn *grpcConn) waitReady(call *GRPCCall) bool {
+	select {
+	case <-cn.ready:
+		return true
+	default:
+	}
+	// Only while a connection is dialled: the ticker's allocation is no call's cost.
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-cn.ready:
+			return true
+		case <-tick.C:
+			if call.Stopped() {
+				return false
+			}
 		}
 	}
 }
@@ -248,7 +276,13 @@ func (cn *grpcConn) dial(timeout time.Duration) {
 		cn.dialFailed(err)
 		return
 	}
-	cn.nc = nc
+	cn.mu.Lock()
+	cn.nc = nc // under mu: retire and the pool's shut may close it while it is set up
+	closed := cn.retired && cn.active == 0
+	cn.mu.Unlock()
+	if closed {
+		nc.Close()
+	}
 	cn.br = bufio.NewReaderSize(nc, grpcMaxFrame+9)
 	cn.bw = bufio.NewWriterSize(nc, 32<<10)
 	cn.fr = http2.NewFramer(cn.bw, cn.br)
@@ -302,6 +336,13 @@ func (cn *grpcConn) dial(timeout time.Duration) {
 	cn.flush, cn.done = make(chan struct{}, 1), make(chan struct{})
 	go cn.flusher()
 	go cn.readLoop()
+	cn.mu.Lock()
+	if cn.active == 0 {
+		// Every call that waited for it stopped: idle from now on.
+		cn.active++
+		cn.endCallLocked()
+	}
+	cn.mu.Unlock()
 }
 
 func (cn *grpcConn) dialFailed(err error) {

@@ -584,3 +584,36 @@ func BenchmarkGRPCClientUnary(b *testing.B) {
 		ReleaseGRPCCall(call)
 	}
 }
+
+// A call whose deadline passes while its connection is still being set up (a node that
+// takes the connection and never says SETTINGS) stops then, not at the connect timeout.
+func TestGRPCClientDeadlineWhileDialling(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // silent until the test ends
+		}
+	}()
+	up := build(t, &conf.Upstream{Scheme: "grpc", Nodes: conf.Nodes{{Host: "127.0.0.1", Port: ln.Addr().(*net.TCPAddr).Port, Weight: 1}},
+		Timeout: &conf.Timeout{Connect: 60, Send: 60, Read: 60}}, nil)
+	call := AcquireGRPCCall(300 * time.Millisecond)
+	defer ReleaseGRPCCall(call)
+	ctx := grpcCtx("/svc/M", "x")
+	var info Info
+	start := time.Now()
+	err = up.RoundTripGRPC(call, ctx, nil, &info)
+	if !errors.Is(err, ErrGRPCStopped) || !call.Expired() {
+		t.Fatalf("a call past its deadline while dialling: %v (expired %v), want ErrGRPCStopped", err, call.Expired())
+	}
+	if took := time.Since(start); took > 20*time.Second {
+		t.Fatalf("the call took %v to stop, past its 300 ms deadline by far", took)
+	}
+}
