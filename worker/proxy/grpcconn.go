@@ -13,6 +13,7 @@ import (
 	"net/netip"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -382,6 +383,11 @@ func (np *nodePool) handshakeH2(conn net.Conn, sni string, deadline time.Time) (
 		conn.Close()
 		if isTimeout(err) {
 			return nil, err
+		}
+		// A server that offers ALPN but not h2 refuses the handshake with this alert,
+		// which crypto/tls gives as text only.
+		if strings.Contains(err.Error(), "no application protocol") {
+			err = fmt.Errorf("the node did not agree on HTTP/2 by ALPN (%w): a gRPC server must", err)
 		}
 		return nil, np.handshakeFailed(sni, err)
 	}

@@ -3,12 +3,15 @@ package proxy
 import (
 	"bufio"
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"strings"
 	"sync"
@@ -615,5 +618,66 @@ func TestGRPCClientDeadlineWhileDialling(t *testing.T) {
 	}
 	if took := time.Since(start); took > 20*time.Second {
 		t.Fatalf("the call took %v to stop, past its 300 ms deadline by far", took)
+	}
+}
+
+// grpcs: the node's certificate is verified for the name sent, and the node must agree
+// on h2 by ALPN; a node that speaks only HTTP/1.1 over TLS is a failed handshake.
+func TestGRPCClientOverTLS(t *testing.T) {
+	ca := newTestCA(t, "test CA")
+	_, _, pair := ca.issue(t, x509.ExtKeyUsageServerAuth, "a.example.test")
+	for _, tt := range []struct {
+		name    string
+		h2      bool
+		host    string
+		wantErr string // the GRPCError's message; "" for a call that succeeds
+		wantLog string
+	}{
+		{"h2", true, "a.example.test", "", ""},
+		{"wrong name", true, "b.example.test", "the upstream's TLS certificate did not verify; the error log says why", `for name "b.example.test"`},
+		{"no h2 by ALPN", false, "a.example.test", "the TLS handshake with the upstream failed; the error log says why", "did not agree on HTTP/2 by ALPN"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Trailer", "Grpc-Status")
+				w.Header().Set("Content-Type", "application/grpc")
+				fmt.Fprintf(w, "sni=%s proto=%s", r.TLS.ServerName, r.Proto)
+				w.Header().Set("Grpc-Status", "0")
+			}))
+			srv.EnableHTTP2 = tt.h2
+			srv.TLS = &tls.Config{Certificates: []tls.Certificate{pair}}
+			srv.Config.ErrorLog = discardLog
+			srv.StartTLS()
+			t.Cleanup(srv.Close)
+			log := &logRecorder{}
+			p := NewPoolsWith(Options{RootCAs: ca.pool(), Logf: log.logf})
+			t.Cleanup(p.Close)
+			up, err := p.Upstream(&conf.Upstream{Scheme: "grpcs", PassHost: "pass",
+				Nodes: conf.Nodes{{Host: "127.0.0.1", Port: srv.Listener.Addr().(*net.TCPAddr).Port, Weight: 1}}}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := grpcCtx("/svc/M", "x")
+			ctx.Request.Header.SetHost(tt.host)
+			call := AcquireGRPCCall(0)
+			defer ReleaseGRPCCall(call)
+			var info Info
+			err = up.RoundTripGRPC(call, ctx, nil, &info)
+			var ge *GRPCError
+			switch {
+			case tt.wantErr == "":
+				if err != nil {
+					t.Fatal(err)
+				}
+				body, _ := io.ReadAll(call)
+				if want := "sni=" + tt.host + " proto=HTTP/2.0"; string(body) != want {
+					t.Fatalf("the node saw %q, want %q", body, want)
+				}
+			case !errors.As(err, &ge) || ge.Message != tt.wantErr:
+				t.Fatalf("got %v, want GRPCError %q", err, tt.wantErr)
+			case !strings.Contains(log.String(), tt.wantLog):
+				t.Fatalf("logged %q, want %q", log.String(), tt.wantLog)
+			}
+		})
 	}
 }
