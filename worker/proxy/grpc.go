@@ -386,26 +386,29 @@ func (u *Upstream) RoundTripGRPC(call *GRPCCall, ctx *fasthttp.RequestCtx, body 
 			info.UpstreamNanos = monotime.Now() - start
 			return nil
 		}
+		// A call given up stays on its connection until ReleaseGRPCCall: its body's
+		// goroutine (a streamed body) may be waiting for the client, whose stream the
+		// caller closes first. A call sent again had no such goroutine (its body was
+		// complete), and a failed dial left it on no connection.
 		if call.Stopped() {
-			call.detach()
 			return ErrGRPCStopped
 		}
 		lastErr = err
 		var rf *refusedError
 		if call.retry || errors.As(err, &rf) {
-			call.detach()
 			if complete && refusals < grpcRefusedRetries {
+				call.detach()
 				refusals++
 				clear(x.tried) // the same node again, on a new connection
 				continue
 			}
 			break
 		}
-		call.detach()
 		var df *dialFailed
 		if !errors.As(err, &df) {
 			break // the request may have reached the node
 		}
+		call.detach()
 		try++
 	}
 	info.UpstreamNanos = monotime.Now() - start
@@ -485,7 +488,9 @@ func (c *GRPCCall) try(np *nodePool, sni string, connectTimeout time.Duration, c
 		scheme = schemeHTTPS
 	}
 	endStream := complete && len(c.bodyCopy) == 0
-	if err := cn.open(c, &ctx.Request.Header, scheme, host, endStream, !endStream); err != nil {
+	// The HEADERS wait for the body's DATA only when that is here: a streamed body's
+	// first message may be long in coming, and the node may answer before it.
+	if err := cn.open(c, &ctx.Request.Header, scheme, host, endStream, complete && !endStream); err != nil {
 		return err
 	}
 	switch {

@@ -40,7 +40,10 @@ type rawNode struct {
 	conns  atomic.Int32
 	// stopOnData makes the node stop reading at a connection's first DATA frame.
 	stopOnData atomic.Bool
-	quit       chan struct{}
+	// resetOnHeaders makes the node reset each stream (INTERNAL_ERROR) as its HEADERS
+	// come, before its request ends.
+	resetOnHeaders atomic.Bool
+	quit           chan struct{}
 	// calls counts the calls that reached the node (whose request ended).
 	calls atomic.Int32
 
@@ -184,6 +187,10 @@ func (c *rawNodeConn) serve() {
 			c.lastSeen = fh.StreamID
 			c.mu.Lock()
 			c.streamWin[fh.StreamID] = c.initialWindow
+			if c.node.resetOnHeaders.Load() {
+				_ = c.fr.WriteRSTStream(fh.StreamID, http2.ErrCodeInternal)
+				_ = c.bw.Flush()
+			}
 			c.mu.Unlock()
 		case http2.FrameData:
 			if c.node.stopOnData.Load() {
@@ -419,16 +426,23 @@ func TestGRPCClientSlowReaderHoldsTheNodeBack(t *testing.T) {
 	if err := up.RoundTripGRPC(call, ctx, nil, &info); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond) // the node sends what the window lets it
 	cn := call.conn.Load()
-	cn.mu.Lock()
-	held := len(call.buf) - call.start
-	cn.mu.Unlock()
-	if held > grpcStreamBuffer {
-		t.Fatalf("the call buffered %d bytes unread, past its window %d", held, grpcStreamBuffer)
+	buffered := func() int {
+		cn.mu.Lock()
+		defer cn.mu.Unlock()
+		return len(call.buf) - call.start
 	}
-	if held < grpcStreamBuffer-16384 {
-		t.Fatalf("the call buffered only %d bytes: the node did not send", held)
+	// The node sends what the window lets it: wait for most of it, however busy the
+	// machine, then give it time to send more than it may.
+	for end := time.Now().Add(20 * time.Second); buffered() < grpcStreamBuffer-16384; {
+		if time.Now().After(end) {
+			t.Fatalf("the call buffered only %d bytes in 20 s: the node did not send", buffered())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if held := buffered(); held > grpcStreamBuffer {
+		t.Fatalf("the call buffered %d bytes unread, past its window %d", held, grpcStreamBuffer)
 	}
 	n, err := io.Copy(io.Discard, call)
 	if err != nil || n != 1<<20 {
@@ -437,8 +451,8 @@ func TestGRPCClientSlowReaderHoldsTheNodeBack(t *testing.T) {
 }
 
 // A node that stops reading the request body holds the sender back at the node's
-// window: the body's goroutine waits, nothing piles up, and the call's deadline still
-// ends it.
+// window: the body's goroutine waits, nothing piles up, and the call can still be
+// cancelled.
 func TestGRPCClientNodeStopsReading(t *testing.T) {
 	node := newRawNode(t, 100, nil)
 	node.stopOnData.Store(true)
@@ -455,28 +469,36 @@ func TestGRPCClientNodeStopsReading(t *testing.T) {
 		}
 	}()
 	ctx := grpcCtx("/svc/M", "")
-	call := AcquireGRPCCall(2 * time.Second)
+	call := AcquireGRPCCall(0)
 	var info Info
 	done := make(chan error, 1)
 	go func() { done <- up.RoundTripGRPC(call, ctx, pr, &info) }()
-	time.Sleep(time.Second)
-	if cn := call.conn.Load(); cn != nil {
-		cn.mu.Lock()
-		sent, pumping := 65535-call.sendWindow, call.pumping
-		cn.mu.Unlock()
-		if sent != 65535 || !pumping {
-			t.Fatalf("sent %d bytes (pump running %v) to a node that stopped reading, want its whole window, 65535, and the pump waiting", sent, pumping)
+	sent := func() (int32, bool) {
+		cn := call.conn.Load()
+		if cn == nil {
+			return 0, false
 		}
-	} else {
-		t.Fatal("the call is on no connection")
+		cn.mu.Lock()
+		defer cn.mu.Unlock()
+		return 65535 - call.sendWindow, call.pumping
 	}
+	for end := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if n, _ := sent(); n == 65535 || time.Now().After(end) {
+			break
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // time to send more than it may
+	if n, pumping := sent(); n != 65535 || !pumping {
+		t.Fatalf("sent %d bytes (pump running %v) to a node that stopped reading, want its whole window, 65535, and the pump waiting", n, pumping)
+	}
+	call.Cancel()
 	select {
 	case err := <-done:
-		if !errors.Is(err, ErrGRPCStopped) || !call.Expired() {
-			t.Fatalf("a call whose node stopped reading: %v, want it stopped at its deadline", err)
+		if !errors.Is(err, ErrGRPCStopped) {
+			t.Fatalf("a cancelled call whose node stopped reading: %v, want ErrGRPCStopped", err)
 		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("the call still waits 15 s after its 2 s deadline")
+	case <-time.After(20 * time.Second):
+		t.Fatal("the call still waits 20 s after it was cancelled")
 	}
 	pw.Close() // the pump's read returns
 	ReleaseGRPCCall(call)
@@ -680,4 +702,29 @@ func TestGRPCClientOverTLS(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A streamed call the node resets before answering, while the client's body is still
+// open, fails at once: giving it up does not wait for the client's next message.
+func TestGRPCClientStreamingCallResetByNode(t *testing.T) {
+	node := newRawNode(t, 100, nil)
+	node.resetOnHeaders.Store(true)
+	up := node.upstream(t)
+	pr, pw := io.Pipe() // the client sends nothing more until told
+	ctx := grpcCtx("/svc/M", "")
+	call := AcquireGRPCCall(0)
+	var info Info
+	done := make(chan error, 1)
+	go func() { done <- up.RoundTripGRPC(call, ctx, pr, &info) }()
+	select {
+	case err := <-done:
+		var ge *GRPCError
+		if !errors.As(err, &ge) || ge.Message != "the upstream broke the call off" {
+			t.Fatalf("a call the node reset: %v, want GRPCError \"the upstream broke the call off\"", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a call the node reset still waits after 10 s, for its client's body")
+	}
+	pw.Close() // what the worker does (closes the client's body) before the release
+	ReleaseGRPCCall(call)
 }
