@@ -70,6 +70,7 @@ type grpcConn struct {
 	initialWindow int32
 	peerMaxFrame  uint32
 	retired       bool // no new calls
+	unpooled      bool // made for one call after the pool shut: closes when it ends
 	lastID        uint32
 	gotGoAway     bool
 	dead          bool
@@ -121,8 +122,21 @@ func (np *nodePool) grpcConnFor(sni string, connectTimeout time.Duration, call *
 	for {
 		g.mu.Lock()
 		if g.closed {
+			// The upstream was replaced while this call was on its way: it still goes,
+			// on a connection of its own that closes after it (as Pools.Close says).
 			g.mu.Unlock()
-			return nil, &dialFailed{errGRPCConnClosed}
+			cn := &grpcConn{np: np, sni: sni, ready: make(chan struct{}), active: 1, unpooled: true}
+			go cn.dial(connectTimeout)
+			if !cn.waitReady(call) {
+				cn.mu.Lock()
+				cn.active--
+				cn.mu.Unlock()
+				return nil, ErrGRPCStopped
+			}
+			if cn.dialErr != nil {
+				return nil, cn.dialErr
+			}
+			return cn, nil
 		}
 		var cn *grpcConn
 		for _, c := range g.bySNI[sni] {
@@ -279,7 +293,7 @@ func (cn *grpcConn) dial(timeout time.Duration) {
 	}
 	cn.mu.Lock()
 	cn.nc = nc // under mu: retire and the pool's shut may close it while it is set up
-	closed := cn.retired && cn.active == 0
+	closed := (cn.retired || cn.unpooled) && cn.active == 0
 	cn.mu.Unlock()
 	if closed {
 		nc.Close()
@@ -405,7 +419,7 @@ func (cn *grpcConn) endCallLocked() {
 	if cn.active > 0 || cn.nc == nil {
 		return
 	}
-	if cn.retired || cn.dead {
+	if cn.retired || cn.dead || cn.unpooled {
 		_ = cn.nc.Close()
 		return
 	}

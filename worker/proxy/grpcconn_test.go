@@ -728,3 +728,24 @@ func TestGRPCClientStreamingCallResetByNode(t *testing.T) {
 	pw.Close() // what the worker does (closes the client's body) before the release
 	ReleaseGRPCCall(call)
 }
+
+// An upstream whose pools were closed (replaced by a new config while a call was on its
+// way) still serves its calls, each on a connection of its own, as Pools.Close says.
+func TestGRPCClientAfterPoolsClose(t *testing.T) {
+	node := newRawNode(t, 100, nil)
+	p := NewPools()
+	up, err := p.Upstream(&conf.Upstream{Scheme: "grpc", Nodes: conf.Nodes{{Host: "127.0.0.1", Port: node.port(), Weight: 1}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+	for i := range 2 {
+		body, trailers, err := unary(t, up, "x")
+		if err != nil || body != string(nodeBody) || trailers["grpc-status"] != "0" {
+			t.Fatalf("call %d after Close: %q %v %v", i, body, trailers, err)
+		}
+	}
+	if n := node.conns.Load(); n != 2 {
+		t.Fatalf("2 calls after Close opened %d connections, want one each", n)
+	}
+}
