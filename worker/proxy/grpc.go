@@ -394,9 +394,12 @@ func (u *Upstream) RoundTripGRPC(call *GRPCCall, ctx *fasthttp.RequestCtx, body 
 			return ErrGRPCStopped
 		}
 		lastErr = err
+		// A refusal by the connection itself (retired or broken before the call's
+		// HEADERS) left the body unread; one by the node may have followed some of a
+		// streamed body out, which only a body kept whole can send again.
 		var rf *refusedError
 		if call.retry || errors.As(err, &rf) {
-			if complete && refusals < grpcRefusedRetries {
+			if (complete || rf != nil) && refusals < grpcRefusedRetries {
 				call.detach()
 				refusals++
 				clear(x.tried) // the same node again, on a new connection

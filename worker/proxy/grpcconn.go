@@ -480,7 +480,7 @@ func (cn *grpcConn) open(call *GRPCCall, h *fasthttp.RequestHeader, scheme, host
 	call.localDone = endStream
 	cn.encodeRequest(h, scheme, host)
 	if err := cn.writeHeadersLocked(id, endStream); err != nil {
-		return err
+		return refused(err) // the connection broke before the node had the call
 	}
 	if !more {
 		cn.flushLaterLocked()
