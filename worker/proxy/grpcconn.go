@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -77,6 +78,7 @@ type grpcConn struct {
 	err           error // why it died
 	idleSince     int64
 	idleTimer     *time.Timer
+	idleCounted   bool // counted in the pool's idle connections
 	// flushQueued is set while the flusher has been asked to flush and has not yet.
 	flushQueued bool
 	flush       chan struct{}
@@ -106,6 +108,9 @@ type grpcConns struct {
 	bySNI  map[string][]*grpcConn
 	order  []string
 	closed bool
+	// idle counts the connections without a call kept open, which keepalive_pool.size
+	// caps as it caps HTTP/1.1 nodes' idle connections (at least one is kept).
+	idle atomic.Int32
 }
 
 // grpcMaxNames bounds the server names a pool keeps connections for; past it the oldest
@@ -143,8 +148,10 @@ func (np *nodePool) grpcConnFor(sni string, connectTimeout time.Duration, call *
 			c.mu.Lock()
 			if !c.retired && !c.dead && (c.maxStreams == 0 || uint32(c.active) < c.maxStreams) {
 				c.active++
-				if c.idleTimer != nil {
-					c.idleSince = 0
+				c.idleSince = 0
+				if c.idleCounted {
+					c.idleCounted = false
+					g.idle.Add(-1)
 				}
 				cn = c
 			}
@@ -423,6 +430,13 @@ func (cn *grpcConn) endCallLocked() {
 		_ = cn.nc.Close()
 		return
 	}
+	if g := &cn.np.grpc; g.idle.Add(1) > int32(max(cn.np.key.size, 1)) {
+		g.idle.Add(-1)
+		cn.retired = true // keepalive_pool.size idle connections are kept already
+		_ = cn.nc.Close()
+		return
+	}
+	cn.idleCounted = true
 	cn.idleSince = monotime.Now()
 	timeout := cn.idleTimeout()
 	if cn.idleTimer == nil {
@@ -648,6 +662,10 @@ func (cn *grpcConn) readLoop() {
 	cn.failLocked(err)
 	if cn.idleTimer != nil {
 		cn.idleTimer.Stop()
+	}
+	if cn.idleCounted {
+		cn.idleCounted = false
+		cn.np.grpc.idle.Add(-1)
 	}
 	cn.mu.Unlock()
 	close(cn.done)

@@ -38,6 +38,7 @@ type rawNode struct {
 	// nil answers every call.
 	behave func(n *rawNodeConn, id uint32, nth int) nodeAction
 	conns  atomic.Int32
+	live   atomic.Int32 // connections open now
 	// stopOnData makes the node stop reading at a connection's first DATA frame.
 	stopOnData atomic.Bool
 	// resetOnHeaders makes the node reset each stream (INTERNAL_ERROR) as its HEADERS
@@ -147,6 +148,8 @@ func (n *rawNode) accept() {
 }
 
 func (c *rawNodeConn) serve() {
+	c.node.live.Add(1)
+	defer c.node.live.Add(-1)
 	defer c.nc.Close()
 	br := bufio.NewReader(c.nc)
 	c.bw = bufio.NewWriter(c.nc)
@@ -747,5 +750,40 @@ func TestGRPCClientAfterPoolsClose(t *testing.T) {
 	}
 	if n := node.conns.Load(); n != 2 {
 		t.Fatalf("2 calls after Close opened %d connections, want one each", n)
+	}
+}
+
+// keepalive_pool.size caps the idle connections kept, as for HTTP/1.1 nodes: past it a
+// connection whose last call ended is closed.
+func TestGRPCClientKeepsPoolSizeIdleConnections(t *testing.T) {
+	node := newRawNode(t, 1, func(*rawNodeConn, uint32, int) nodeAction { return nodeHeadersOnly })
+	up := build(t, &conf.Upstream{Scheme: "grpc", KeepalivePool: &conf.KeepalivePool{Size: 1, IdleTimeout: 60, Requests: 1000},
+		Nodes: conf.Nodes{{Host: "127.0.0.1", Port: node.port(), Weight: 1}}}, nil)
+	calls := make([]*GRPCCall, 3)
+	for i := range calls {
+		ctx := grpcCtx("/svc/M", "x")
+		calls[i] = AcquireGRPCCall(0)
+		var info Info
+		if err := up.RoundTripGRPC(calls[i], ctx, nil, &info); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+	for _, c := range calls {
+		ReleaseGRPCCall(c)
+	}
+	for end := time.Now().Add(20 * time.Second); node.live.Load() != 1; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("%d connections open to the node 20 s after their calls ended, want keepalive_pool.size, 1", node.live.Load())
+		}
+	}
+	ctx := grpcCtx("/svc/M", "x")
+	call := AcquireGRPCCall(0)
+	defer ReleaseGRPCCall(call)
+	var info Info
+	if err := up.RoundTripGRPC(call, ctx, nil, &info); err != nil {
+		t.Fatal(err)
+	}
+	if n := node.conns.Load(); n != 3 {
+		t.Fatalf("the node saw %d connections, want 3: the next call reuses the one kept", n)
 	}
 }
