@@ -153,7 +153,10 @@ func proxyGRPC(ctx *fasthttp.RequestCtx, up *proxy.Upstream, info *proxy.Info) {
 	}
 	s := ec.stream
 	c := s.c
-	timeout, _ := grpcTimeout(ctx.Request.Header.Peek("grpc-timeout"))
+	timeout, hasDeadline := grpcTimeout(ctx.Request.Header.Peek("grpc-timeout"))
+	if hasDeadline && timeout <= 0 {
+		timeout = time.Nanosecond // "0S": past already, not "none"
+	}
 	call := proxy.AcquireGRPCCall(timeout)
 	s.grpcAnswered = true // respond writes nothing: this does
 	ctx.Response.SetStatusCode(fasthttp.StatusOK)
