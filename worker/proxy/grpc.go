@@ -95,7 +95,8 @@ type GRPCCall struct {
 	status        int
 	headers       []grpcField
 	trailerFields []grpcField
-	arena         []byte
+	arena         []byte // the header fields' bytes
+	trailerArena  []byte // the trailer fields' bytes
 	gotHeaders    bool
 	informational bool
 	trailersOnly  bool
@@ -110,7 +111,7 @@ type GRPCCall struct {
 	bodyCopy []byte // a request body that had all arrived, kept to send again
 }
 
-// grpcField is a header field in a call's arena: name arena[a:b], value arena[b:c].
+// grpcField is a header or trailer field in its arena: name arena[a:b], value arena[b:c].
 type grpcField struct{ a, b, c int32 }
 
 const (
@@ -208,7 +209,7 @@ func (c *GRPCCall) wake() {
 func (c *GRPCCall) reset() {
 	c.id = 0
 	c.buf, c.start = c.buf[:0], 0
-	c.status, c.headers, c.trailerFields, c.arena = 0, c.headers[:0], c.trailerFields[:0], c.arena[:0]
+	c.status, c.headers, c.trailerFields, c.arena, c.trailerArena = 0, c.headers[:0], c.trailerFields[:0], c.arena[:0], c.trailerArena[:0]
 	c.gotHeaders, c.informational, c.trailersOnly, c.remoteDone, c.localDone = false, false, false, false, false
 	c.err, c.retry, c.pumping, c.abandoned = nil, false, false, false
 	c.consumed = 0
@@ -267,16 +268,18 @@ func (c *GRPCCall) TrailersOnly() bool { return c.trailersOnly }
 func (c *GRPCCall) Headers() int { return len(c.headers) }
 
 // Header is the i-th header field, name lowercase.
-func (c *GRPCCall) Header(i int) (name, value []byte) { return c.field(c.headers[i]) }
+func (c *GRPCCall) Header(i int) (name, value []byte) { return field(c.arena, c.headers[i]) }
 
 // Trailers is the number of the response's trailer fields, known once Read gave io.EOF.
 func (c *GRPCCall) Trailers() int { return len(c.trailerFields) }
 
 // Trailer is the i-th trailer field, name lowercase.
-func (c *GRPCCall) Trailer(i int) (name, value []byte) { return c.field(c.trailerFields[i]) }
+func (c *GRPCCall) Trailer(i int) (name, value []byte) {
+	return field(c.trailerArena, c.trailerFields[i])
+}
 
-func (c *GRPCCall) field(f grpcField) ([]byte, []byte) {
-	return c.arena[f.a:f.b:f.b], c.arena[f.b:f.c:f.c]
+func field(arena []byte, f grpcField) ([]byte, []byte) {
+	return arena[f.a:f.b:f.b], arena[f.b:f.c:f.c]
 }
 
 // Read reads the response body (the node's DATA) as it comes: io.EOF once the node

@@ -46,17 +46,24 @@ type grpcConn struct {
 	dialErr error
 
 	// read loop
-	br         *bufio.Reader
-	fr         *http2.Framer // reads here; writes under mu
-	dec        *hpack.Decoder
-	payload    [grpcMaxFrame]byte // a HEADERS, WINDOW_UPDATE, RST_STREAM or PING payload
-	decoding   *GRPCCall          // the call whose header block is being read; nil to drop it
-	trailers   bool               // the block being read is the call's trailers
-	blockEnd   bool               // the block being read ends the stream
-	blockBad   error              // why the block being read is refused, if it is
-	inBlock    bool
-	blockID    uint32
-	connCredit int32
+	br       *bufio.Reader
+	fr       *http2.Framer // reads here; writes under mu
+	dec      *hpack.Decoder
+	payload  [grpcMaxFrame]byte // a HEADERS, WINDOW_UPDATE, RST_STREAM or PING payload
+	decoding *GRPCCall          // the call whose header block is being read; nil to drop it
+	// The block being read is decoded here, the read loop's own, and copied into its
+	// call under mu at the block's end if the call still holds its stream: the call's
+	// goroutine reads its headers while the next block (the trailers) is being decoded,
+	// and may release the call (to the pool, to another connection) at any time.
+	blockStatus int
+	blockFields []grpcField
+	blockArena  []byte
+	trailers    bool  // the block being read is the call's trailers
+	blockEnd    bool  // the block being read ends the stream
+	blockBad    error // why the block being read is refused, if it is
+	inBlock     bool
+	blockID     uint32
+	connCredit  int32
 
 	mu            sync.Mutex
 	bw            *bufio.Writer
@@ -90,7 +97,7 @@ const (
 	// grpcConnWindow is the connection's receive window; it is given back as DATA arrives,
 	// since each call's window bounds what the call holds.
 	grpcConnWindow = 4 << 20
-	// grpcMaxHeaderList bounds the response header and trailer blocks a call keeps.
+	// grpcMaxHeaderList bounds each response header and trailer block a call keeps.
 	grpcMaxHeaderList = 64 << 10
 	// grpcMaxStreamID: past it the connection takes no new call (RFC 9113 5.1.1).
 	grpcMaxStreamID = 1<<31 - 1
@@ -932,6 +939,7 @@ func (cn *grpcConn) headers(fh http2.FrameHeader, p []byte) error {
 		p = p[5:]
 	}
 	cn.inBlock, cn.blockID, cn.blockBad = true, fh.StreamID, nil
+	cn.blockStatus, cn.blockFields, cn.blockArena = 0, cn.blockFields[:0], cn.blockArena[:0]
 	cn.blockEnd = fh.Flags.Has(http2.FlagHeadersEndStream)
 	cn.mu.Lock()
 	call := cn.calls[fh.StreamID]
@@ -970,7 +978,7 @@ func (cn *grpcConn) fragment(p []byte, end bool) error {
 	if cn.calls[cn.blockID] != call {
 		return nil // released while its block was read
 	}
-	if cn.blockBad == nil && !cn.trailers && call.status == 0 {
+	if cn.blockBad == nil && !cn.trailers && cn.blockStatus == 0 {
 		cn.blockBad = errors.New("proxy: the node's response has no :status")
 	}
 	if cn.blockBad != nil {
@@ -981,12 +989,19 @@ func (cn *grpcConn) fragment(p []byte, end bool) error {
 		call.failLocked(cn.blockBad, false)
 		return nil
 	}
-	if !cn.trailers && call.status >= 100 && call.status < 200 {
+	if !cn.trailers && cn.blockStatus >= 100 && cn.blockStatus < 200 {
 		// An informational response (100 Continue): the real one follows.
-		call.status, call.headers, call.arena = 0, call.headers[:0], call.arena[:0]
 		call.informational = true
 		call.gotHeaders = true
 		return nil
+	}
+	if cn.trailers {
+		call.trailerFields = append(call.trailerFields[:0], cn.blockFields...)
+		call.trailerArena = append(call.trailerArena[:0], cn.blockArena...)
+	} else {
+		call.status = cn.blockStatus
+		call.headers = append(call.headers[:0], cn.blockFields...)
+		call.arena = append(call.arena[:0], cn.blockArena...)
 	}
 	call.gotHeaders = true
 	if cn.blockEnd {
@@ -1000,18 +1015,17 @@ func (cn *grpcConn) fragment(p []byte, end bool) error {
 }
 
 // onField is the HPACK decoder's emit: one field of the block being read, kept in the
-// call's arena.
+// connection's block arena until the block ends (fragment).
 func (cn *grpcConn) onField(f hpack.HeaderField) {
-	call := cn.decoding
-	if call == nil || cn.blockBad != nil {
+	if cn.decoding == nil || cn.blockBad != nil {
 		return
 	}
-	if len(call.arena)+len(f.Name)+len(f.Value) > grpcMaxHeaderList {
+	if len(cn.blockArena)+len(f.Name)+len(f.Value) > grpcMaxHeaderList {
 		cn.blockBad = errGRPCHeaderLarge
 		return
 	}
 	if f.IsPseudo() {
-		if f.Name != ":status" || cn.trailers || call.status != 0 {
+		if f.Name != ":status" || cn.trailers || cn.blockStatus != 0 {
 			cn.blockBad = fmt.Errorf("proxy: the node sent pseudo-header %q in a response", f.Name)
 			return
 		}
@@ -1020,17 +1034,12 @@ func (cn *grpcConn) onField(f hpack.HeaderField) {
 			cn.blockBad = fmt.Errorf("proxy: the node sent :status %q", f.Value)
 			return
 		}
-		call.status = st
+		cn.blockStatus = st
 		return
 	}
-	start := int32(len(call.arena))
-	call.arena = append(call.arena, f.Name...)
-	mid := int32(len(call.arena))
-	call.arena = append(call.arena, f.Value...)
-	fld := grpcField{start, mid, int32(len(call.arena))}
-	if cn.trailers {
-		call.trailerFields = append(call.trailerFields, fld)
-	} else {
-		call.headers = append(call.headers, fld)
-	}
+	start := int32(len(cn.blockArena))
+	cn.blockArena = append(cn.blockArena, f.Name...)
+	mid := int32(len(cn.blockArena))
+	cn.blockArena = append(cn.blockArena, f.Value...)
+	cn.blockFields = append(cn.blockFields, grpcField{start, mid, int32(len(cn.blockArena))})
 }

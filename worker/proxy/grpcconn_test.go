@@ -787,3 +787,31 @@ func TestGRPCClientKeepsPoolSizeIdleConnections(t *testing.T) {
 		t.Fatalf("the node saw %d connections, want 3: the next call reuses the one kept", n)
 	}
 }
+
+// The call's goroutine reads the response headers while the read loop decodes the
+// trailers that came right behind them (the node sends both in one write): the headers
+// must stay as they came, and under -race the two must not touch the same memory.
+func TestGRPCClientHeadersStayWhileTrailersArrive(t *testing.T) {
+	node := newRawNode(t, 100, nil)
+	up := node.upstream(t)
+	for i := range 300 {
+		ctx := grpcCtx("/svc/M", "0123456789")
+		call := AcquireGRPCCall(0)
+		var info Info
+		if err := up.RoundTripGRPC(call, ctx, bytes.NewReader(ctx.Request.Body()), &info); err != nil {
+			t.Fatal(err)
+		}
+		headers := map[string]string{}
+		for range 20 { // read them over while the trailers come
+			headers = fieldsOf(call.Headers(), call.Header)
+			runtime.Gosched()
+		}
+		body, err := io.ReadAll(call)
+		trailers := fieldsOf(call.Trailers(), call.Trailer)
+		if err != nil || string(body) != string(nodeBody) || len(headers) != 1 || headers["content-type"] != "application/grpc" ||
+			len(trailers) != 2 || trailers["grpc-status"] != "0" || trailers["grpc-message"] != "fine" {
+			t.Fatalf("call %d: headers %v, body %q %v, trailers %v", i, headers, body, err, trailers)
+		}
+		ReleaseGRPCCall(call)
+	}
+}
