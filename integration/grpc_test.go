@@ -78,6 +78,7 @@ func startGRPCServer(t *testing.T, name string, creds credentials.TransportCrede
 			{StreamName: "Flood", Handler: s.flood, ServerStreams: true},
 			{StreamName: "Sum", Handler: s.sum, ClientStreams: true},
 			{StreamName: "Chat", Handler: s.chat, ServerStreams: true, ClientStreams: true},
+			{StreamName: "Greet", Handler: s.greet, ServerStreams: true, ClientStreams: true},
 		},
 	}, s)
 	go srv.Serve(ln) //nolint:errcheck
@@ -176,6 +177,23 @@ func (s *grpcTestServer) chat(_ any, stream grpc.ServerStream) error {
 			return err
 		}
 		if err := stream.SendMsg(&in); err != nil {
+			return err
+		}
+	}
+}
+
+// greet speaks first: a greeting before the client has sent anything, then it reads the
+// client's messages to the end.
+func (s *grpcTestServer) greet(_ any, stream grpc.ServerStream) error {
+	hello := []byte("hello from " + s.name)
+	if err := stream.SendMsg(&hello); err != nil {
+		return err
+	}
+	for {
+		var in []byte
+		if err := stream.RecvMsg(&in); err == io.EOF {
+			return nil
+		} else if err != nil {
 			return err
 		}
 	}
@@ -325,6 +343,23 @@ func TestGRPCCallsThroughTheGateway(t *testing.T) {
 	var tail []byte
 	if err := stream.RecvMsg(&tail); err != io.EOF {
 		t.Fatalf("bidi end: %v, want io.EOF (status OK)", err)
+	}
+
+	// Bidi where the node speaks first: the call reaches the node before the client
+	// sends a message (its HEADERS are not held back for a first DATA).
+	greetCtx, greetCancel := context.WithTimeout(ctx, 20*time.Second)
+	defer greetCancel()
+	stream, err = cc.NewStream(greetCtx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: true}, "/test.Echo/Greet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hello []byte
+	if err := stream.RecvMsg(&hello); err != nil || string(hello) != "hello from n1" {
+		t.Fatalf("bidi, the node first: %q, %v, want its greeting before the client sends", hello, err)
+	}
+	_ = stream.CloseSend()
+	if err := stream.RecvMsg(&hello); err != io.EOF {
+		t.Fatalf("bidi, the node first, end: %v, want io.EOF (status OK)", err)
 	}
 
 	// An HTTP/1.1 request to the gRPC route is refused, naming why.

@@ -1,8 +1,6 @@
 package worker
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -74,10 +72,9 @@ func forwardTo(ctx *fasthttp.RequestCtx, up *proxy.Upstream, info *proxy.Info) {
 	up.ForwardInfo(ctx, info)
 }
 
-// grpcBody is a gRPC stream's request body as the node's side reads it, from its own
-// goroutine: h2Body, plus a close that lets the stream's state be reused only once no
-// read is under way. One is made per call: net/http may read a request body (and find
-// it closed) after RoundTrip returned, when the stream may serve another request.
+// grpcBody is a gRPC stream's request body as the node's side reads it, from the call's
+// own goroutine (proxy.GRPCCall's pump): h2Body, plus a close that lets the stream's
+// state be reused only once no read is under way.
 type grpcBody struct {
 	s       *h2Stream
 	c       *h2Conn
@@ -102,6 +99,16 @@ func (b *grpcBody) Read(p []byte) (int, error) {
 	}
 	c.mu.Unlock()
 	return n, err
+}
+
+// Complete reports whether the client has sent the whole body (END_STREAM came): reading
+// it to the end does not wait. A unary call's body usually has, and is then sent with the
+// call's HEADERS, without a goroutine to pump it.
+func (b *grpcBody) Complete() bool {
+	c := b.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !b.closed && b.s.body.eof && b.s.body.err == nil
 }
 
 // Close ends the body for its reader: a read waiting for DATA returns.
@@ -146,23 +153,30 @@ func proxyGRPC(ctx *fasthttp.RequestCtx, up *proxy.Upstream, info *proxy.Info) {
 	}
 	s := ec.stream
 	c := s.c
-	call, cancel := context.WithCancel(context.Background())
-	deadline, hasDeadline := grpcTimeout(ctx.Request.Header.Peek("grpc-timeout"))
-	if hasDeadline {
-		call, cancel = context.WithTimeout(call, deadline)
+	timeout, hasDeadline := grpcTimeout(ctx.Request.Header.Peek("grpc-timeout"))
+	if hasDeadline && timeout <= 0 {
+		timeout = time.Nanosecond // "0S": past already, not "none"
 	}
+	call := proxy.AcquireGRPCCall(timeout)
 	s.grpcAnswered = true // respond writes nothing: this does
 	ctx.Response.SetStatusCode(fasthttp.StatusOK)
 	c.mu.Lock()
-	s.cancel = cancel
+	s.cancel = call.CancelFunc()
 	gone := s.reset || c.dead
 	var body *grpcBody
 	if !s.remoteClosed || s.body.start < s.body.end {
-		body = &grpcBody{s: s, c: c}
+		body = &s.grpcBody
+		*body = grpcBody{s: s, c: c}
 	}
 	c.mu.Unlock()
 	defer func() {
-		cancel()
+		c.mu.Lock()
+		s.cancel = nil // the call goes back to its pool: the read loop must not reach it
+		c.mu.Unlock()
+		if body != nil {
+			_ = body.Close() // the call's pump stops reading
+		}
+		proxy.ReleaseGRPCCall(call)
 		if body != nil {
 			body.release()
 		}
@@ -171,36 +185,32 @@ func proxyGRPC(ctx *fasthttp.RequestCtx, up *proxy.Upstream, info *proxy.Info) {
 		ctx.Response.SetStatusCode(499) // nginx's status for a client that left
 		return
 	}
-	var reqBody io.ReadCloser
+	var reqBody io.Reader
 	switch {
 	case !ctx.Request.IsBodyStream():
 		// Something before the proxy (the router's post_arg, a plugin) read the body
 		// whole: the stream is spent, the bytes are here.
 		if len(ctx.Request.Body()) > 0 {
-			reqBody = io.NopCloser(bytes.NewReader(ctx.Request.Body()))
+			s.bodyReader.Reset(ctx.Request.Body())
+			reqBody = &s.bodyReader
 		}
 	case body != nil:
 		reqBody = body
 	}
-	resp, err := up.RoundTripGRPC(call, ctx, reqBody, info)
-	if err != nil {
+	if err := up.RoundTripGRPC(call, ctx, reqBody, info); err != nil {
 		s.grpcFailed(call, err, false)
 		return
 	}
-	defer resp.Body.Close()
 	// A trailers-only response (the node's answer is its status alone) ends with its
 	// HEADERS, as the node sent it.
-	trailersOnly := resp.Header.Get("Grpc-Status") != ""
-	if trailersOnly {
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1))
-	}
-	if s.writeGRPCHeaders(resp.StatusCode, resp.Header, trailersOnly) != nil || trailersOnly {
+	trailersOnly := call.TrailersOnly()
+	if s.writeGRPCHeaders(call, trailersOnly) != nil || trailersOnly {
 		return
 	}
 	buf := h2CopyBufPool.Get().(*[maxFrameSize]byte)
 	defer h2CopyBufPool.Put(buf)
 	for {
-		n, rerr := resp.Body.Read(buf[:])
+		n, rerr := call.Read(buf[:])
 		if n > 0 && s.writeData(buf[:n], false) != nil {
 			return
 		}
@@ -212,11 +222,12 @@ func proxyGRPC(ctx *fasthttp.RequestCtx, up *proxy.Upstream, info *proxy.Info) {
 			return
 		}
 	}
-	if len(resp.Trailer) == 0 {
+	if call.Trailers() == 0 {
 		// A node that ended the stream without a status: gRPC says the call failed.
-		resp.Trailer = http.Header{"Grpc-Status": {strconv.Itoa(grpcInternal)}, "Grpc-Message": {"upstream ended the stream without grpc-status"}}
+		_ = s.writeGRPCTrailers(http.Header{"Grpc-Status": {strconv.Itoa(grpcInternal)}, "Grpc-Message": {"upstream ended the stream without grpc-status"}})
+		return
 	}
-	_ = s.writeGRPCTrailers(resp.Trailer)
+	_ = s.writeGRPCCallTrailers(call)
 }
 
 // grpcFailed ends a call the node did not complete: nothing (the client reset the
@@ -225,15 +236,15 @@ func proxyGRPC(ctx *fasthttp.RequestCtx, up *proxy.Upstream, info *proxy.Info) {
 //
 // The status the access log and the metrics see is nginx's for the same end: 502, 504,
 // or 499 for a client that left.
-func (s *h2Stream) grpcFailed(call context.Context, err error, headersSent bool) {
+func (s *h2Stream) grpcFailed(call *proxy.GRPCCall, err error, headersSent bool) {
 	code, msg := grpcUnavailable, "upstream unavailable"
 	var ge *proxy.GRPCError
 	logged := fasthttp.StatusBadGateway
 	switch {
-	case errors.Is(call.Err(), context.DeadlineExceeded):
+	case call.Expired():
 		code, msg = grpcDeadlineExceeded, "deadline exceeded (grpc-timeout) waiting for the upstream"
 		logged = fasthttp.StatusGatewayTimeout
-	case call.Err() != nil:
+	case call.Stopped():
 		s.ctx.Response.SetStatusCode(499)
 		return // the client reset the stream: the node's call is cancelled, nobody listens
 	case errors.As(err, &ge):
@@ -260,12 +271,21 @@ func (s *h2Stream) writeGRPCStatus(code int, msg string) {
 	if msg != "" {
 		h["Grpc-Message"] = []string{grpcEncodeMessage(msg)}
 	}
-	_ = s.writeGRPCHeaders(fasthttp.StatusOK, h, true)
+	c := s.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s.reset || c.dead {
+		return
+	}
+	c.hbuf.Reset()
+	c.writeStatus(fasthttp.StatusOK)
+	c.writeGRPCFieldsLocked(h)
+	_ = s.endHeadersLocked(true)
 }
 
-// writeGRPCHeaders writes the response's HEADERS (status and h, less what HTTP/2 forbids),
-// ending the stream when end.
-func (s *h2Stream) writeGRPCHeaders(status int, h http.Header, end bool) error {
+// writeGRPCHeaders writes the node's response HEADERS (its status and fields, less what
+// HTTP/2 forbids), ending the stream when end.
+func (s *h2Stream) writeGRPCHeaders(call *proxy.GRPCCall, end bool) error {
 	c := s.c
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -273,9 +293,30 @@ func (s *h2Stream) writeGRPCHeaders(status int, h http.Header, end bool) error {
 		return errStreamGone
 	}
 	c.hbuf.Reset()
-	c.writeStatus(status)
-	c.writeGRPCFieldsLocked(h)
+	c.writeStatus(call.Status())
+	for i := range call.Headers() {
+		if k, v := call.Header(i); !skipResponseHeader(k) {
+			c.writeField(k, v)
+		}
+	}
 	return s.endHeadersLocked(end)
+}
+
+// writeGRPCCallTrailers writes the node's trailers, which end the stream.
+func (s *h2Stream) writeGRPCCallTrailers(call *proxy.GRPCCall) error {
+	c := s.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s.reset || c.dead {
+		return errStreamGone
+	}
+	c.hbuf.Reset()
+	for i := range call.Trailers() {
+		if k, v := call.Trailer(i); !skipResponseHeader(k) {
+			c.writeField(k, v)
+		}
+	}
+	return s.endHeadersLocked(true)
 }
 
 // writeGRPCTrailers writes h as the trailers that end the stream.

@@ -80,6 +80,13 @@ func serveStub(c net.Conn) {
 // the shared-memory segments and access log the default configuration gives it.
 func benchWorker(tb testing.TB, upstream string, routePlugins string) *Worker {
 	tb.Helper()
+	return benchWorkerFor(tb, fmt.Appendf(nil,
+		`{"uri":"/hello","plugins":%s,"upstream":{"type":"roundrobin","nodes":{%q:1}}}`, routePlugins, upstream))
+}
+
+// benchWorkerFor is benchWorker with routeJSON as its one route.
+func benchWorkerFor(tb testing.TB, routeJSON []byte) *Worker {
+	tb.Helper()
 	cfg := conf.Default()
 	shared := &plugins.Shared{Segments: map[string]*shm.Segment{}, Config: cfg, Logf: func(string, ...any) {}}
 	for name, spec := range plugins.Segments() {
@@ -95,8 +102,7 @@ func benchWorker(tb testing.TB, upstream string, routePlugins string) *Worker {
 		}
 		shared.Segments[name] = seg
 	}
-	route, err := conf.DecodeRoute(fmt.Appendf(nil,
-		`{"uri":"/hello","plugins":%s,"upstream":{"type":"roundrobin","nodes":{%q:1}}}`, routePlugins, upstream))
+	route, err := conf.DecodeRoute(routeJSON)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package worker
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"crypto/tls"
 	"errors"
 	"io"
@@ -302,7 +301,11 @@ type h2Stream struct {
 	// respond writes nothing; cancel (under c.mu) ends the node's call, and is called
 	// when the client resets the stream.
 	grpcAnswered bool
-	cancel       context.CancelFunc
+	cancel       func()
+	// grpcBody is the request body as the call's pump reads it, and bodyReader the body
+	// a plugin read whole, as the call reads it.
+	grpcBody   grpcBody
+	bodyReader bytes.Reader
 
 	// read loop
 	declared int64 // content-length, -1 when none
@@ -1111,6 +1114,8 @@ func (s *h2Stream) serve() {
 	s.ctx.ResetUserValues()
 	s.c, s.body = nil, h2Body{}
 	s.grpcAnswered, s.cancel = false, nil
+	s.grpcBody = grpcBody{}
+	s.bodyReader.Reset(nil)
 	s.tlsc = tlsStreamConn{}
 	h2StreamPool.Put(s)
 }

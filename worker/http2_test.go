@@ -500,8 +500,12 @@ type h2Loop struct {
 	conn  net.Conn
 	block []byte
 	frame []byte
-	buf   []byte
-	id    uint32
+	// data, when set, is a DATA frame sent after frame, in the same write (a gRPC call's
+	// message, newGRPCLoop); its stream id is patched as frame's is.
+	data []byte
+	out  []byte
+	buf  []byte
+	id   uint32
 }
 
 func newH2Loop(t testing.TB, addr string) *h2Loop { return newH2LoopFor(t, addr, "/bench") }
@@ -566,8 +570,14 @@ func (l *h2Loop) await(t testing.TB) {
 
 func (l *h2Loop) round(t testing.TB) {
 	l.frame[5], l.frame[6], l.frame[7], l.frame[8] = byte(l.id>>24), byte(l.id>>16), byte(l.id>>8), byte(l.id)
+	out := l.frame
+	if l.data != nil {
+		l.data[5], l.data[6], l.data[7], l.data[8] = byte(l.id>>24), byte(l.id>>16), byte(l.id>>8), byte(l.id)
+		l.out = append(append(l.out[:0], l.frame...), l.data...)
+		out = l.out
+	}
 	l.id += 2
-	if _, err := l.conn.Write(l.frame); err != nil {
+	if _, err := l.conn.Write(out); err != nil {
 		t.Fatal(err)
 	}
 	l.await(t)

@@ -26,6 +26,8 @@
 // certificate, verify). Steady-state forwarding does not allocate: per-request state and
 // body streams are pooled (over TLS, crypto/tls allocates once per record read).
 // An upstream of scheme grpc or grpcs is not forwarded so: RoundTripGRPC sends the call over
-// HTTP/2 (net/http's transport, a pooled multiplexed connection per node) and hands the
-// response back to the worker, which streams it to the client's HTTP/2 stream (grpc.go).
+// HTTP/2 (gw's own client on x/net/http2's Framer and HPACK, grpcconn.go: a kept-alive
+// connection per node that multiplexes calls) and hands the response back to the worker,
+// which streams it to the client's HTTP/2 stream (grpc.go). A unary call's state is
+// pooled, so it allocates nothing in steady state either.
 package proxy

@@ -1,19 +1,16 @@
 package proxy
 
 import (
-	"context"
-	"crypto/tls"
+	"bytes"
 	"errors"
 	"io"
-	"net"
-	"net/http"
-	"net/netip"
-	"net/url"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
+	"golang.org/x/net/http2/hpack"
 
 	"gw/conf"
 	"gw/internal/bytesconv"
@@ -22,30 +19,26 @@ import (
 
 // gRPC upstreams (scheme grpc and grpcs) are spoken to in HTTP/2: in the clear by prior
 // knowledge (h2c) for grpc, over TLS with ALPN h2 for grpcs, verified as https nodes are.
-// The client is net/http's Transport restricted to HTTP/2 (Protocols): the standard
-// library's, kept with Go, it multiplexes calls over one connection per node (more when
-// the node's SETTINGS_MAX_CONCURRENT_STREAMS is reached), streams request and response
-// bodies both ways while the call lasts, and delivers trailers. golang.org/x/net/http2's
-// Transport is the same code, now deprecated in favour of it. Each node pool holds one
-// Transport per server name (SNI) it is asked for, so a connection is only reused for the
-// name its certificate was checked for, as nodePool.get does for https.
+// The client is gw's own (grpcconn.go): calls are multiplexed over a kept-alive
+// connection per node and server name (more when the node's SETTINGS_MAX_CONCURRENT_STREAMS
+// is reached), request and response bodies stream both ways while the call lasts, within
+// both sides' flow-control windows, and trailers end the response. A call's state
+// (GRPCCall) is pooled, so a unary call allocates nothing in steady state.
 
-// grpcStreamBuffer bounds what the Transport buffers of one call's response that the
-// client has not taken yet: it is the call's HTTP/2 receive window towards the node, so a
+// grpcStreamBuffer bounds what the client buffers of one call's response that the
+// caller has not read yet: it is the call's HTTP/2 receive window towards the node, so a
 // slow client holds at most this much per call in the gateway (plus one window of request
 // body on the client side, worker/http2.go).
 const grpcStreamBuffer = 256 << 10
 
-// grpcMaxNames bounds the Transports a pool keeps, one per server name asked for; past it
-// the oldest are closed (a grpcs upstream with pass_host pass and many :authority values).
-const grpcMaxNames = 16
+// grpcWindowUpdateMin is how much of a response the caller reads before the window is
+// given back to the node: half the default window, so that a node still sending within
+// the default (before it applied gw's SETTINGS) is never left waiting.
+const grpcWindowUpdateMin = 32 << 10
 
-// grpcTransports is a node pool's HTTP/2 clients, by server name ("" in the clear).
-type grpcTransports struct {
-	mu    sync.Mutex
-	bySNI map[string]*http.Transport
-	order []string
-}
+// grpcRefusedRetries bounds how many times a call the node refused before processing it
+// (REFUSED_STREAM, or above a GOAWAY's last stream) is sent again on a new connection.
+const grpcRefusedRetries = 2
 
 // GRPC reports whether u proxies gRPC (scheme grpc or grpcs): its requests go through
 // RoundTripGRPC, not Forward.
@@ -61,32 +54,288 @@ type GRPCError struct {
 func (e *GRPCError) Error() string { return e.Message + ": " + e.Err.Error() }
 func (e *GRPCError) Unwrap() error { return e.Err }
 
-// dialFailed marks an error from dialling a node (connect or TLS handshake): the call
-// never reached it, so the next node may be tried.
+// dialFailed marks an error from dialling a node (connect, TLS handshake or HTTP/2
+// preface): the call never reached it, so the next node may be tried.
 type dialFailed struct{ err error }
 
 func (e *dialFailed) Error() string { return e.err.Error() }
 func (e *dialFailed) Unwrap() error { return e.err }
 
-// connectTimeoutKey carries the upstream's connect timeout to the Transport's dial, which
-// the pool's Transport shares between upstreams that may set it differently.
-type connectTimeoutKey struct{}
+var (
+	// ErrGRPCStopped is what a call's reads give once it was cancelled or its deadline
+	// passed (GRPCCall.Expired tells which).
+	ErrGRPCStopped  = errors.New("proxy: gRPC call cancelled or past its deadline")
+	errGRPCAnswered = errors.New("proxy: the node ended the call before its request")
+)
 
-// RoundTripGRPC sends ctx's request to a node of u over HTTP/2, with body as the request
-// body (it is read while the call lasts, concurrently with the response), and returns
-// the node's response; the caller reads its body to EOF and its Trailer after, then
-// closes the body. call carries the deadline (grpc-timeout) and cancellation (the client
-// reset the stream). The request is rewritten as Forward rewrites it (hop-by-hop headers
-// out, X-Forwarded-* in, pass_host), and gets TE: trailers. A node that cannot be
-// reached is left for the next, up to retries; once the request may have reached a node,
-// no other is tried. The error is a *GRPCError, or call's own error when it ended.
-func (u *Upstream) RoundTripGRPC(call context.Context, ctx *fasthttp.RequestCtx, body io.ReadCloser, info *Info) (*http.Response, error) {
+// GRPCCall is one gRPC call to a node: what RoundTripGRPC sent and what the node
+// answers. Get one with AcquireGRPCCall and give it back with ReleaseGRPCCall once the
+// response is read; the header and trailer bytes it returns are valid until then.
+// Cancel (its CancelFunc) may be called from any goroutine while the call is held; the
+// other methods belong to the goroutine that holds it.
+type GRPCCall struct {
+	cancelFunc func()
+	// state is the acquisition's generation << 2 | why the call stopped (grpcStop*).
+	state      atomic.Uint64
+	deadlineAt atomic.Int64 // monotime; math.MaxInt64 for none
+	armedGen   atomic.Uint64
+	timer      *time.Timer
+	// conn is the connection the call holds a place on (counted in its active calls);
+	// cond waits under its mu.
+	conn atomic.Pointer[grpcConn]
+	cond sync.Cond
+	id   uint32
+
+	// Under conn.mu.
+	sendWindow    int32
+	recvWindow    int32 // what the node may still send before the next WINDOW_UPDATE
+	consumed      int32 // read and not yet given back to the node
+	buf           []byte
+	start         int
+	status        int
+	headers       []grpcField
+	trailerFields []grpcField
+	arena         []byte // the header fields' bytes
+	trailerArena  []byte // the trailer fields' bytes
+	gotHeaders    bool
+	informational bool
+	trailersOnly  bool
+	remoteDone    bool // the node ended its side (END_STREAM or RST_STREAM)
+	localDone     bool // gw's END_STREAM went out
+	err           error
+	retry         bool // err came before the node processed the call
+	pumping       bool // a goroutine sends the request body
+	abandoned     bool // released: the body's goroutine stops sending
+
+	body     io.Reader
+	bodyCopy []byte // a request body that had all arrived, kept to send again
+}
+
+// grpcField is a header or trailer field in its arena: name arena[a:b], value arena[b:c].
+type grpcField struct{ a, b, c int32 }
+
+const (
+	grpcStopCanceled = 1
+	grpcStopDeadline = 2
+)
+
+var grpcCallPool = sync.Pool{New: func() any {
+	c := new(GRPCCall)
+	c.cancelFunc = c.Cancel
+	return c
+}}
+
+// AcquireGRPCCall returns a call that will stop after timeout (none when timeout <= 0).
+func AcquireGRPCCall(timeout time.Duration) *GRPCCall {
+	c := grpcCallPool.Get().(*GRPCCall)
+	gen := c.state.Load()>>2 + 1
+	c.state.Store(gen << 2)
+	if timeout > 0 {
+		c.deadlineAt.Store(monotime.Now() + int64(timeout))
+		c.armedGen.Store(gen)
+		if c.timer == nil {
+			c.timer = time.AfterFunc(timeout, c.expire)
+		} else {
+			c.timer.Reset(timeout)
+		}
+	} else {
+		c.deadlineAt.Store(math.MaxInt64)
+	}
+	return c
+}
+
+// ReleaseGRPCCall ends c (the node's side is reset if it has not ended) and puts it
+// back. A request body being sent must have been closed (its reads return) first.
+func ReleaseGRPCCall(c *GRPCCall) {
+	c.deadlineAt.Store(math.MaxInt64)
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	c.detach()
+	c.body = nil
+	if cap(c.buf) > 64<<10 {
+		c.buf = nil // a large response's buffer is not kept for the small ones
+	}
+	if cap(c.bodyCopy) > 64<<10 {
+		c.bodyCopy = nil
+	}
+	grpcCallPool.Put(c)
+}
+
+// CancelFunc is Cancel, made once: handing it out does not allocate.
+func (c *GRPCCall) CancelFunc() func() { return c.cancelFunc }
+
+// Cancel stops the call: waits for the node end, and the node's side is reset.
+func (c *GRPCCall) Cancel() {
+	s := c.state.Load()
+	if s&3 == 0 && c.state.CompareAndSwap(s, s|grpcStopCanceled) {
+		c.wake()
+	}
+}
+
+// Stopped reports whether the call was cancelled or its deadline passed.
+func (c *GRPCCall) Stopped() bool { return c.state.Load()&3 != 0 }
+
+// Expired reports whether the call's deadline passed.
+func (c *GRPCCall) Expired() bool { return c.state.Load()&3 == grpcStopDeadline }
+
+// expire is the deadline timer's: a timer that fires for an earlier acquisition of the
+// call (Stop does not wait for a func already started) finds another generation.
+func (c *GRPCCall) expire() {
+	gen := c.armedGen.Load()
+	at := c.deadlineAt.Load()
+	if at == math.MaxInt64 {
+		return
+	}
+	if now := monotime.Now(); now < at {
+		c.timer.Reset(time.Duration(at - now))
+		return
+	}
+	if c.state.CompareAndSwap(gen<<2, gen<<2|grpcStopDeadline) {
+		c.wake()
+	}
+}
+
+func (c *GRPCCall) wake() {
+	if cn := c.conn.Load(); cn != nil {
+		cn.mu.Lock()
+		c.cond.Broadcast()
+		cn.mu.Unlock()
+	}
+}
+
+// reset clears what a try left, for the next (under no lock: the call is on no
+// connection).
+func (c *GRPCCall) reset() {
+	c.id = 0
+	c.buf, c.start = c.buf[:0], 0
+	c.status, c.headers, c.trailerFields, c.arena, c.trailerArena = 0, c.headers[:0], c.trailerFields[:0], c.arena[:0], c.trailerArena[:0]
+	c.gotHeaders, c.informational, c.trailersOnly, c.remoteDone, c.localDone = false, false, false, false, false
+	c.err, c.retry, c.pumping, c.abandoned = nil, false, false, false
+	c.consumed = 0
+}
+
+// detach takes the call off its connection, once its body's goroutine has stopped.
+func (c *GRPCCall) detach() {
+	cn := c.conn.Load()
+	if cn == nil {
+		c.reset()
+		return
+	}
+	cn.mu.Lock()
+	c.abandoned = true
+	c.cond.Broadcast()
+	for c.pumping {
+		c.cond.Wait()
+	}
+	cn.mu.Unlock()
+	cn.release(c)
+	c.conn.Store(nil)
+	c.reset()
+}
+
+// failLocked ends the call with err (under its connection's mu); retry says the node
+// did not process it.
+func (c *GRPCCall) failLocked(err error, retry bool) {
+	if c.err == nil {
+		c.err, c.retry = err, retry && c.status == 0
+	}
+	c.remoteDone = true
+	c.cond.Broadcast()
+}
+
+// sendErrLocked is why the request may not be sent further, nil if it may.
+func (c *GRPCCall) sendErrLocked() error {
+	switch {
+	case c.err != nil:
+		return c.err
+	case c.abandoned || c.state.Load()&3 != 0:
+		return ErrGRPCStopped
+	case c.remoteDone:
+		return errGRPCAnswered
+	}
+	return nil
+}
+
+// Status is the response's HTTP status.
+func (c *GRPCCall) Status() int { return c.status }
+
+// TrailersOnly reports whether the response's header block ended it (a gRPC
+// trailers-only response: its status is in the headers).
+func (c *GRPCCall) TrailersOnly() bool { return c.trailersOnly }
+
+// Headers is the number of the response's header fields (pseudo-headers left out).
+func (c *GRPCCall) Headers() int { return len(c.headers) }
+
+// Header is the i-th header field, name lowercase.
+func (c *GRPCCall) Header(i int) (name, value []byte) { return field(c.arena, c.headers[i]) }
+
+// Trailers is the number of the response's trailer fields, known once Read gave io.EOF.
+func (c *GRPCCall) Trailers() int { return len(c.trailerFields) }
+
+// Trailer is the i-th trailer field, name lowercase.
+func (c *GRPCCall) Trailer(i int) (name, value []byte) {
+	return field(c.trailerArena, c.trailerFields[i])
+}
+
+func field(arena []byte, f grpcField) ([]byte, []byte) {
+	return arena[f.a:f.b:f.b], arena[f.b:f.c:f.c]
+}
+
+// Read reads the response body (the node's DATA) as it comes: io.EOF once the node
+// ended the stream (the trailers are then known), ErrGRPCStopped once the call was
+// stopped, the connection's or stream's error when they broke.
+func (c *GRPCCall) Read(p []byte) (int, error) {
+	cn := c.conn.Load()
+	if cn == nil {
+		return 0, io.EOF
+	}
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	for c.start == len(c.buf) && !c.remoteDone && c.state.Load()&3 == 0 {
+		c.cond.Wait()
+	}
+	if c.state.Load()&3 != 0 {
+		return 0, ErrGRPCStopped
+	}
+	if c.start == len(c.buf) {
+		if c.err != nil {
+			return 0, c.err
+		}
+		return 0, io.EOF
+	}
+	n := copy(p, c.buf[c.start:])
+	c.start += n
+	if c.start == len(c.buf) {
+		c.buf, c.start = c.buf[:0], 0
+	}
+	c.consumed += int32(n)
+	if c.consumed >= grpcWindowUpdateMin && !c.remoteDone && !cn.dead {
+		if cn.fr.WriteWindowUpdate(c.id, uint32(c.consumed)) == nil {
+			cn.flushLaterLocked()
+		}
+		c.recvWindow += c.consumed
+		c.consumed = 0
+	}
+	return n, nil
+}
+
+// RoundTripGRPC sends ctx's request to a node of u over HTTP/2 as call, with body as the
+// request body (nil for none; read while the call lasts, concurrently with the response,
+// unless it says it has all arrived), and returns once the node's response header came.
+// The caller then reads call's body to io.EOF and its trailers after. The request is
+// rewritten as Forward rewrites it (hop-by-hop headers out, X-Forwarded-* in,
+// pass_host), and gets TE: trailers. A node that cannot be reached is left for the next,
+// up to retries, and a call the node refused before processing it is sent again on a new
+// connection; once the request may have reached a node's application, no other is
+// tried. The error is a *GRPCError, or ErrGRPCStopped when the call was stopped.
+func (u *Upstream) RoundTripGRPC(call *GRPCCall, ctx *fasthttp.RequestCtx, body io.Reader, info *Info) error {
 	info.Node, info.UpstreamNanos, info.Ended = nil, -1, 0
 	if len(u.nodes) == 0 {
-		return nil, &GRPCError{Message: "no valid upstream node", Err: errors.New("the upstream has no node of weight above 0")}
+		return &GRPCError{Message: "no valid upstream node", Err: errors.New("the upstream has no node of weight above 0")}
 	}
 	if u.unusable != nil {
-		return nil, &GRPCError{Message: "the upstream cannot be used as configured; the error log says why", Err: errors.New("unusable upstream")}
+		return &GRPCError{Message: "the upstream cannot be used as configured; the error log says why", Err: errors.New("unusable upstream")}
 	}
 	x := exchangeFor(info)
 	defer x.done(info)
@@ -103,9 +352,25 @@ func (u *Upstream) RoundTripGRPC(call context.Context, ctx *fasthttp.RequestCtx,
 	u.prepareRequest(ctx, x, info)
 	start := monotime.Now()
 	x.now = start
-	call = context.WithValue(call, connectTimeoutKey{}, u.connectTimeout)
+
+	// A body that has all arrived is read now and kept: the call may go again.
+	complete := body == nil
+	if !complete {
+		complete = bodyComplete(body)
+	}
+	call.bodyCopy = call.bodyCopy[:0]
+	if complete && body != nil {
+		if err := call.copyBody(body); err != nil {
+			return &GRPCError{Message: "the request body could not be read", Err: err}
+		}
+	}
+	if !complete {
+		call.body = body
+	}
+
 	var lastErr error
-	for range u.retries + 1 {
+	refusals := 0
+	for try := 0; try <= u.retries; {
 		i := u.choose(x)
 		if i < 0 {
 			break
@@ -114,44 +379,95 @@ func (u *Upstream) RoundTripGRPC(call context.Context, ctx *fasthttp.RequestCtx,
 		n := &u.nodes[i]
 		info.Node = n.addr
 		host := u.hostFor(ctx, x, n)
-		try := &attemptBody{body: body}
-		req := u.grpcRequest(call, ctx, host, n, try)
 		sni := ""
 		if n.pool.tlsConfig != nil {
 			sni = string(hostWithoutPort(host))
 		}
-		resp, err := n.pool.grpcTransport(sni).RoundTrip(req)
+		err := call.try(n.pool, sni, u.connectTimeout, ctx, host, complete)
 		u.tryEnded(i, outcomeOf(err), x, start)
 		if err == nil {
 			info.UpstreamNanos = monotime.Now() - start
-			return resp, nil
+			return nil
 		}
-		if call.Err() != nil {
-			return nil, call.Err()
+		// A call given up stays on its connection until ReleaseGRPCCall: its body's
+		// goroutine (a streamed body) may be waiting for the client, whose stream the
+		// caller closes first. A call sent again had no such goroutine (its body was
+		// complete), and a failed dial left it on no connection.
+		if call.Stopped() {
+			return ErrGRPCStopped
 		}
 		lastErr = err
+		// A refusal by the connection itself (retired or broken before the call's
+		// HEADERS) left the body unread; one by the node may have followed some of a
+		// streamed body out, which only a body kept whole can send again.
+		var rf *refusedError
+		if call.retry || errors.As(err, &rf) {
+			if (complete || rf != nil) && refusals < grpcRefusedRetries {
+				call.detach()
+				refusals++
+				clear(x.tried) // the same node again, on a new connection
+				continue
+			}
+			break
+		}
 		var df *dialFailed
 		if !errors.As(err, &df) {
 			break // the request may have reached the node
 		}
+		call.detach()
+		try++
 	}
 	info.UpstreamNanos = monotime.Now() - start
 	if lastErr == nil {
-		return nil, &GRPCError{Message: "no valid upstream node", Err: errors.New("every node was tried or has weight 0")}
+		return &GRPCError{Message: "no valid upstream node", Err: errors.New("every node was tried or has weight 0")}
 	}
 	var df *dialFailed
 	var te *tlsError
 	switch {
 	case errors.As(lastErr, &te) && te.verify:
-		return nil, &GRPCError{Message: "the upstream's TLS certificate did not verify; the error log says why", Err: lastErr}
+		return &GRPCError{Message: "the upstream's TLS certificate did not verify; the error log says why", Err: lastErr}
 	case errors.As(lastErr, &te):
-		return nil, &GRPCError{Message: "the TLS handshake with the upstream failed; the error log says why", Err: lastErr}
+		return &GRPCError{Message: "the TLS handshake with the upstream failed; the error log says why", Err: lastErr}
 	case errors.As(lastErr, &df) && isTimeout(df.err):
-		return nil, &GRPCError{Message: "no upstream node accepted a connection within " + formatSeconds(u.connectTimeout.Seconds()), Err: lastErr}
+		return &GRPCError{Message: "no upstream node accepted a connection within " + formatSeconds(u.connectTimeout.Seconds()), Err: lastErr}
 	case errors.As(lastErr, &df):
-		return nil, &GRPCError{Message: "no upstream node answered", Err: lastErr}
+		return &GRPCError{Message: "no upstream node answered", Err: lastErr}
 	}
-	return nil, &GRPCError{Message: "the upstream broke the call off", Err: lastErr}
+	return &GRPCError{Message: "the upstream broke the call off", Err: lastErr}
+}
+
+// bodyComplete reports whether body has all arrived, so that reading it to the end
+// does not wait for the client.
+func bodyComplete(body io.Reader) bool {
+	switch b := body.(type) {
+	case *bytes.Reader:
+		return true
+	case interface{ Complete() bool }:
+		return b.Complete()
+	}
+	return false
+}
+
+func (c *GRPCCall) copyBody(body io.Reader) error {
+	b := c.bodyCopy[:0]
+	if cap(b) == 0 {
+		b = make([]byte, 0, 512)
+	}
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := body.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			c.bodyCopy = b
+			return nil
+		}
+		if err != nil {
+			c.bodyCopy = b
+			return err
+		}
+	}
 }
 
 func outcomeOf(err error) outcome {
@@ -161,169 +477,119 @@ func outcomeOf(err error) outcome {
 	return done
 }
 
-// attemptBody is the request body as one try sees it. net/http closes a request's body
-// when the try fails, even before dialling succeeded; the body must stay open for the
-// next node, so the try's close only stops the try reading it. The caller closes body.
-type attemptBody struct {
-	body   io.ReadCloser
-	closed atomic.Bool
-}
-
-func (b *attemptBody) Read(p []byte) (int, error) {
-	if b.closed.Load() {
-		return 0, errAttemptOver
+// try sends the call to np's node and waits for the response header: the request's
+// HEADERS, then its body (from the copy, or by a goroutine that reads it as it comes).
+func (c *GRPCCall) try(np *nodePool, sni string, connectTimeout time.Duration, ctx *fasthttp.RequestCtx, host []byte, complete bool) error {
+	if c.Stopped() {
+		return ErrGRPCStopped
 	}
-	return b.body.Read(p)
-}
-
-func (b *attemptBody) Close() error {
-	b.closed.Store(true)
+	cn, err := np.grpcConnFor(sni, connectTimeout, c)
+	if err != nil {
+		return err
+	}
+	c.cond.L = &cn.mu
+	c.conn.Store(cn)
+	scheme := schemeHTTP
+	if np.tlsConfig != nil {
+		scheme = schemeHTTPS
+	}
+	endStream := complete && len(c.bodyCopy) == 0
+	// The HEADERS wait for the body's DATA only when that is here: a streamed body's
+	// first message may be long in coming, and the node may answer before it.
+	if err := cn.open(c, &ctx.Request.Header, scheme, host, endStream, complete && !endStream); err != nil {
+		return err
+	}
+	switch {
+	case endStream:
+	case complete:
+		if err := cn.writeData(c, c.bodyCopy, true); err != nil && err != errGRPCAnswered {
+			return err
+		}
+	default:
+		cn.mu.Lock()
+		c.pumping = true
+		cn.mu.Unlock()
+		go c.pump(cn)
+	}
+	cn.mu.Lock()
+	defer cn.mu.Unlock()
+	for c.status == 0 && c.err == nil && c.state.Load()&3 == 0 {
+		c.cond.Wait()
+	}
+	switch {
+	case c.state.Load()&3 != 0:
+		return ErrGRPCStopped
+	case c.status == 0:
+		return c.err
+	}
 	return nil
 }
 
-var errAttemptOver = errors.New("proxy: gRPC request body read after its try ended")
+var (
+	schemeHTTP  = []byte("http")
+	schemeHTTPS = []byte("https")
+	teTrailers  = []byte("trailers")
+	headerTE    = []byte("te")
+)
 
-// grpcRequest is the request node n gets: ctx's method, path and headers (as prepared),
-// host as :authority, and body.
-func (u *Upstream) grpcRequest(call context.Context, ctx *fasthttp.RequestCtx, host []byte, n *node, body *attemptBody) *http.Request {
-	scheme := "http"
-	if n.pool.tlsConfig != nil {
-		scheme = "https"
+// pump sends the request body as the client sends it, within the node's windows.
+func (c *GRPCCall) pump(cn *grpcConn) {
+	buf := grpcCopyBufPool.Get().(*[grpcMaxFrame]byte)
+	for {
+		n, err := c.body.Read(buf[:])
+		if n > 0 && cn.writeData(c, buf[:n], false) != nil {
+			break
+		}
+		if err == io.EOF {
+			_ = cn.writeData(c, nil, true)
+			break
+		}
+		if err != nil {
+			break // the client's side ended: the release resets the node's
+		}
 	}
-	h := &ctx.Request.Header
-	header := make(http.Header, h.Len()+1)
+	grpcCopyBufPool.Put(buf)
+	cn.mu.Lock()
+	c.pumping = false
+	c.cond.Broadcast()
+	cn.mu.Unlock()
+}
+
+var grpcCopyBufPool = sync.Pool{New: func() any { return new([grpcMaxFrame]byte) }}
+
+// encodeRequest encodes the request's header block into hbuf (under mu).
+func (cn *grpcConn) encodeRequest(h *fasthttp.RequestHeader, scheme, host []byte) {
+	cn.hbuf.Reset()
+	cn.pseudo(":method", h.Method())
+	cn.pseudo(":scheme", scheme)
+	cn.pseudo(":authority", host)
+	cn.pseudo(":path", h.RequestURI())
 	for k, v := range h.All() {
-		switch string(k) {
-		case fasthttp.HeaderHost, fasthttp.HeaderContentLength, fasthttp.HeaderConnection, fasthttp.HeaderTransferEncoding:
+		if skipGRPCRequestHeader(k) {
 			continue
 		}
-		name := http.CanonicalHeaderKey(string(k))
-		header[name] = append(header[name], string(v))
+		cn.field(k, v)
 	}
-	header["Te"] = []string{"trailers"}
-	if _, ok := header["User-Agent"]; !ok {
-		header["User-Agent"] = []string{""} // not Go's own
-	}
-	req := &http.Request{
-		Method:        bytesconv.String(h.Method()),
-		URL:           &url.URL{Scheme: scheme, Host: string(n.addr), Opaque: string(ctx.Request.Header.RequestURI())},
-		Proto:         "HTTP/2.0",
-		ProtoMajor:    2,
-		Header:        header,
-		Host:          string(host),
-		Body:          body,
-		ContentLength: -1,
-	}
-	if body.body == nil {
-		req.Body, req.ContentLength = http.NoBody, 0
-	}
-	return req.WithContext(call)
+	cn.field(headerTE, teTrailers)
 }
 
-// grpcTransport is the pool's HTTP/2 client for server name sni ("" in the clear).
-func (np *nodePool) grpcTransport(sni string) *http.Transport {
-	g := &np.grpc
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if t := g.bySNI[sni]; t != nil {
-		return t
-	}
-	if g.bySNI == nil {
-		g.bySNI = map[string]*http.Transport{}
-	}
-	if len(g.order) >= grpcMaxNames {
-		oldest := g.order[0]
-		g.order = g.order[1:]
-		g.bySNI[oldest].CloseIdleConnections()
-		delete(g.bySNI, oldest)
-	}
-	t := np.newGRPCTransport(sni)
-	g.bySNI[sni] = t
-	g.order = append(g.order, sni)
-	return t
+func (cn *grpcConn) pseudo(name string, v []byte) {
+	_ = cn.enc.WriteField(hpack.HeaderField{Name: name, Value: bytesconv.String(v)})
 }
 
-func (np *nodePool) newGRPCTransport(sni string) *http.Transport {
-	var protocols http.Protocols
-	t := &http.Transport{
-		DisableCompression:  true, // the node's grpc-encoding is the client's business
-		IdleConnTimeout:     np.key.idleTimeout,
-		MaxIdleConnsPerHost: max(np.key.size, 1),
-		HTTP2: &http.HTTP2Config{
-			MaxReceiveBufferPerStream: grpcStreamBuffer,
-		},
-	}
-	if np.key.idleTimeout <= 0 {
-		t.IdleConnTimeout = time.Second // keepalive_pool.idle_timeout 0: no idle connection kept
-	}
-	if np.tlsConfig == nil {
-		protocols.SetUnencryptedHTTP2(true)
-		t.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return np.dialTCP(ctx)
-		}
-	} else {
-		protocols.SetHTTP2(true)
-		config := np.tlsConfig.Clone()
-		config.ServerName = sni
-		config.NextProtos = []string{"h2"}
-		t.TLSClientConfig = config
-		t.DialTLSContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
-			conn, err := np.dialTCP(ctx)
-			if err != nil {
-				return nil, err
-			}
-			tc := tls.Client(conn, config)
-			hctx, cancel := context.WithTimeout(ctx, connectTimeoutOf(ctx))
-			err = tc.HandshakeContext(hctx)
-			cancel()
-			if err != nil {
-				conn.Close()
-				if isTimeout(err) {
-					return nil, &dialFailed{err}
-				}
-				return nil, &dialFailed{np.handshakeFailed(sni, err)}
-			}
-			return tc, nil
+// skipGRPCRequestHeader leaves out what HTTP/2 forbids in a request (connection-specific
+// fields, RFC 9113 8.2.2), what the pseudo-headers carry (Host), and what the body's
+// framing makes moot (Content-Length); TE goes as "trailers", added after.
+func skipGRPCRequestHeader(k []byte) bool {
+	for _, name := range grpcSkippedHeaders {
+		if len(k) == len(name) && bytes.EqualFold(k, name) {
+			return true
 		}
 	}
-	t.Protocols = &protocols
-	return t
+	return false
 }
 
-func connectTimeoutOf(ctx context.Context) time.Duration {
-	if d, ok := ctx.Value(connectTimeoutKey{}).(time.Duration); ok && d > 0 {
-		return d
-	}
-	return 60 * time.Second // APISIX's default timeout.connect
-}
-
-// dialTCP connects to the node within the connect timeout ctx carries.
-func (np *nodePool) dialTCP(ctx context.Context) (net.Conn, error) {
-	deadline := time.Now().Add(connectTimeoutOf(ctx))
-	ip := np.ip
-	if np.resolver != nil {
-		a := np.resolver.current(deadline)
-		if a == nil {
-			return nil, &dialFailed{errUnresolved}
-		}
-		ip = *a
-	}
-	d := net.Dialer{Deadline: deadline, KeepAlive: -1}
-	conn, err := d.DialContext(ctx, "tcp", netip.AddrPortFrom(ip, np.key.port).String())
-	if err != nil {
-		return nil, &dialFailed{err}
-	}
-	return conn, nil
-}
-
-// shutGRPC closes the pool's idle HTTP/2 connections; those carrying calls close when
-// their calls end.
-func (np *nodePool) shutGRPC() {
-	g := &np.grpc
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for _, t := range g.bySNI {
-		t.CloseIdleConnections()
-	}
-	g.bySNI, g.order = nil, nil
+var grpcSkippedHeaders = [][]byte{
+	[]byte("Host"), []byte("Content-Length"), []byte("Connection"), []byte("Keep-Alive"),
+	[]byte("Proxy-Connection"), []byte("Transfer-Encoding"), []byte("Upgrade"), []byte("Te"),
 }

@@ -378,8 +378,8 @@ type nodePool struct {
 	tlsConfig *tls.Config // nil for plain http
 	logf      func(format string, args ...any)
 
-	// grpc holds the HTTP/2 clients of a grpc or grpcs node (grpc.go).
-	grpc grpcTransports
+	// grpc holds the HTTP/2 connections of a grpc or grpcs node (grpcconn.go).
+	grpc grpcConns
 
 	mu     sync.Mutex
 	idle   []*upConn // a stack: the most recently used is reused first, so the rest age out
