@@ -1,15 +1,14 @@
 package opentelemetry
 
 import (
-	"bytes"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/valyala/fasthttp"
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"gw/conf"
@@ -25,7 +24,9 @@ type exporter struct {
 	fromRequestID bool
 	url           string
 	resource      []byte // the Resource message's body, encoded once
-	client        *http.Client
+	client        *fasthttp.HostClient
+	req           fasthttp.Request // method, URL and headers set once; the body per POST
+	resp          fasthttp.Response
 	counters      *counters
 	logf          func(format string, args ...any)
 
@@ -53,18 +54,25 @@ func newExporter(attr conf.OpenTelemetryAttr, ctrs *counters, logf func(string, 
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	return &exporter{
+	e := &exporter{
 		attr:          attr,
 		fromRequestID: attr.TraceIDSource == conf.TraceIDFromRequestID,
 		url:           attr.Collector.URL(),
 		resource:      appendResource(nil, hostname(), attr.Resource),
-		client:        &http.Client{Timeout: attr.Collector.RequestTimeout},
+		client:        newCollectorClient(attr.Collector.URL()),
 		counters:      ctrs,
 		logf:          logf,
 		wake:          make(chan struct{}, 1),
 		done:          make(chan struct{}),
 		slots:         make([]spanRecord, attr.Batch.MaxQueueSize),
 	}
+	e.req.Header.SetMethod(fasthttp.MethodPost)
+	e.req.SetRequestURI(e.url)
+	e.req.Header.SetContentType("application/x-protobuf")
+	for _, h := range attr.Collector.RequestHeaders {
+		e.req.Header.Set(h.Key, fmt.Sprint(h.Value))
+	}
+	return e
 }
 
 // The worker's one exporter, made from the first Build's configuration: plugin_attr is
@@ -205,53 +213,50 @@ func (e *exporter) encodeBatch() ([]byte, int) {
 // scopeName is the instrumentation scope's name.
 const scopeName = "gw"
 
-// post sends one ExportTraceServiceRequest, whose encoding is TracesData's.
+// post sends one ExportTraceServiceRequest, whose encoding is TracesData's, on the
+// exporter's kept-alive connection. The request's header is built once (newExporter);
+// the body is the caller's buffer, which fasthttp has finished with when Do returns (it
+// writes and reads on this goroutine, the timeout a deadline on the connection).
+// net/http cost a Request, a Header map, a Response, a 32 KiB copy buffer and a second
+// goroutine's hand-offs per POST, and a copy of the body to lend its transport.
 func (e *exporter) post(body []byte) error {
-	// A copy: the transport may still be reading a body the collector answered early,
-	// and the next batch reuses the buffer. The copy's buffer comes back with its Close.
-	buf := bodyBufs.Get().(*[]byte)
-	*buf = append((*buf)[:0], body...)
-	lent := &lentBody{buf: buf}
-	lent.Reset(*buf)
-	req, err := http.NewRequest(http.MethodPost, e.url, lent)
-	if err != nil {
-		lent.Close()
-		return err
+	e.req.SetBodyRaw(body)
+	var err error
+	if timeout := e.attr.Collector.RequestTimeout; timeout > 0 {
+		err = e.client.DoTimeout(&e.req, &e.resp, timeout)
+	} else { // none set (conf refuses 0): fasthttp's DoTimeout would fail at once
+		err = e.client.Do(&e.req, &e.resp)
 	}
-	req.ContentLength = int64(len(body))
-	req.Header.Set("Content-Type", "application/x-protobuf")
-	for _, h := range e.attr.Collector.RequestHeaders {
-		req.Header.Set(h.Key, fmt.Sprint(h.Value))
-	}
-	resp, err := e.client.Do(req)
+	e.req.SetBodyRaw(nil)
 	if err != nil {
 		return fmt.Errorf("POST %s: %w", e.url, err)
 	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("POST %s: collector answered %s", e.url, resp.Status)
+	if code := e.resp.StatusCode(); code/100 != 2 {
+		return fmt.Errorf("POST %s: collector answered %d", e.url, code)
 	}
 	return nil
 }
 
-// lentBody is a batch's body lent to the transport, which closes it once it is done
-// with it, maybe after Do has returned; the first Close gives its buffer back to
-// bodyBufs. A batch's body is tens of KiB: a fresh copy per POST was most of the
-// exporter's garbage, and so of the collections it cost the worker.
-type lentBody struct {
-	bytes.Reader
-	buf    *[]byte
-	closed atomic.Bool
-}
-
-var bodyBufs = sync.Pool{New: func() any { return new([]byte) }}
-
-func (b *lentBody) Close() error {
-	if b.closed.CompareAndSwap(false, true) {
-		bodyBufs.Put(b.buf)
+// newCollectorClient is the exporter's client of the collector at url (http:// or
+// https://host:port/v1/traces): one connection, kept alive, and a POST that finds its
+// kept-alive connection closed by the collector tried once more on a new one, as
+// net/http does with a request it could not start.
+func newCollectorClient(url string) *fasthttp.HostClient {
+	hostPort, tls := strings.CutPrefix(url, "https://")
+	if !tls {
+		hostPort = strings.TrimPrefix(url, "http://")
 	}
-	return nil
+	hostPort, _, _ = strings.Cut(hostPort, "/")
+	return &fasthttp.HostClient{
+		Addr:                hostPort,
+		IsTLS:               tls,
+		Name:                "gw",
+		MaxConns:            1,
+		MaxResponseBodySize: 1 << 20,
+		RetryIfErr: func(_ *fasthttp.Request, attempts int, _ error) (resetTimeout, retry bool) {
+			return false, attempts < 2
+		},
+	}
 }
 
 func hostname() string {
