@@ -4,7 +4,8 @@
 # against the same route without it; with --baseline, the same for a second build of gw
 # (a git revision), side by side in the same rounds.
 #
-#   benchmark/opentelemetry.sh [--rounds 31] [--duration 1s] [--connections 16] [--warmup 2s] [--baseline REV]
+#   benchmark/opentelemetry.sh [--rounds 31] [--duration 1s] [--connections 16] [--warmup 2s]
+#                              [--baseline REV] [--routes plain,traced,unsampled]
 #
 # gw runs one worker pinned to CPU 0; wrk and the upstream, which is also the OTLP
 # collector (it answers the POSTs to /v1/traces with 200), share CPU 1. A round runs wrk
@@ -23,7 +24,7 @@
 # Needs Go, wrk, taskset, curl, git.
 set -euo pipefail
 
-duration=1s rounds=31 connections=16 warmup=2s baseline=
+duration=1s rounds=31 connections=16 warmup=2s baseline= routes=plain,traced,unsampled
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--duration) duration=$2; shift 2 ;;
@@ -31,12 +32,21 @@ while [ $# -gt 0 ]; do
 	--connections) connections=$2; shift 2 ;;
 	--warmup) warmup=$2; shift 2 ;;
 	--baseline) baseline=$2; shift 2 ;;
-	-h | --help) sed -n '7p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--routes) routes=$2; shift 2 ;;
+	-h | --help) sed -n '7,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "opentelemetry.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
 for c in go wrk taskset curl git; do
 	command -v "$c" >/dev/null || { echo "opentelemetry.sh: needs $c (Debian: apt-get install -y wrk util-linux curl git)" >&2; exit 1; }
+done
+scenarios=(/plain) # always: the ratios' denominator
+for r in ${routes//,/ }; do
+	case "$r" in
+	plain) ;;
+	traced | unsampled) [[ " ${scenarios[*]} " = *" /$r "* ]] || scenarios+=("/$r") ;;
+	*) echo "opentelemetry.sh: --routes: unknown route $r (plain, traced, unsampled)" >&2; exit 2 ;;
+	esac
 done
 [ "$(nproc)" -ge 2 ] || { echo "opentelemetry.sh: needs 2 CPUs, one for gw and one for the load" >&2; exit 1; }
 
@@ -126,7 +136,7 @@ wrk_run() {
 # Every route of every build once at length first: connections, buffers and the exporter's
 # goroutine and pooled bodies in place before anything is measured.
 runs=()
-for b in "${builds[@]}"; do for path in /plain /traced /unsampled; do runs+=("$b $path"); done; done
+for b in "${builds[@]}"; do for path in "${scenarios[@]}"; do runs+=("$b $path"); done; done
 for r in "${runs[@]}"; do wrk_run ${r% *} "${r#* }" "$warmup" >/dev/null; done
 
 declare -A results
@@ -175,7 +185,7 @@ for b in "${builds[@]}"; do
 	echo "build ${label[$b]}$([ "$b" = base ] && echo ' (baseline)')"
 	echo
 	printf '| route | req/s | gw CPU µs/req | CPU µs/req ÷ plain | req/s ÷ plain |\n|---|---|---|---|---|\n'
-	for path in /plain /traced /unsampled; do
+	for path in "${scenarios[@]}"; do
 		cpu=- rps=-
 		if [ "$path" != /plain ]; then cpu=$(ratios "$b" "$path" 2 | stats) rps=$(ratios "$b" "$path" 1 | stats); fi
 		printf '| %s | %.0f | %.2f | %s | %s |\n' "${path#/}" "$(field "$b" "$path" 1 | stats 1)" "$(field "$b" "$path" 2 | stats 1)" "$cpu" "$rps"
@@ -185,7 +195,7 @@ for b in "${builds[@]}"; do
 done
 if [ -n "$baseline" ]; then
 	echo
-	for path in /traced /unsampled; do
+	for path in "${scenarios[@]:1}"; do
 		printf '%s: per round, %s'"'"'s CPU ratio over %s'"'"'s: %s\n' "${path#/}" "${label[new]}" "${label[base]}" "$(
 			for round in $(seq 1 "$rounds"); do
 				awk -v a="${results[new $path,$round]}" -v b="${results[new /plain,$round]}" \
