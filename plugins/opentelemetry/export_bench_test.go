@@ -249,3 +249,20 @@ func TestQueueHoldsMaxQueueSizeSpans(t *testing.T) {
 		t.Errorf("%d spans read, %d left, %d of %d batches free", len(targets), exp.queued, len(exp.free), cap(exp.free))
 	}
 }
+
+// BenchmarkPost is one export of a 64 KiB body to a collector on loopback (a net/http
+// server in this process, whose own allocations count here too).
+func BenchmarkPost(b *testing.B) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+	}))
+	defer srv.Close()
+	exp := newExporter(testAttr(srv.Listener.Addr().String()), localCounters(), nil)
+	body := bytes.Repeat([]byte{'x'}, 64<<10)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := exp.post(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
