@@ -66,6 +66,7 @@ type Sampler struct {
 type Attribute struct {
 	Key string
 	Var conf.Var
+	key attrKey // Key, encoded
 }
 
 // HeaderAttribute is one of additional_header_prefix_attributes: a header name, or a
@@ -77,7 +78,8 @@ type HeaderAttribute struct {
 	// Name is the header name or prefix, lower case, without the '*'.
 	Name   string
 	Prefix bool
-	name   []byte // Name, for lookups without a conversion
+	name   []byte  // Name, for lookups without a conversion
+	key    attrKey // Key, encoded (exact names only)
 }
 
 // Config is one route's opentelemetry configuration, with APISIX's defaults. It is
@@ -206,7 +208,7 @@ func parseAttributes(names []string) ([]Attribute, error) {
 		if err != nil {
 			return nil, fmt.Errorf("additional_attributes: item %d: %w", i+1, err)
 		}
-		attrs = append(attrs, Attribute{Key: name, Var: v})
+		attrs = append(attrs, Attribute{Key: name, Var: v, key: newAttrKey(name)})
 	}
 	return attrs, nil
 }
@@ -224,7 +226,11 @@ func parseHeaderAttributes(names []string) ([]HeaderAttribute, error) {
 			return nil, fmt.Errorf("additional_header_prefix_attributes: item %d must be a header name, or a prefix of one ending in '*', got %q", i+1, name)
 		}
 		lowered := strings.ToLower(base)
-		attrs = append(attrs, HeaderAttribute{Key: name, Name: lowered, Prefix: prefix, name: []byte(lowered)})
+		a := HeaderAttribute{Key: name, Name: lowered, Prefix: prefix, name: []byte(lowered)}
+		if !prefix {
+			a.key = newAttrKey(name)
+		}
+		attrs = append(attrs, a)
 	}
 	return attrs, nil
 }

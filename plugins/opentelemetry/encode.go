@@ -1,19 +1,24 @@
 package opentelemetry
 
 import (
+	"bytes"
 	"math"
 	"strconv"
 
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"gw/conf"
+	"gw/plugins"
+	"gw/plugins/vars"
 )
 
-// The batch is written as OTLP protobuf straight from the span records, with the field
-// numbers of opentelemetry-proto's trace.proto and common.proto, into buffers the
-// exporter keeps: building the generated structs and marshalling them cost 48
-// allocations and about 18 µs per span on this machine, more than the rest of the request
-// (BenchmarkEncodeBatch). The tests decode what it writes with the generated package.
+// A span is written as OTLP protobuf in the log phase, straight from the request into the
+// batch the worker is filling (appendSpan), with the field numbers of
+// opentelemetry-proto's trace.proto and common.proto; the exporter adds the batch's
+// resource and scope in front when it sends it (exporter.body). Building the generated
+// structs and marshalling them cost 48 allocations and about 18 µs per span on this
+// machine, more than the rest of the request. The tests decode what it writes with the
+// generated package.
 const (
 	// TracesData (the body of ExportTraceServiceRequest, which has the same field 1).
 	fieldResourceSpans = 1
@@ -58,167 +63,309 @@ const (
 	flagIsRemote    = 0x200
 )
 
+// Tags of one byte (field number < 16), written as constants on the request path.
+const (
+	wireVarint  = 0
+	wireFixed64 = 1
+	wireBytes   = 2
+
+	tagSpans        = fieldSpans<<3 | wireBytes
+	tagTraceID      = fieldTraceID<<3 | wireBytes
+	tagSpanID       = fieldSpanID<<3 | wireBytes
+	tagParentSpanID = fieldParentSpanID<<3 | wireBytes
+	tagName         = fieldName<<3 | wireBytes
+	tagKind         = fieldKind<<3 | wireVarint
+	tagStart        = fieldStart<<3 | wireFixed64
+	tagEnd          = fieldEnd<<3 | wireFixed64
+	tagAttribute    = fieldAttributes<<3 | wireBytes
+	tagStringValue  = fieldStringValue<<3 | wireBytes
+	tagBoolValue    = fieldBoolValue<<3 | wireVarint
+	tagIntValue     = fieldIntValue<<3 | wireVarint
+	tagDoubleValue  = fieldDoubleValue<<3 | wireFixed64
+	tagKey          = fieldKey<<3 | wireBytes
+	tagValue        = fieldValue<<3 | wireBytes
+)
+
 // appendMessage appends field as a length-delimited message holding body.
 func appendMessage(b []byte, field protowire.Number, body []byte) []byte {
 	b = protowire.AppendTag(b, field, protowire.BytesType)
 	return protowire.AppendBytes(b, body)
 }
 
-func appendString(b []byte, field protowire.Number, s string) []byte {
-	b = protowire.AppendTag(b, field, protowire.BytesType)
-	return protowire.AppendString(b, s)
+// attrKey is the part of a KeyValue that its key fixes: the key field and the value
+// field's tag, encoded once per key (the span's constant keys here, a route's configured
+// ones when its configuration is parsed) instead of per span.
+type attrKey []byte
+
+func newAttrKey(key string) attrKey {
+	b := protowire.AppendTag(nil, fieldKey, protowire.BytesType)
+	b = protowire.AppendString(b, key)
+	return protowire.AppendTag(b, fieldValue, protowire.BytesType)
 }
 
-func appendBytes(b []byte, field protowire.Number, s []byte) []byte {
-	b = protowire.AppendTag(b, field, protowire.BytesType)
-	return protowire.AppendBytes(b, s)
-}
-
-// appendStringAttr appends a KeyValue with a string value as field; the key is key or,
-// when that is empty, keyBytes.
-func appendStringAttr(b []byte, field protowire.Number, key string, keyBytes, value []byte) []byte {
-	keyLen := len(key)
-	if key == "" {
-		keyLen = len(keyBytes)
-	}
-	anyLen := protowire.SizeTag(fieldStringValue) + protowire.SizeBytes(len(value))
-	kvLen := protowire.SizeTag(fieldKey) + protowire.SizeBytes(keyLen) + protowire.SizeTag(fieldValue) + protowire.SizeBytes(anyLen)
-	b = protowire.AppendTag(b, field, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(kvLen))
-	if key != "" {
-		b = appendString(b, fieldKey, key)
-	} else {
-		b = appendBytes(b, fieldKey, keyBytes)
-	}
-	b = protowire.AppendTag(b, fieldValue, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(anyLen))
-	return appendBytes(b, fieldStringValue, value)
-}
-
-// appendScalarAttr appends a KeyValue whose AnyValue is one scalar field (int, bool,
-// double), already encoded as tag and value in scalar.
-func appendScalarAttr(b []byte, field protowire.Number, key string, scalar []byte) []byte {
-	kvLen := protowire.SizeTag(fieldKey) + protowire.SizeBytes(len(key)) + protowire.SizeTag(fieldValue) + protowire.SizeBytes(len(scalar))
-	b = protowire.AppendTag(b, field, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(kvLen))
-	b = appendString(b, fieldKey, key)
-	return appendBytes(b, fieldValue, scalar)
-}
-
-func appendIntAttr(b []byte, field protowire.Number, key string, v int64) []byte {
-	var scratch [16]byte
-	s := protowire.AppendTag(scratch[:0], fieldIntValue, protowire.VarintType)
-	s = protowire.AppendVarint(s, uint64(v))
-	return appendScalarAttr(b, field, key, s)
-}
-
-func appendDoubleAttr(b []byte, field protowire.Number, key string, v float64) []byte {
-	var scratch [16]byte
-	s := protowire.AppendTag(scratch[:0], fieldDoubleValue, protowire.Fixed64Type)
-	s = protowire.AppendFixed64(s, math.Float64bits(v))
-	return appendScalarAttr(b, field, key, s)
-}
-
-func appendBoolAttr(b []byte, field protowire.Number, key string, v bool) []byte {
-	var scratch [4]byte
-	s := protowire.AppendTag(scratch[:0], fieldBoolValue, protowire.VarintType)
-	s = protowire.AppendVarint(s, protowire.EncodeBool(v))
-	return appendScalarAttr(b, field, key, s)
-}
-
+// The span's attribute keys: APISIX's and gw's own.
 var (
-	schemeHTTP  = []byte("http")
-	schemeHTTPS = []byte("https")
+	keyHostName        = newAttrKey("net.host.name")
+	keyMethod          = newAttrKey("http.method")
+	keyScheme          = newAttrKey("http.scheme")
+	keyTarget          = newAttrKey("http.target")
+	keyUserAgent       = newAttrKey("http.user_agent")
+	keyRouteID         = newAttrKey("apisix.route_id")
+	keyRouteName       = newAttrKey("apisix.route_name")
+	keyRoute           = newAttrKey("http.route")
+	keyServiceID       = newAttrKey("apisix.service_id")
+	keyServiceName     = newAttrKey("apisix.service_name")
+	keyStatusCode      = newAttrKey("http.status_code")
+	keyRespStatusCode  = newAttrKey("http.response.status_code")
+	keyUpstreamAddress = newAttrKey("gw.upstream.address")
+	keyUpstreamLatency = newAttrKey("gw.upstream.latency_ms")
 )
 
-// appendSpan appends the record as one Span message (without its tag and length), with
-// APISIX's name and attributes and gw's upstream ones. scratch is room for the name.
-func (r *spanRecord) appendSpan(b, scratch []byte) ([]byte, []byte) {
-	b = appendBytes(b, fieldTraceID, r.trace.TraceID[:])
-	b = appendBytes(b, fieldSpanID, r.trace.SpanID[:])
-	if ts := r.get(r.tstate); len(ts) > 0 {
-		b = appendBytes(b, fieldTraceState, ts)
+// appendVarint, sizeVarint and sizeBytes are protowire's, with the one-byte case, nearly
+// every length and value of a span, inlined: protowire's are calls, some 25 a span, and
+// were a tenth of recording one (BenchmarkAccessAndLogNewTrace's profile).
+func appendVarint(b []byte, v uint64) []byte {
+	if v < 0x80 {
+		return append(b, byte(v))
 	}
-	flags := uint32(flagHasIsRemote | 1)
-	if r.trace.ParentSpanID != ([8]byte{}) {
-		b = appendBytes(b, fieldParentSpanID, r.trace.ParentSpanID[:])
-		flags |= flagIsRemote
-	}
-	route := r.route != nil && r.route.ID != ""
-	name := append(scratch[:0], r.get(r.method)...)
-	if route {
-		name = append(append(name, ' '), r.matchedURI...)
-	}
-	b = appendBytes(b, fieldName, name)
-	b = protowire.AppendTag(b, fieldKind, protowire.VarintType)
-	b = protowire.AppendVarint(b, spanKindServer)
-	b = protowire.AppendTag(b, fieldStart, protowire.Fixed64Type)
-	b = protowire.AppendFixed64(b, uint64(r.start))
-	b = protowire.AppendTag(b, fieldEnd, protowire.Fixed64Type)
-	b = protowire.AppendFixed64(b, uint64(max(r.end, r.start)))
+	return protowire.AppendVarint(b, v)
+}
 
-	scheme := schemeHTTP
-	if r.https {
-		scheme = schemeHTTPS
+func sizeVarint(v uint64) int {
+	if v < 0x80 {
+		return 1
 	}
-	b = appendStringAttr(b, fieldAttributes, "net.host.name", nil, r.get(r.host))
-	b = appendStringAttr(b, fieldAttributes, "http.method", nil, r.get(r.method))
-	b = appendStringAttr(b, fieldAttributes, "http.scheme", nil, scheme)
-	b = appendStringAttr(b, fieldAttributes, "http.target", nil, r.get(r.target))
-	b = appendStringAttr(b, fieldAttributes, "http.user_agent", nil, r.get(r.userAgent))
-	if route {
-		b = appendStringAttr(b, fieldAttributes, "apisix.route_id", nil, []byte(r.route.ID))
-		b = appendStringAttr(b, fieldAttributes, "apisix.route_name", nil, []byte(r.route.Name))
-		b = appendStringAttr(b, fieldAttributes, "http.route", nil, []byte(r.matchedURI))
-		if r.route.ServiceID != "" {
-			b = appendStringAttr(b, fieldAttributes, "apisix.service_id", nil, []byte(r.route.ServiceID))
-			b = appendStringAttr(b, fieldAttributes, "apisix.service_name", nil, []byte(r.route.ServiceName))
+	return protowire.SizeVarint(v)
+}
+
+func sizeBytes(n int) int { return sizeVarint(uint64(n)) + n }
+
+// appendStringAttr appends a Span's attributes field: a KeyValue of key and a string
+// value v.
+func appendStringAttr[V ~string | ~[]byte](b []byte, key attrKey, v V) []byte {
+	return appendStringKV(b, tagAttribute, key, v)
+}
+
+// appendStringKV appends a KeyValue of key and a string value v as the field of tag.
+func appendStringKV[V ~string | ~[]byte](b []byte, tag byte, key attrKey, v V) []byte {
+	anyLen := 1 + sizeBytes(len(v))
+	b = append(b, tag)
+	b = appendVarint(b, uint64(len(key)+sizeBytes(anyLen)))
+	b = append(b, key...)
+	b = appendVarint(b, uint64(anyLen))
+	b = append(b, tagStringValue)
+	b = appendVarint(b, uint64(len(v)))
+	return append(b, v...)
+}
+
+// appendLowerKeyAttr appends an attributes field keyed by key in lower case (a header's
+// name, for a prefix of additional_header_prefix_attributes), with a string value.
+func appendLowerKeyAttr(b, key, v []byte) []byte {
+	anyLen := 1 + sizeBytes(len(v))
+	b = append(b, tagAttribute)
+	b = appendVarint(b, uint64(1+sizeBytes(len(key))+1+sizeBytes(anyLen)))
+	b = append(b, tagKey)
+	b = appendVarint(b, uint64(len(key)))
+	from := len(b)
+	b = append(b, key...)
+	lower(b[from:])
+	b = append(b, tagValue)
+	b = appendVarint(b, uint64(anyLen))
+	b = append(b, tagStringValue)
+	b = appendVarint(b, uint64(len(v)))
+	return append(b, v...)
+}
+
+// appendScalarKV appends, as the field of tag, a KeyValue whose AnyValue is one scalar
+// field of valueTag and size bytes, which the caller appends next (size is at most 10, so
+// every length here is one byte).
+func appendScalarKV(b []byte, tag byte, key attrKey, valueTag byte, size int) []byte {
+	b = append(b, tag)
+	b = appendVarint(b, uint64(len(key)+2+size))
+	b = append(b, key...)
+	return append(b, byte(1+size), valueTag)
+}
+
+func appendIntAttr(b []byte, key attrKey, v int64) []byte {
+	b = appendScalarKV(b, tagAttribute, key, tagIntValue, sizeVarint(uint64(v)))
+	return appendVarint(b, uint64(v))
+}
+
+func appendDoubleKV(b []byte, tag byte, key attrKey, v float64) []byte {
+	b = appendScalarKV(b, tag, key, tagDoubleValue, 8)
+	return protowire.AppendFixed64(b, math.Float64bits(v))
+}
+
+func appendBoolKV(b []byte, tag byte, key attrKey, v bool) []byte {
+	b = appendScalarKV(b, tag, key, tagBoolValue, 1)
+	return appendVarint(b, protowire.EncodeBool(v))
+}
+
+// maxField bounds each copied value; a longer one (a long URL) is cut, so that a queued
+// span's memory stays bounded whatever the client sends.
+const maxField = 2048
+
+func cut(b []byte) []byte {
+	if len(b) > maxField {
+		return b[:maxField]
+	}
+	return b
+}
+
+func lower(b []byte) {
+	for i, ch := range b {
+		if ch >= 'A' && ch <= 'Z' {
+			b[i] = ch + ('a' - 'A')
 		}
 	}
-	for _, a := range r.attrs {
-		b = appendStringAttr(b, fieldAttributes, a.key, r.get(a.keyRef), r.get(a.value))
+}
+
+// spanLenRoom is the room appendSpan leaves for the span's length before it knows it: a
+// span is far shorter than the 2³⁵ bytes five varint bytes hold.
+const spanLenRoom = 5
+
+// appendSpan appends the span of c, whose response is final, as a ScopeSpans.spans field
+// (tag, length, Span) with APISIX's name and attributes and gw's upstream ones. scratch
+// is room for a variable's value; both are the caller's, kept from span to span, so that
+// once they have grown it allocates nothing.
+func appendSpan(b []byte, c *plugins.Ctx, cfg *Config, scratch *[]byte) []byte {
+	b = append(b, tagSpans)
+	at := len(b)
+	b = append(b, 0, 0, 0, 0, 0) // spanLenRoom
+	tc := &c.Trace
+	b = append(b, tagTraceID, byte(len(tc.TraceID)))
+	b = append(b, tc.TraceID[:]...)
+	b = append(b, tagSpanID, byte(len(tc.SpanID)))
+	b = append(b, tc.SpanID[:]...)
+	if ts := c.RequestHeader(tracestateHeader); len(ts) > 0 {
+		b = protowire.AppendTag(b, fieldTraceState, protowire.BytesType)
+		b = protowire.AppendBytes(b, cut(ts))
 	}
-	b = appendIntAttr(b, fieldAttributes, "http.status_code", int64(r.status))
-	b = appendIntAttr(b, fieldAttributes, "http.response.status_code", int64(r.status))
-	if r.upstreamNanos >= 0 {
-		b = appendStringAttr(b, fieldAttributes, "gw.upstream.address", nil, r.get(r.node))
-		b = appendDoubleAttr(b, fieldAttributes, "gw.upstream.latency_ms", float64(r.upstreamNanos)/1e6)
-		if r.status >= 500 {
-			msg := strconv.AppendInt(append(name[:0], "upstream response status: "...), int64(r.status), 10)
-			statusLen := protowire.SizeTag(fieldStatusMessage) + protowire.SizeBytes(len(msg)) +
-				protowire.SizeTag(fieldStatusCode) + protowire.SizeVarint(statusCodeError)
+	flags := uint32(flagHasIsRemote | 1)
+	if tc.ParentSpanID != ([8]byte{}) {
+		b = append(b, tagParentSpanID, byte(len(tc.ParentSpanID)))
+		b = append(b, tc.ParentSpanID[:]...)
+		flags |= flagIsRemote
+	}
+	method := cut(c.Method())
+	route := c.Route != nil && c.Route.ID != ""
+	nameLen := len(method)
+	if route {
+		nameLen += 1 + len(c.MatchedURI)
+	}
+	b = append(b, tagName)
+	b = appendVarint(b, uint64(nameLen))
+	b = append(b, method...)
+	if route {
+		b = append(append(b, ' '), c.MatchedURI...)
+	}
+	b = append(b, tagKind, spanKindServer)
+	start, end := c.StartNanos, c.AnsweredAt()
+	b = append(b, tagStart)
+	b = protowire.AppendFixed64(b, uint64(start))
+	b = append(b, tagEnd)
+	b = protowire.AppendFixed64(b, uint64(max(end, start)))
+
+	scheme := "http"
+	if c.IsTLS() {
+		scheme = "https"
+	}
+	b = appendStringAttr(b, keyHostName, cut(vars.HostName(c.Host())))
+	b = appendStringAttr(b, keyMethod, method)
+	b = appendStringAttr(b, keyScheme, scheme)
+	b = appendStringAttr(b, keyTarget, cut(c.RequestURI()))
+	b = appendStringAttr(b, keyUserAgent, cut(c.Request.Request.Header.UserAgent())) // parsed: no lookup
+	if route {
+		b = appendStringAttr(b, keyRouteID, c.Route.ID)
+		b = appendStringAttr(b, keyRouteName, c.Route.Name)
+		b = appendStringAttr(b, keyRoute, c.MatchedURI)
+		if c.Route.ServiceID != "" {
+			b = appendStringAttr(b, keyServiceID, c.Route.ServiceID)
+			b = appendStringAttr(b, keyServiceName, c.Route.ServiceName)
+		}
+	}
+	if len(cfg.Attributes) > 0 {
+		req := c.VarsRequest()
+		for i := range cfg.Attributes {
+			a := &cfg.Attributes[i]
+			var ok bool
+			// APISIX adds none for a variable without a value.
+			if *scratch, ok = vars.Append((*scratch)[:0], &req, &a.Var); ok && len(*scratch) > 0 {
+				b = appendStringAttr(b, a.key, cut(*scratch))
+			}
+		}
+	}
+	for i := range cfg.HeaderAttributes {
+		h := &cfg.HeaderAttributes[i]
+		if !h.Prefix {
+			if v := c.RequestHeader(h.name); v != nil {
+				b = appendStringAttr(b, h.key, cut(v))
+			}
+			continue
+		}
+		for name, value := range c.RequestHeaders() {
+			if len(name) >= len(h.name) && bytes.EqualFold(name[:len(h.name)], h.name) {
+				b = appendLowerKeyAttr(b, cut(name), cut(value))
+			}
+		}
+	}
+	status := c.Status()
+	b = appendIntAttr(b, keyStatusCode, int64(status))
+	b = appendIntAttr(b, keyRespStatusCode, int64(status))
+	if c.UpstreamNanos >= 0 {
+		b = appendStringAttr(b, keyUpstreamAddress, cut(c.Node))
+		b = appendDoubleKV(b, tagAttribute, keyUpstreamLatency, float64(c.UpstreamNanos)/1e6)
+		if status >= 500 {
+			var digits [20]byte
+			code := strconv.AppendInt(digits[:0], int64(status), 10)
+			msgLen := len(upstreamStatusMessage) + len(code)
+			statusLen := 1 + protowire.SizeBytes(msgLen) + 1 + protowire.SizeVarint(statusCodeError)
 			b = protowire.AppendTag(b, fieldStatus, protowire.BytesType)
 			b = protowire.AppendVarint(b, uint64(statusLen))
-			b = appendBytes(b, fieldStatusMessage, msg)
+			b = protowire.AppendTag(b, fieldStatusMessage, protowire.BytesType)
+			b = protowire.AppendVarint(b, uint64(msgLen))
+			b = append(append(b, upstreamStatusMessage...), code...)
 			b = protowire.AppendTag(b, fieldStatusCode, protowire.VarintType)
 			b = protowire.AppendVarint(b, statusCodeError)
 		}
 	}
 	b = protowire.AppendTag(b, fieldFlags, protowire.Fixed32Type)
 	b = protowire.AppendFixed32(b, flags)
-	return b, name
+
+	// The span's length into its room, and the span moved up over what it did not take.
+	n := len(b) - at - spanLenRoom
+	size := protowire.SizeVarint(uint64(n))
+	protowire.AppendVarint(b[at:at], uint64(n))
+	if size < spanLenRoom {
+		copy(b[at+size:], b[at+spanLenRoom:])
+		b = b[:len(b)-(spanLenRoom-size)]
+	}
+	return b
 }
+
+const upstreamStatusMessage = "upstream response status: "
 
 // appendResource appends a Resource message's body: APISIX's hostname, service.name
 // "APISIX" unless configured, then the configured attributes.
 func appendResource(b []byte, host string, attrs []conf.KeyValue) []byte {
-	const f = fieldResourceAttributes
-	b = appendStringAttr(b, f, "hostname", nil, []byte(host))
+	const tag = fieldResourceAttributes<<3 | wireBytes
+	b = appendStringKV(b, tag, newAttrKey("hostname"), host)
 	named := false
 	for _, a := range attrs {
 		named = named || a.Key == "service.name"
 	}
 	if !named {
-		b = appendStringAttr(b, f, "service.name", nil, []byte("APISIX"))
+		b = appendStringKV(b, tag, newAttrKey("service.name"), "APISIX")
 	}
 	for _, a := range attrs {
+		key := newAttrKey(a.Key)
 		switch v := a.Value.(type) {
 		case string:
-			b = appendStringAttr(b, f, a.Key, nil, []byte(v))
+			b = appendStringKV(b, tag, key, v)
 		case float64:
-			b = appendDoubleAttr(b, f, a.Key, v)
+			b = appendDoubleKV(b, tag, key, v)
 		case bool:
-			b = appendBoolAttr(b, f, a.Key, v)
+			b = appendBoolKV(b, tag, key, v)
 		}
 	}
 	return b

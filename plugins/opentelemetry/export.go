@@ -1,46 +1,62 @@
 package opentelemetry
 
 import (
-	"bytes"
+	"encoding/binary"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/valyala/fasthttp"
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"gw/conf"
 	"gw/plugins"
 )
 
-// exporter is a worker's span queue and the goroutine that empties it: spans are
-// recorded into a ring of max_queue_size slots under a mutex held for the copy only, and
-// sent as OTLP/HTTP protobuf in batches of max_export_batch_size, never on a request's
-// time. One per worker process, shared by every route's instance.
+// exporter is a worker's span queue and the goroutine that empties it. The log phase
+// encodes each span straight into the batch being filled, under a mutex held for that
+// only; a full batch waits in a list for the goroutine, which adds the batch's resource
+// and scope in front and POSTs it as OTLP/HTTP protobuf, never on a request's time. The
+// queue holds at most max_queue_size spans (the batch being filled and the full ones not
+// yet taken); the batches' buffers go back to a free list once sent, so that in the
+// steady state nothing is allocated. One per worker process, shared by every route's
+// instance.
 type exporter struct {
 	attr          conf.OpenTelemetryAttr
 	fromRequestID bool
 	url           string
-	resource      []byte // the Resource message's body, encoded once
-	client        *http.Client
-	counters      *counters
-	logf          func(format string, args ...any)
+	// resource and scope are the constant parts of a batch's front, encoded once as
+	// fields, and room the bytes each batch keeps ahead of its spans for the front (body).
+	resource, scope []byte
+	room            int
+	client          *fasthttp.HostClient
+	req             fasthttp.Request // method, URL and headers set once; the body per POST
+	resp            fasthttp.Response
+	counters        *counters
+	logf            func(format string, args ...any)
 
 	start sync.Once
 	wake  chan struct{}
 	done  chan struct{}
 
-	mu          sync.Mutex
-	slots       []spanRecord
-	head, count int
-
-	// The exporter goroutine's buffers, kept from batch to batch.
-	spans, span, scratch, body []byte
+	mu      sync.Mutex
+	filling *batch
+	full    []*batch // oldest first
+	free    []*batch
+	queued  int    // spans in filling and full
+	scratch []byte // appendSpan's, under mu
 
 	lastLog atomic.Int64 // Unix seconds of the last export error logged
+}
+
+// batch is up to max_export_batch_size encoded spans: buf is the exporter's room, then
+// the spans' fields of ScopeSpans, back to back.
+type batch struct {
+	buf []byte
+	n   int
 }
 
 // counters are the spans' fates, in the plugin's shared-memory segment so that the
@@ -53,19 +69,41 @@ func newExporter(attr conf.OpenTelemetryAttr, ctrs *counters, logf func(string, 
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	return &exporter{
+	e := &exporter{
 		attr:          attr,
 		fromRequestID: attr.TraceIDSource == conf.TraceIDFromRequestID,
 		url:           attr.Collector.URL(),
-		resource:      appendResource(nil, hostname(), attr.Resource),
-		client:        &http.Client{Timeout: attr.Collector.RequestTimeout},
+		client:        newCollectorClient(attr.Collector.URL()),
 		counters:      ctrs,
 		logf:          logf,
 		wake:          make(chan struct{}, 1),
 		done:          make(chan struct{}),
-		slots:         make([]spanRecord, attr.Batch.MaxQueueSize),
 	}
+	e.resource = appendMessage(nil, fieldResource, appendResource(nil, hostname(), attr.Resource))
+	scope := protowire.AppendTag(nil, fieldScopeName, protowire.BytesType)
+	e.scope = appendMessage(nil, fieldScope, protowire.AppendString(scope, scopeName))
+	// Two tags and two lengths, besides the resource and the scope.
+	e.room = len(e.resource) + len(e.scope) + 2*(1+binary.MaxVarintLen64)
+	// The batches the queue can need at once: the full ones it holds, the one being
+	// filled, and the one being sent.
+	size := max(attr.Batch.MaxExportBatchSize, 1)
+	n := attr.Batch.MaxQueueSize/size + 2
+	e.full, e.free = make([]*batch, 0, n), make([]*batch, 0, n)
+	for range n - 1 {
+		e.free = append(e.free, e.newBatch())
+	}
+	e.filling = e.newBatch()
+
+	e.req.Header.SetMethod(fasthttp.MethodPost)
+	e.req.SetRequestURI(e.url)
+	e.req.Header.SetContentType("application/x-protobuf")
+	for _, h := range attr.Collector.RequestHeaders {
+		e.req.Header.Set(h.Key, fmt.Sprint(h.Value))
+	}
+	return e
 }
+
+func (e *exporter) newBatch() *batch { return &batch{buf: make([]byte, e.room, e.room+4096)} }
 
 // The worker's one exporter, made from the first Build's configuration: plugin_attr is
 // fixed for a worker's life (a reload starts new workers).
@@ -98,11 +136,12 @@ func localCounters() *counters {
 	return &counters{new(atomic.Uint64), new(atomic.Uint64), new(atomic.Uint64)}
 }
 
-// record queues the span of c, or drops and counts it when the queue is full.
+// record encodes the span of c into the queue, or drops and counts it when the queue is
+// full.
 func (e *exporter) record(c *plugins.Ctx, cfg *Config) {
 	e.start.Do(func() { go e.loop() })
 	e.mu.Lock()
-	if e.count == len(e.slots) {
+	if e.queued >= e.attr.Batch.MaxQueueSize {
 		e.mu.Unlock()
 		e.counters.dropped.Add(1)
 		if !e.attr.Batch.DropOnQueueFull {
@@ -110,13 +149,60 @@ func (e *exporter) record(c *plugins.Ctx, cfg *Config) {
 		}
 		return
 	}
-	e.slots[(e.head+e.count)%len(e.slots)].fill(c, cfg)
-	e.count++
-	full := e.count >= e.attr.Batch.MaxExportBatchSize
+	b := e.filling
+	b.buf = appendSpan(b.buf, c, cfg, &e.scratch)
+	b.n++
+	e.queued++
+	full := b.n >= e.attr.Batch.MaxExportBatchSize
+	if full {
+		e.full = append(e.full, b)
+		e.filling = e.takeFree()
+	}
 	e.mu.Unlock()
 	if full {
 		e.signal()
 	}
+}
+
+// takeFree returns a free batch; e.mu is held. There is always one (newExporter counts
+// them), but should that be wrong a new batch is better than a lost worker.
+func (e *exporter) takeFree() *batch {
+	if len(e.free) == 0 {
+		return e.newBatch()
+	}
+	b := e.free[len(e.free)-1]
+	e.free = e.free[:len(e.free)-1]
+	return b
+}
+
+// take removes the oldest full batch from the queue, or with partial and none full the
+// batch being filled if it holds any span; nil when there is nothing to take. The caller
+// gives it back (giveBack) once sent.
+func (e *exporter) take(partial bool) *batch {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var b *batch
+	switch {
+	case len(e.full) > 0:
+		b = e.full[0]
+		n := copy(e.full, e.full[1:])
+		e.full[n] = nil
+		e.full = e.full[:n]
+	case partial && e.filling.n > 0:
+		b = e.filling
+		e.filling = e.takeFree()
+	default:
+		return nil
+	}
+	e.queued -= b.n
+	return b
+}
+
+func (e *exporter) giveBack(b *batch) {
+	b.buf, b.n = b.buf[:e.room], 0
+	e.mu.Lock()
+	e.free = append(e.free, b)
+	e.mu.Unlock()
 }
 
 func (e *exporter) signal() {
@@ -126,19 +212,22 @@ func (e *exporter) signal() {
 	}
 }
 
-// loop sends batches: at once when one is full, else every min(batch_timeout,
+// loop sends batches: the full ones at once, and every min(batch_timeout,
 // inactive_timeout) whatever is queued.
 func (e *exporter) loop() {
 	tick := time.NewTicker(min(e.attr.Batch.BatchTimeout, e.attr.Batch.InactiveTimeout))
 	defer tick.Stop()
 	for {
+		partial := false
 		select {
 		case <-e.done:
 			return
 		case <-e.wake:
 		case <-tick.C:
+			partial = true
 		}
-		for e.exportBatch() == e.attr.Batch.MaxExportBatchSize {
+		for b := e.take(partial); b != nil; b = e.take(false) {
+			e.export(b)
 		}
 	}
 }
@@ -146,112 +235,87 @@ func (e *exporter) loop() {
 // stop ends the loop (tests).
 func (e *exporter) stop() { close(e.done) }
 
-// exportBatch sends up to one batch of the queue and returns how many spans it took.
-func (e *exporter) exportBatch() int {
-	body, n := e.encodeBatch()
-	if n == 0 {
-		return 0
-	}
-	if err := e.post(body); err != nil {
+// export sends the batch b and gives it back.
+func (e *exporter) export(b *batch) {
+	n := b.n
+	err := e.post(e.body(b))
+	e.giveBack(b)
+	if err != nil {
 		e.counters.failed.Add(uint64(n))
 		if sec := time.Now().Unix(); e.lastLog.Swap(sec) != sec {
 			e.logf("opentelemetry: %d spans lost: %v", n, err)
 		}
-		return n
+		return
 	}
 	e.counters.exported.Add(uint64(n))
-	return n
 }
 
-// encodeBatch takes up to one batch from the queue and encodes it as an OTLP
-// TracesData (encode.go). The slots it reads stay out of the producers' reach until it
-// has encoded them, since they still count as queued. The body is the exporter's buffer,
-// valid until the next call.
-func (e *exporter) encodeBatch() ([]byte, int) {
-	e.mu.Lock()
-	n, head := min(e.count, e.attr.Batch.MaxExportBatchSize), e.head
-	e.mu.Unlock()
-	if n == 0 {
-		return nil, 0
-	}
-	e.spans = e.spans[:0]
-	for i := range n {
-		e.span, e.scratch = e.slots[(head+i)%len(e.slots)].appendSpan(e.span[:0], e.scratch)
-		e.spans = appendMessage(e.spans, fieldSpans, e.span)
-	}
-	e.mu.Lock()
-	e.head = (e.head + n) % len(e.slots)
-	e.count -= n
-	e.mu.Unlock()
-
-	scope := protowire.SizeTag(fieldScopeName) + protowire.SizeBytes(len(scopeName))
-	scopeSpans := protowire.SizeTag(fieldScope) + protowire.SizeBytes(scope) + len(e.spans)
-	resourceSpans := protowire.SizeTag(fieldResource) + protowire.SizeBytes(len(e.resource)) +
-		protowire.SizeTag(fieldScopeSpans) + protowire.SizeBytes(scopeSpans)
-	b := e.body[:0]
-	b = protowire.AppendTag(b, fieldResourceSpans, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(resourceSpans))
-	b = appendMessage(b, fieldResource, e.resource)
-	b = protowire.AppendTag(b, fieldScopeSpans, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(scopeSpans))
-	b = protowire.AppendTag(b, fieldScope, protowire.BytesType)
-	b = protowire.AppendVarint(b, uint64(scope))
-	b = appendString(b, fieldScopeName, scopeName)
-	b = append(b, e.spans...)
-	e.body = b
-	return b, n
+// body writes the front of b, taken from the queue, into its room, and returns the
+// whole as one TracesData: a ResourceSpans holding the resource and a ScopeSpans, which
+// holds the scope and b's spans. It is b's buffer, valid until b is given back.
+func (e *exporter) body(b *batch) []byte {
+	spans := len(b.buf) - e.room
+	scopeSpans := len(e.scope) + spans
+	resourceSpans := len(e.resource) + 1 + protowire.SizeVarint(uint64(scopeSpans)) + scopeSpans
+	front := 1 + protowire.SizeVarint(uint64(resourceSpans)) + resourceSpans - spans
+	start := e.room - front
+	h := b.buf[start:start]
+	h = protowire.AppendTag(h, fieldResourceSpans, protowire.BytesType)
+	h = protowire.AppendVarint(h, uint64(resourceSpans))
+	h = append(h, e.resource...)
+	h = protowire.AppendTag(h, fieldScopeSpans, protowire.BytesType)
+	h = protowire.AppendVarint(h, uint64(scopeSpans))
+	_ = append(h, e.scope...) // in place: h ends where the spans begin
+	return b.buf[start:]
 }
 
 // scopeName is the instrumentation scope's name.
 const scopeName = "gw"
 
-// post sends one ExportTraceServiceRequest, whose encoding is TracesData's.
+// post sends one ExportTraceServiceRequest, whose encoding is TracesData's, on the
+// exporter's kept-alive connection. The request's header is built once (newExporter);
+// the body is the caller's buffer, which fasthttp has finished with when Do returns (it
+// writes and reads on this goroutine, the timeout a deadline on the connection).
+// net/http cost a Request, a Header map, a Response, a 32 KiB copy buffer and a second
+// goroutine's hand-offs per POST, and a copy of the body to lend its transport.
 func (e *exporter) post(body []byte) error {
-	// A copy: the transport may still be reading a body the collector answered early,
-	// and the next batch reuses the buffer. The copy's buffer comes back with its Close.
-	buf := bodyBufs.Get().(*[]byte)
-	*buf = append((*buf)[:0], body...)
-	lent := &lentBody{buf: buf}
-	lent.Reset(*buf)
-	req, err := http.NewRequest(http.MethodPost, e.url, lent)
-	if err != nil {
-		lent.Close()
-		return err
+	e.req.SetBodyRaw(body)
+	var err error
+	if timeout := e.attr.Collector.RequestTimeout; timeout > 0 {
+		err = e.client.DoTimeout(&e.req, &e.resp, timeout)
+	} else { // none set (conf refuses 0): fasthttp's DoTimeout would fail at once
+		err = e.client.Do(&e.req, &e.resp)
 	}
-	req.ContentLength = int64(len(body))
-	req.Header.Set("Content-Type", "application/x-protobuf")
-	for _, h := range e.attr.Collector.RequestHeaders {
-		req.Header.Set(h.Key, fmt.Sprint(h.Value))
-	}
-	resp, err := e.client.Do(req)
+	e.req.SetBodyRaw(nil)
 	if err != nil {
 		return fmt.Errorf("POST %s: %w", e.url, err)
 	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("POST %s: collector answered %s", e.url, resp.Status)
+	if code := e.resp.StatusCode(); code/100 != 2 {
+		return fmt.Errorf("POST %s: collector answered %d", e.url, code)
 	}
 	return nil
 }
 
-// lentBody is a batch's body lent to the transport, which closes it once it is done
-// with it, maybe after Do has returned; the first Close gives its buffer back to
-// bodyBufs. A batch's body is tens of KiB: a fresh copy per POST was most of the
-// exporter's garbage, and so of the collections it cost the worker.
-type lentBody struct {
-	bytes.Reader
-	buf    *[]byte
-	closed atomic.Bool
-}
-
-var bodyBufs = sync.Pool{New: func() any { return new([]byte) }}
-
-func (b *lentBody) Close() error {
-	if b.closed.CompareAndSwap(false, true) {
-		bodyBufs.Put(b.buf)
+// newCollectorClient is the exporter's client of the collector at url (http:// or
+// https://host:port/v1/traces): one connection, kept alive, and a POST that finds its
+// kept-alive connection closed by the collector tried once more on a new one, as
+// net/http does with a request it could not start.
+func newCollectorClient(url string) *fasthttp.HostClient {
+	hostPort, tls := strings.CutPrefix(url, "https://")
+	if !tls {
+		hostPort = strings.TrimPrefix(url, "http://")
 	}
-	return nil
+	hostPort, _, _ = strings.Cut(hostPort, "/")
+	return &fasthttp.HostClient{
+		Addr:                hostPort,
+		IsTLS:               tls,
+		Name:                "gw",
+		MaxConns:            1,
+		MaxResponseBodySize: 1 << 20,
+		RetryIfErr: func(_ *fasthttp.Request, attempts int, _ error) (resetTimeout, retry bool) {
+			return false, attempts < 2
+		},
+	}
 }
 
 func hostname() string {

@@ -18,39 +18,65 @@ import (
 	"gw/plugins"
 )
 
-// fillQueue records n spans of a typical request into exp's queue.
-func fillQueue(exp *exporter, n int) {
+// typicalRequests returns a function that records n spans of a typical request into
+// exp's queue, its request and handler made once.
+func typicalRequests(exp *exporter) func(n int) {
 	cfg, _ := Parse([]byte(`{"sampler":{"name":"always_on"}}`))
 	h := &handler{cfg: cfg, exp: exp}
 	ctx := &fasthttp.RequestCtx{}
 	ctx.Request.SetRequestURI("/hello")
 	ctx.Request.Header.Set("User-Agent", "wrk")
 	route := &plugins.RouteInfo{ID: "1"}
-	for range n {
-		c := plugins.AcquireCtx(ctx, route, 1)
-		c.MatchedURI = "/hello"
-		_ = h.Access(c)
-		c.UpstreamNanos = 1000
-		c.Node = append(c.Node, "127.0.0.1:1980"...)
-		h.Log(c)
-		plugins.ReleaseCtx(c)
+	return func(n int) {
+		for range n {
+			c := plugins.AcquireCtx(ctx, route, 1)
+			c.MatchedURI = "/hello"
+			_ = h.Access(c)
+			c.UpstreamNanos = 1000
+			c.Node = append(c.Node, "127.0.0.1:1980"...)
+			h.Log(c)
+			plugins.ReleaseCtx(c)
+		}
 	}
 }
 
-// BenchmarkEncodeBatch is the exporter goroutine's work per span, without the POST: a
-// batch of 256 spans encoded as OTLP protobuf.
-func BenchmarkEncodeBatch(b *testing.B) {
+// fillQueue records n spans of a typical request into exp's queue.
+func fillQueue(exp *exporter, n int) { typicalRequests(exp)(n) }
+
+// nextBody takes what the exporter would send next (a full batch, else the one being
+// filled) and returns a copy of its body and its spans, giving the batch back.
+func nextBody(exp *exporter) ([]byte, int) {
+	b := exp.take(true)
+	if b == nil {
+		return nil, 0
+	}
+	body, n := bytes.Clone(exp.body(b)), b.n
+	exp.giveBack(b)
+	return body, n
+}
+
+// drain empties the queue, as sending every batch would.
+func (e *exporter) drain() {
+	for b := e.take(true); b != nil; b = e.take(true) {
+		e.giveBack(b)
+	}
+}
+
+// BenchmarkRecordBatch is the worker's work per batch of 256 spans, without the POST:
+// the log phase's encoding of each span into the batch (Access and Log), then the
+// batch's front.
+func BenchmarkRecordBatch(b *testing.B) {
 	attr := testAttr("127.0.0.1:1")
 	attr.Batch.MaxQueueSize, attr.Batch.MaxExportBatchSize = 256, 256
 	exp := newExporter(attr, localCounters(), nil)
 	exp.start.Do(func() {})
+	record := typicalRequests(exp)
 	b.ReportAllocs()
 	for b.Loop() {
-		b.StopTimer()
-		exp.count, exp.head = 0, 0
-		fillQueue(exp, 256)
-		b.StartTimer()
-		exp.encodeBatch()
+		record(256)
+		batch := exp.take(true)
+		exp.body(batch)
+		exp.giveBack(batch)
 	}
 }
 
@@ -63,10 +89,10 @@ func TestEncodeBatchDecodes(t *testing.T) {
 	exp := newExporter(attr, localCounters(), nil)
 	exp.start.Do(func() {})
 	fillQueue(exp, 3)
-	body, n := exp.encodeBatch()
+	body, n := nextBody(exp)
 	var data tracepb.TracesData
-	if err := proto.Unmarshal(body, &data); err != nil || n != 3 || exp.count != 0 {
-		t.Fatalf("decode: %v, n %d, left %d", err, n, exp.count)
+	if err := proto.Unmarshal(body, &data); err != nil || n != 3 || exp.queued != 0 {
+		t.Fatalf("decode: %v, n %d, left %d", err, n, exp.queued)
 	}
 	rs := data.ResourceSpans[0]
 	res := map[string]string{}
@@ -142,7 +168,7 @@ func TestUnmatchedRequestSpan(t *testing.T) {
 	_ = h.Access(c)
 	h.Log(c)
 	plugins.ReleaseCtx(c)
-	body, n := exp.encodeBatch()
+	body, n := nextBody(exp)
 	var data tracepb.TracesData
 	if err := proto.Unmarshal(body, &data); err != nil || n != 1 {
 		t.Fatalf("decode: %v, %d spans", err, n)
@@ -157,6 +183,86 @@ func TestUnmatchedRequestSpan(t *testing.T) {
 		}
 		if kv.Key == "http.status_code" && kv.Value.GetIntValue() != 404 {
 			t.Errorf("http.status_code %v, want 404", kv.Value)
+		}
+	}
+}
+
+// TestQueueHoldsMaxQueueSizeSpans: the queue holds max_queue_size spans across full
+// batches and the one being filled, drops the rest, and hands the full batches out
+// oldest first, then the partial one; every body decodes, whatever its lengths' sizes
+// (the full batches' spans, with targets of up to 2 KiB, need three-byte lengths).
+func TestQueueHoldsMaxQueueSizeSpans(t *testing.T) {
+	attr := testAttr("127.0.0.1:1")
+	attr.Batch.MaxQueueSize, attr.Batch.MaxExportBatchSize = 20, 8
+	exp := newExporter(attr, localCounters(), nil)
+	exp.start.Do(func() {})
+	cfg, _ := Parse([]byte(`{"sampler":{"name":"always_on"}}`))
+	h := &handler{cfg: cfg, exp: exp}
+	route := &plugins.RouteInfo{ID: "1"}
+	for i := range 22 {
+		ctx := &fasthttp.RequestCtx{}
+		ctx.Request.SetRequestURI("/hello?q=" + strings.Repeat("x", 1500+300*i))
+		c := plugins.AcquireCtx(ctx, route, 1)
+		c.MatchedURI = "/hello"
+		_ = h.Access(c)
+		h.Log(c)
+		plugins.ReleaseCtx(c)
+	}
+	if exp.queued != 20 || exp.counters.dropped.Load() != 2 || len(exp.full) != 2 {
+		t.Fatalf("queued %d, dropped %d, full batches %d; want 20, 2, 2", exp.queued, exp.counters.dropped.Load(), len(exp.full))
+	}
+	var targets []int
+	for _, want := range []int{8, 8, 4, 0} {
+		body, n := nextBody(exp)
+		if n != want {
+			t.Fatalf("batch of %d spans, want %d", n, want)
+		}
+		if n == 0 {
+			break
+		}
+		var data tracepb.TracesData
+		if err := proto.Unmarshal(body, &data); err != nil {
+			t.Fatalf("a batch of %d spans (%d bytes) does not decode: %v", n, len(body), err)
+		}
+		if n == 8 && len(body) < 1<<14 {
+			t.Fatalf("a full batch of %d bytes: too short to need three-byte lengths", len(body))
+		}
+		spans := data.ResourceSpans[0].ScopeSpans[0].Spans
+		if len(spans) != n || len(data.ResourceSpans[0].Resource.Attributes) != 2 {
+			t.Fatalf("decoded %d spans, want %d; resource %v", len(spans), n, data.ResourceSpans[0].Resource)
+		}
+		for _, s := range spans {
+			for _, kv := range s.Attributes {
+				if kv.Key == "http.target" {
+					targets = append(targets, len(kv.Value.GetStringValue()))
+				}
+			}
+		}
+	}
+	// The first twenty requests' targets, in order, cut at maxField.
+	for i, got := range targets {
+		if want := min(len("/hello?q=")+1500+300*i, maxField); got != want {
+			t.Errorf("span %d: http.target of %d bytes, want %d", i, got, want)
+		}
+	}
+	if len(targets) != 20 || exp.queued != 0 || len(exp.free) != cap(exp.free)-1 {
+		t.Errorf("%d spans read, %d left, %d of %d batches free", len(targets), exp.queued, len(exp.free), cap(exp.free))
+	}
+}
+
+// BenchmarkPost is one export of a 64 KiB body to a collector on loopback (a net/http
+// server in this process, whose own allocations count here too).
+func BenchmarkPost(b *testing.B) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+	}))
+	defer srv.Close()
+	exp := newExporter(testAttr(srv.Listener.Addr().String()), localCounters(), nil)
+	body := bytes.Repeat([]byte{'x'}, 64<<10)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := exp.post(body); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

@@ -86,9 +86,9 @@ func (h *handler) Access(c *plugins.Ctx) error {
 	return nil
 }
 
-// Log records the request's span once the response is final, if it is sampled: a copy of
-// what the span needs goes into the worker's queue, or is dropped and counted when the
-// queue is full. It never waits on the collector.
+// Log records the request's span once the response is final, if it is sampled: the span,
+// encoded, goes into the worker's queue, or is dropped and counted when the queue is
+// full. It never waits on the collector.
 func (h *handler) Log(c *plugins.Ctx) {
 	if !c.Trace.Recording {
 		return

@@ -170,13 +170,13 @@ func TestUnsampledRequestPropagatesAndRecordsNothing(t *testing.T) {
 	if sent != "00-0af7651916cd43dd8448eb211c80319c-"+hex.EncodeToString(tc.SpanID[:])+"-00" || state != "" {
 		t.Fatalf("upstream got %q %q", sent, state)
 	}
-	if exp.count != 0 {
+	if exp.queued != 0 {
 		t.Fatalf("an unsampled span was queued")
 	}
 	// Without a parent, the root sampler records it; a stray tracestate is removed.
 	sent, state, tc = serve(h, "tracestate", "orphan=1")
-	if p, ok := ParseTraceparent([]byte(sent)); !ok || !p.Sampled() || p.TraceID != tc.TraceID || state != "" || exp.count != 1 {
-		t.Fatalf("upstream got %q %q, queued %d", sent, state, exp.count)
+	if p, ok := ParseTraceparent([]byte(sent)); !ok || !p.Sampled() || p.TraceID != tc.TraceID || state != "" || exp.queued != 1 {
+		t.Fatalf("upstream got %q %q, queued %d", sent, state, exp.queued)
 	}
 }
 
@@ -201,8 +201,8 @@ func TestFullQueueDropsAndCounts(t *testing.T) {
 	for range 5 {
 		serve(h)
 	}
-	if exp.count != 2 || exp.counters.dropped.Load() != 3 {
-		t.Fatalf("queued %d, dropped %d; want 2 and 3", exp.count, exp.counters.dropped.Load())
+	if exp.queued != 2 || exp.counters.dropped.Load() != 3 {
+		t.Fatalf("queued %d, dropped %d; want 2 and 3", exp.queued, exp.counters.dropped.Load())
 	}
 }
 
@@ -257,7 +257,7 @@ func TestRequestPathAllocatesNothing(t *testing.T) {
 		ctx := &fasthttp.RequestCtx{}
 		allocs := testing.AllocsPerRun(200, func() {
 			template.CopyTo(&ctx.Request)
-			exp.count, exp.head = 0, 0
+			exp.drain()
 			c := plugins.AcquireCtx(ctx, route, 1)
 			if err := h.Access(c); err != nil {
 				panic(err)
@@ -284,7 +284,7 @@ func BenchmarkAccessAndLog(b *testing.B) {
 	route := &plugins.RouteInfo{ID: "1"}
 	b.ReportAllocs()
 	for b.Loop() {
-		exp.count, exp.head = 0, 0
+		exp.drain()
 		c := plugins.AcquireCtx(ctx, route, 1)
 		_ = h.Access(c)
 		h.Log(c)
@@ -309,7 +309,7 @@ func BenchmarkAccessAndLogNewTrace(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		template.CopyTo(&ctx.Request)
-		exp.count, exp.head = 0, 0
+		exp.drain()
 		c := plugins.AcquireCtx(ctx, route, 1)
 		_ = h.Access(c)
 		h.Log(c)

@@ -204,3 +204,15 @@ func TestAccessReplacesEveryTraceparent(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkNewIDs is a new trace's ids and its traceparent, as Access makes them for a
+// request without one.
+func BenchmarkNewIDs(b *testing.B) {
+	var tc plugins.TraceContext
+	var buf [traceparentLen]byte
+	b.ReportAllocs()
+	for b.Loop() {
+		tc.TraceID, tc.SpanID = newTraceID(), newSpanID()
+		appendTraceparent(buf[:0], &tc)
+	}
+}
