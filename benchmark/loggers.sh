@@ -1,24 +1,36 @@
 #!/usr/bin/env bash
 # http-logger's cost on one gw worker: the same route with and without it, side by side.
 #
-#   benchmark/loggers.sh [--duration 5s] [--rounds 5] [--connections 64] [--warmup 2s]
+#   benchmark/loggers.sh [--duration 1s] [--rounds 31] [--connections 64] [--warmup 2s]
+#                        [--profile DIR] [--profile-duration 15s]
 #
 # gw runs one worker pinned to CPU 0; wrk, the upstream and the collector (the upstream
-# server again, which answers the POSTs) share CPU 1. Each round measures both routes in
-# an order rotated per round; the report gives the medians over rounds of req/s and gw's
-# CPU µs per request (master + worker, from /proc/<pid>/stat, the batch processor's POSTs
-# included since they run in the worker), and each as a ratio to the route without the
-# logger in the same round. The machine is shared: read the ratios, not the absolute
-# figures. Needs Go, wrk, taskset.
+# server again, which answers the POSTs) share CPU 1. The machine is shared, and what
+# others run moves a run's figures by more than the 5% to be seen, slowly: so each round
+# is four short runs close together, plain, logged, logged, plain (logged first in every
+# other round), and its result is the logged route's CPU per request over the plain
+# route's, each from its two runs together, which cancels a load that rises or falls
+# steadily across the round. The CPU is the worker's alone (its threads'
+# /proc/<pid>/task/*/schedstat, in nanoseconds; the batch processor's POSTs run in the
+# worker and are in it), not clock ticks. The report gives the median over rounds of each
+# figure and, for the ratio, its 95% interval (the order statistics a sign test puts
+# around the median, as benchmark/runner does; from 6 rounds). Read the ratios, not the
+# absolute figures.
+#
+# With --profile DIR, gw is benchmark/profgw instead, and after the rounds its worker
+# profiles one more run of the logged route into DIR (go tool pprof -top the binary and
+# the profile, as printed). Needs Go, wrk, taskset.
 set -euo pipefail
 
-duration=5s rounds=5 connections=64 warmup=2s
+duration=1s rounds=31 connections=64 warmup=2s profile='' profile_duration=15s
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--duration) duration=$2; shift 2 ;;
 	--rounds) rounds=$2; shift 2 ;;
 	--connections) connections=$2; shift 2 ;;
 	--warmup) warmup=$2; shift 2 ;;
+	--profile) profile=$(realpath -m "$2"); shift 2 ;;
+	--profile-duration) profile_duration=$2; shift 2 ;;
 	-h | --help) sed -n '4,5p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "loggers.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
@@ -33,7 +45,13 @@ tmp=benchmark/results/tmp/loggers
 rm -rf "$tmp" && mkdir -p "$tmp/bin" "$tmp/gw/conf"
 . benchmark/lib.sh
 overlay=$(tools/runtime-overlay.sh "$tmp/bin/goruntime")
-go build $overlay -o "$tmp/bin/gwctl" ./cmd/gwctl
+gw=$tmp/bin/gwctl
+go build $overlay -o "$gw" ./cmd/gwctl
+if [ -n "$profile" ]; then
+	gw=$tmp/bin/profgw
+	go build $overlay -o "$gw" ./benchmark/profgw
+	mkdir -p "$profile"
+fi
 go build -o "$tmp/bin/upstream" ./benchmark/upstream
 
 data=$(port) admin=$(port) metrics=$(port) up=$(port)
@@ -49,8 +67,19 @@ taskset -c 1 "$tmp/bin/upstream" -listen "127.0.0.1:$up" >"$tmp/upstream.log" 2>
 pids+=($!)
 printf 'node_listen:\n  - "127.0.0.1:%s"\nadmin:\n  listen: "127.0.0.1:%s"\nprometheus:\n  export_addr: "127.0.0.1:%s"\n' \
 	"$data" "$admin" "$metrics" >"$tmp/gw/conf/config.yaml"
-taskset -c 0 "$tmp/bin/gwctl" start --workers 1 --prefix "$tmp/gw" >/dev/null
-sleep 0.5
+if [ -n "$profile" ]; then
+	# profgw stays attached; gwctl stop (cleanup) stops it by its pid file all the same.
+	GW_BENCH_CPUPROFILE=$profile taskset -c 0 "$gw" start --foreground --workers 1 --prefix "$tmp/gw" >"$tmp/profgw.out" 2>&1 &
+	pids+=($!)
+	for _ in $(seq 100); do
+		curl -s -o /dev/null "http://127.0.0.1:$data/" && break
+		sleep 0.1
+	done
+	sleep 0.5 # the Admin API answers once every worker serves a change: let the worker start
+else
+	taskset -c 0 "$gw" start --workers 1 --prefix "$tmp/gw" >/dev/null
+	sleep 0.5
+fi
 
 key=edd1c9f034335f136f87ad84b625c8f1
 put() { # put <id> <uri> <plugins>
@@ -65,43 +94,77 @@ for path in /plain /logged; do
 done
 
 master=$(cat "$tmp/gw/logs/gwctl.pid")
-run() { # run <path>: prints "req/s gw-µs/req"
-	local procs=("$master" $(pgrep -P "$master"))
-	taskset -c 1 wrk -t 1 -c "$connections" -d "$warmup" "http://127.0.0.1:$data$1" >/dev/null
-	local before after out
-	before=$(cpu_ticks "${procs[@]}")
-	out=$(taskset -c 1 wrk -t 1 -c "$connections" -d "$duration" "http://127.0.0.1:$data$1")
-	after=$(cpu_ticks "${procs[@]}")
-	awk -v r="$(awk '/requests in/ {print $1}' <<<"$out")" -v rps="$(awk '/Requests\/sec/ {print $2}' <<<"$out")" \
-		-v t=$((after - before)) -v hz="$hz" 'BEGIN { printf "%.0f %.2f\n", rps, t / hz * 1e6 / r }'
+worker=$(pgrep -P "$master")
+[ "$(wc -w <<<"$worker")" = 1 ] || { echo "loggers.sh: want one worker, found: $worker" >&2; exit 1; }
+
+# worker_ns: the CPU time the worker's threads have had, in nanoseconds (schedstat's first
+# field). A Go program keeps its threads, so no time leaves the sum with one that exits;
+# the thread count is checked after each run all the same.
+worker_ns() { cat /proc/"$worker"/task/*/schedstat | awk '{t += $1} END {printf "%.0f\n", t}'; }
+threads() { ls /proc/"$worker"/task | wc -l; }
+
+load() { # load <path> <duration>: wrk's output
+	taskset -c 1 wrk -t 1 -c "$connections" -d "$2" "http://127.0.0.1:$data$1"
 }
 
-declare -A results
-scenarios=(/plain /logged)
+run() { # run <path>: prints "requests seconds cpu-ns"
+	local before after out n0
+	n0=$(threads)
+	before=$(worker_ns)
+	out=$(load "$1" "$duration")
+	after=$(worker_ns)
+	[ "$(threads)" = "$n0" ] || echo "loggers.sh: the worker's thread count changed during a run: its CPU may be undercounted" >&2
+	awk -v ns=$((after - before)) '/requests in/ {n = $1; s = $4; sub(/s,?$/, "", s)} END {printf "%d %s %.0f\n", n, s, ns}' <<<"$out"
+}
+
+for path in /plain /logged; do load "$path" "$warmup" >/dev/null; done
+
+# Each round's "plain-requests plain-seconds plain-ns logged-requests logged-seconds logged-ns".
+rows=()
 for round in $(seq 1 "$rounds"); do
-	n=${#scenarios[@]}
-	for i in $(seq 0 $((n - 1))); do
-		path=${scenarios[$(((i + round) % n))]}
-		results[$path,$round]=$(run "$path")
+	if [ $((round % 2)) = 1 ]; then order=(/plain /logged /logged /plain); else order=(/logged /plain /plain /logged); fi
+	declare -A sum=([/plain]='0 0 0' [/logged]='0 0 0')
+	for path in "${order[@]}"; do
+		sum[$path]=$(awk -v a="${sum[$path]}" -v b="$(run "$path")" \
+			'BEGIN { split(a, x); split(b, y); printf "%d %.3f %.0f\n", x[1] + y[1], x[2] + y[2], x[3] + y[3] }')
 	done
-	echo "round $round: plain ${results[/plain,$round]} | logged ${results[/logged,$round]}" >&2
+	rows+=("${sum[/plain]} ${sum[/logged]}")
+	awk -v r="$round" -v row="${rows[-1]}" 'BEGIN { split(row, f)
+		printf "round %d: plain %.0f req/s %.2f µs/req | logged %.0f req/s %.2f µs/req | %.3f×\n", r,
+			f[1] / f[2], f[3] / f[1] / 1e3, f[4] / f[5], f[6] / f[4] / 1e3, (f[6] / f[4]) / (f[3] / f[1]) }' >&2
+	unset sum
 done
 
-median() { sort -g | awk '{a[NR] = $1} END { if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
-field() { for round in $(seq 1 "$rounds"); do awk -v n="$2" '{print $n}' <<<"${results[$1,$round]}"; done; }
-ratio() {
-	for round in $(seq 1 "$rounds"); do
-		awk -v n="$2" -v a="${results[$1,$round]}" -v b="${results[/plain,$round]}" \
-			'BEGIN { split(a, x, " "); split(b, y, " "); printf "%.3f\n", x[n] / y[n] }'
-	done
+if [ -n "$profile" ]; then
+	kill -USR2 "$worker"
+	load /logged "$profile_duration" >/dev/null
+	kill -USR2 "$worker"
+	sleep 1
+	echo "profile of the logged route's worker: go tool pprof -top $gw $profile/worker-$worker.pprof" >&2
+fi
+
+# stats: the median of the numbers on stdin and, from 6 of them, the 95% interval of the
+# median: the k-th smallest and k-th largest, k the largest with P(Binomial(n, 1/2) < k)
+# <= 2.5% (benchmark/runner's medianInterval).
+stats() {
+	sort -g | awk '{x[NR] = $1} END {
+		n = NR; m = n % 2 ? x[(n + 1) / 2] : (x[n / 2] + x[n / 2 + 1]) / 2
+		k = 0; tail = 0; term = 0.5 ^ n
+		while (k < n && tail + term <= 0.025) { tail += term; term *= (n - k) / (k + 1); k++ }
+		if (k == 0) printf "%.3f", m; else printf "%.3f (95%% interval %.3f–%.3f)", m, x[k], x[n - k + 1]
+	}'
 }
-range() { sort -g | awk 'NR == 1 {lo = $1} {hi = $1} END {printf "%s-%s", lo, hi}'; }
+column() { # column <awk expression over a row's fields f[1..6]>
+	for row in "${rows[@]}"; do awk -v row="$row" "BEGIN { split(row, f); printf \"%.4f\\n\", $1 }"; done
+}
 echo
 echo "http-logger on one gw worker (CPU 0); wrk -c $connections, upstream and collector on CPU 1;"
-echo "median of $rounds rounds of $duration, load average $(cut -d' ' -f1-3 /proc/loadavg) (shared, noisy machine: the ratios are the result)"
+echo "$rounds rounds of 4 runs of $duration (plain, logged, logged, plain; the order reversed every other round);"
+echo "load average $(cut -d' ' -f1-3 /proc/loadavg) at the end (a shared, noisy machine: the ratio is the result)"
 echo
-printf '| route | req/s | × plain | gw CPU µs/req | × plain (range over rounds) |\n|---|---|---|---|---|\n'
-for path in "${scenarios[@]}"; do
-	printf '| %s | %s | %s | %s | %s (%s) |\n' "${path#/}" "$(field "$path" 1 | median)" "$(ratio "$path" 1 | median)" \
-		"$(field "$path" 2 | median)" "$(ratio "$path" 2 | median)" "$(ratio "$path" 2 | range)"
-done
+printf '| route | req/s | worker CPU µs/req |\n|---|---|---|\n'
+printf '| plain | %s | %s |\n' "$(column 'f[1] / f[2]' | stats | cut -d' ' -f1)" "$(column 'f[3] / f[1] / 1e3' | stats | cut -d' ' -f1)"
+printf '| logged | %s | %s |\n' "$(column 'f[4] / f[5]' | stats | cut -d' ' -f1)" "$(column 'f[6] / f[4] / 1e3' | stats | cut -d' ' -f1)"
+echo
+echo "logged / plain, worker CPU per request: $(column '(f[6] / f[4]) / (f[3] / f[1])' | stats)×"
+echo "logged / plain, req/s: $(column '(f[4] / f[5]) / (f[1] / f[2])' | stats)×"
