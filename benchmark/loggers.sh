@@ -2,7 +2,7 @@
 # http-logger's cost on one gw worker: the same route with and without it, side by side.
 #
 #   benchmark/loggers.sh [--duration 1s] [--rounds 31] [--connections 64] [--warmup 2s]
-#                        [--profile DIR] [--profile-duration 15s]
+#                        [--baseline REV] [--profile DIR] [--profile-duration 15s]
 #
 # gw runs one worker pinned to CPU 0; wrk, the upstream and the collector (the upstream
 # server again, which answers the POSTs) share CPU 1. The machine is shared, and what
@@ -17,130 +17,154 @@
 # around the median, as benchmark/runner does; from 6 rounds). Read the ratios, not the
 # absolute figures.
 #
+# With --baseline REV, a second gateway built from that git revision (git archive, built
+# outside the work tree) runs beside the first, also on CPU 0, and each round measures
+# both builds, one after the other (the order swapped every round): the report adds, per
+# round, this tree's ratio over the baseline's, with its interval.
+#
 # With --profile DIR, gw is benchmark/profgw instead, and after the rounds its worker
 # profiles one more run of the logged route into DIR (go tool pprof -top the binary and
-# the profile, as printed). Needs Go, wrk, taskset.
+# the profile, as printed). Needs Go, wrk, taskset, curl, git.
 set -euo pipefail
 
-duration=1s rounds=31 connections=64 warmup=2s profile='' profile_duration=15s
+duration=1s rounds=31 connections=64 warmup=2s baseline='' profile='' profile_duration=15s
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--duration) duration=$2; shift 2 ;;
 	--rounds) rounds=$2; shift 2 ;;
 	--connections) connections=$2; shift 2 ;;
 	--warmup) warmup=$2; shift 2 ;;
+	--baseline) baseline=$2; shift 2 ;;
 	--profile) profile=$(realpath -m "$2"); shift 2 ;;
 	--profile-duration) profile_duration=$2; shift 2 ;;
 	-h | --help) sed -n '4,5p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "loggers.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
-for c in go wrk taskset; do
+for c in go wrk taskset curl git; do
 	command -v "$c" >/dev/null || { echo "loggers.sh: needs $c (Debian: apt-get install -y wrk util-linux)" >&2; exit 1; }
 done
 [ "$(nproc)" -ge 2 ] || { echo "loggers.sh: needs 2 CPUs, one for gw and one for the load" >&2; exit 1; }
 
 cd "$(dirname "$0")/.."
 tmp=benchmark/results/tmp/loggers
-rm -rf "$tmp" && mkdir -p "$tmp/bin" "$tmp/gw/conf"
+rm -rf "$tmp" && mkdir -p "$tmp/bin"
 . benchmark/lib.sh
 overlay=$(tools/runtime-overlay.sh "$tmp/bin/goruntime")
-gw=$tmp/bin/gwctl
-go build $overlay -o "$gw" ./cmd/gwctl
+builds=(new)
+declare -A bin label
+bin[new]=$tmp/bin/gwctl label[new]="this tree ($(git describe --always --dirty))"
+go build $overlay -o "${bin[new]}" ./cmd/gwctl
 if [ -n "$profile" ]; then
-	gw=$tmp/bin/profgw
-	go build $overlay -o "$gw" ./benchmark/profgw
+	bin[new]=$tmp/bin/profgw
+	go build $overlay -o "${bin[new]}" ./benchmark/profgw
 	mkdir -p "$profile"
+fi
+if [ -n "$baseline" ]; then
+	mkdir -p "$tmp/src"
+	git archive "$baseline" | tar -x -C "$tmp/src"
+	(cd "$tmp/src" && go build $(tools/runtime-overlay.sh "$PWD/../bin/goruntime-base") -o ../bin/gwctl-base ./cmd/gwctl)
+	builds+=(base) bin[base]=$tmp/bin/gwctl-base label[base]="baseline $(git rev-parse --short "$baseline")"
 fi
 go build -o "$tmp/bin/upstream" ./benchmark/upstream
 
-data=$(port) admin=$(port) metrics=$(port) up=$(port)
+up=$(port)
 pids=()
 cleanup() {
-	"$tmp/bin/gwctl" stop --prefix "$tmp/gw" >/dev/null 2>&1 || true
+	for b in "${builds[@]}"; do "$tmp/bin/gwctl" stop --prefix "$tmp/gw-$b" >/dev/null 2>&1 || true; done
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
 	wait 2>/dev/null || true
 }
 trap cleanup EXIT
-
 taskset -c 1 "$tmp/bin/upstream" -listen "127.0.0.1:$up" >"$tmp/upstream.log" 2>&1 &
 pids+=($!)
-printf 'node_listen:\n  - "127.0.0.1:%s"\nadmin:\n  listen: "127.0.0.1:%s"\nprometheus:\n  export_addr: "127.0.0.1:%s"\n' \
-	"$data" "$admin" "$metrics" >"$tmp/gw/conf/config.yaml"
-if [ -n "$profile" ]; then
-	# profgw stays attached; gwctl stop (cleanup) stops it by its pid file all the same.
-	GW_BENCH_CPUPROFILE=$profile taskset -c 0 "$gw" start --foreground --workers 1 --prefix "$tmp/gw" >"$tmp/profgw.out" 2>&1 &
-	pids+=($!)
-	for _ in $(seq 100); do
-		curl -s -o /dev/null "http://127.0.0.1:$data/" && break
-		sleep 0.1
-	done
-	sleep 0.5 # the Admin API answers once every worker serves a change: let the worker start
-else
-	taskset -c 0 "$gw" start --workers 1 --prefix "$tmp/gw" >/dev/null
-	sleep 0.5
-fi
 
 key=edd1c9f034335f136f87ad84b625c8f1
-put() { # put <id> <uri> <plugins>
-	curl -fsS -o /dev/null "http://127.0.0.1:$admin/apisix/admin/routes/$1" -H "X-API-KEY: $key" -X PUT \
-		-d "{\"uri\":\"$2\",\"plugins\":{$3},\"upstream\":{\"type\":\"roundrobin\",\"nodes\":{\"127.0.0.1:$up\":1}}}"
-}
-put 1 /plain ''
-put 2 /logged "\"http-logger\":{\"uri\":\"http://127.0.0.1:$up/log\"}"
-for path in /plain /logged; do
-	code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$data$path")
-	[ "$code" = 200 ] || { echo "loggers.sh: $path answers $code" >&2; tail "$tmp/gw/logs/error.log" >&2; exit 1; }
+declare -A data worker
+for b in "${builds[@]}"; do
+	data[$b]=$(port) admin=$(port) metrics=$(port)
+	mkdir -p "$tmp/gw-$b/conf"
+	printf 'node_listen:\n  - "127.0.0.1:%s"\nadmin:\n  listen: "127.0.0.1:%s"\nprometheus:\n  export_addr: "127.0.0.1:%s"\n' \
+		"${data[$b]}" "$admin" "$metrics" >"$tmp/gw-$b/conf/config.yaml"
+	if [ -n "$profile" ] && [ "$b" = new ]; then
+		# profgw stays attached; gwctl stop (cleanup) stops it by its pid file all the same.
+		GW_BENCH_CPUPROFILE=$profile taskset -c 0 "${bin[$b]}" start --foreground --workers 1 --prefix "$tmp/gw-$b" >"$tmp/profgw.out" 2>&1 &
+		pids+=($!)
+		for _ in $(seq 100); do
+			curl -s -o /dev/null "http://127.0.0.1:${data[$b]}/" && break
+			sleep 0.1
+		done
+	else
+		taskset -c 0 "${bin[$b]}" start --workers 1 --prefix "$tmp/gw-$b" >/dev/null
+	fi
+	sleep 0.5
+	put() { # put <id> <uri> <plugins>
+		curl -fsS -o /dev/null "http://127.0.0.1:$admin/apisix/admin/routes/$1" -H "X-API-KEY: $key" -X PUT \
+			-d "{\"uri\":\"$2\",\"plugins\":{$3},\"upstream\":{\"type\":\"roundrobin\",\"nodes\":{\"127.0.0.1:$up\":1}}}"
+	}
+	put 1 /plain ''
+	put 2 /logged "\"http-logger\":{\"uri\":\"http://127.0.0.1:$up/log\"}"
+	for path in /plain /logged; do
+		code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${data[$b]}$path")
+		[ "$code" = 200 ] || { echo "loggers.sh: $b $path answers $code" >&2; tail "$tmp/gw-$b/logs/error.log" >&2; exit 1; }
+	done
+	master=$(cat "$tmp/gw-$b/logs/gwctl.pid")
+	worker[$b]=$(pgrep -P "$master")
+	[ "$(wc -w <<<"${worker[$b]}")" = 1 ] || { echo "loggers.sh: $b: want one worker, found: ${worker[$b]}" >&2; exit 1; }
 done
 
-master=$(cat "$tmp/gw/logs/gwctl.pid")
-worker=$(pgrep -P "$master")
-[ "$(wc -w <<<"$worker")" = 1 ] || { echo "loggers.sh: want one worker, found: $worker" >&2; exit 1; }
+# worker_ns <build>: the CPU time the worker's threads have had, in nanoseconds
+# (schedstat's first field). A Go program keeps its threads, so no time leaves the sum
+# with one that exits; the thread count is checked after each run all the same.
+worker_ns() { cat /proc/"${worker[$1]}"/task/*/schedstat | awk '{t += $1} END {printf "%.0f\n", t}'; }
+threads() { ls /proc/"${worker[$1]}"/task | wc -l; }
 
-# worker_ns: the CPU time the worker's threads have had, in nanoseconds (schedstat's first
-# field). A Go program keeps its threads, so no time leaves the sum with one that exits;
-# the thread count is checked after each run all the same.
-worker_ns() { cat /proc/"$worker"/task/*/schedstat | awk '{t += $1} END {printf "%.0f\n", t}'; }
-threads() { ls /proc/"$worker"/task | wc -l; }
-
-load() { # load <path> <duration>: wrk's output
-	taskset -c 1 wrk -t 1 -c "$connections" -d "$2" "http://127.0.0.1:$data$1"
+load() { # load <build> <path> <duration>: wrk's output
+	taskset -c 1 wrk -t 1 -c "$connections" -d "$3" "http://127.0.0.1:${data[$1]}$2"
 }
 
-run() { # run <path>: prints "requests seconds cpu-ns"
+run() { # run <build> <path>: prints "requests seconds cpu-ns"
 	local before after out n0
-	n0=$(threads)
-	before=$(worker_ns)
-	out=$(load "$1" "$duration")
-	after=$(worker_ns)
-	[ "$(threads)" = "$n0" ] || echo "loggers.sh: the worker's thread count changed during a run: its CPU may be undercounted" >&2
+	n0=$(threads "$1")
+	before=$(worker_ns "$1")
+	out=$(load "$1" "$2" "$duration")
+	after=$(worker_ns "$1")
+	[ "$(threads "$1")" = "$n0" ] || echo "loggers.sh: the worker's thread count changed during a run: its CPU may be undercounted" >&2
 	awk -v ns=$((after - before)) '/requests in/ {n = $1; s = $4; sub(/s,?$/, "", s)} END {printf "%d %s %.0f\n", n, s, ns}' <<<"$out"
 }
 
-for path in /plain /logged; do load "$path" "$warmup" >/dev/null; done
+for b in "${builds[@]}"; do for path in /plain /logged; do load "$b" "$path" "$warmup" >/dev/null; done; done
 
-# Each round's "plain-requests plain-seconds plain-ns logged-requests logged-seconds logged-ns".
-rows=()
+# rows[build]: each round's "plain-requests plain-seconds plain-ns logged-requests
+# logged-seconds logged-ns", a line a round.
+declare -A rows
+order_builds=("${builds[@]}")
 for round in $(seq 1 "$rounds"); do
 	if [ $((round % 2)) = 1 ]; then order=(/plain /logged /logged /plain); else order=(/logged /plain /plain /logged); fi
-	declare -A sum=([/plain]='0 0 0' [/logged]='0 0 0')
-	for path in "${order[@]}"; do
-		sum[$path]=$(awk -v a="${sum[$path]}" -v b="$(run "$path")" \
-			'BEGIN { split(a, x); split(b, y); printf "%d %.3f %.0f\n", x[1] + y[1], x[2] + y[2], x[3] + y[3] }')
+	line="round $round:"
+	for b in "${order_builds[@]}"; do
+		declare -A sum=([/plain]='0 0 0' [/logged]='0 0 0')
+		for path in "${order[@]}"; do
+			sum[$path]=$(awk -v a="${sum[$path]}" -v b="$(run "$b" "$path")" \
+				'BEGIN { split(a, x); split(b, y); printf "%d %.3f %.0f\n", x[1] + y[1], x[2] + y[2], x[3] + y[3] }')
+		done
+		row="${sum[/plain]} ${sum[/logged]}"
+		rows[$b]+="$row"$'\n'
+		line+=$(awk -v b="$b" -v row="$row" 'BEGIN { split(row, f)
+			printf " %s plain %.0f req/s %.2f µs/req, logged %.0f req/s %.2f µs/req, %.3f× |", b,
+				f[1] / f[2], f[3] / f[1] / 1e3, f[4] / f[5], f[6] / f[4] / 1e3, (f[6] / f[4]) / (f[3] / f[1]) }')
+		unset sum
 	done
-	rows+=("${sum[/plain]} ${sum[/logged]}")
-	awk -v r="$round" -v row="${rows[-1]}" 'BEGIN { split(row, f)
-		printf "round %d: plain %.0f req/s %.2f µs/req | logged %.0f req/s %.2f µs/req | %.3f×\n", r,
-			f[1] / f[2], f[3] / f[1] / 1e3, f[4] / f[5], f[6] / f[4] / 1e3, (f[6] / f[4]) / (f[3] / f[1]) }' >&2
-	unset sum
+	echo "${line% |}" >&2
+	order_builds=($(printf '%s\n' "${order_builds[@]}" | tac))
 done
 
 if [ -n "$profile" ]; then
-	kill -USR2 "$worker"
-	load /logged "$profile_duration" >/dev/null
-	kill -USR2 "$worker"
+	kill -USR2 "${worker[new]}"
+	load new /logged "$profile_duration" >/dev/null
+	kill -USR2 "${worker[new]}"
 	sleep 1
-	echo "profile of the logged route's worker: go tool pprof -top $gw $profile/worker-$worker.pprof" >&2
+	echo "profile of the logged route's worker: go tool pprof -top ${bin[new]} $profile/worker-${worker[new]}.pprof" >&2
 fi
 
 # stats: the median of the numbers on stdin and, from 6 of them, the 95% interval of the
@@ -154,17 +178,26 @@ stats() {
 		if (k == 0) printf "%.3f", m; else printf "%.3f (95%% interval %.3f–%.3f)", m, x[k], x[n - k + 1]
 	}'
 }
-column() { # column <awk expression over a row's fields f[1..6]>
-	for row in "${rows[@]}"; do awk -v row="$row" "BEGIN { split(row, f); printf \"%.4f\\n\", $1 }"; done
+column() { # column <build> <awk expression over a round's fields f[1..6]>
+	printf '%s' "${rows[$1]}" | awk "{ split(\$0, f); printf \"%.4f\\n\", $2 }"
 }
+cpu_ratio='(f[6] / f[4]) / (f[3] / f[1])'
 echo
 echo "http-logger on one gw worker (CPU 0); wrk -c $connections, upstream and collector on CPU 1;"
-echo "$rounds rounds of 4 runs of $duration (plain, logged, logged, plain; the order reversed every other round);"
+echo "$rounds rounds of 4 runs of $duration a build (plain, logged, logged, plain; the order reversed every other round);"
 echo "load average $(cut -d' ' -f1-3 /proc/loadavg) at the end (a shared, noisy machine: the ratio is the result)"
-echo
-printf '| route | req/s | worker CPU µs/req |\n|---|---|---|\n'
-printf '| plain | %s | %s |\n' "$(column 'f[1] / f[2]' | stats | cut -d' ' -f1)" "$(column 'f[3] / f[1] / 1e3' | stats | cut -d' ' -f1)"
-printf '| logged | %s | %s |\n' "$(column 'f[4] / f[5]' | stats | cut -d' ' -f1)" "$(column 'f[6] / f[4] / 1e3' | stats | cut -d' ' -f1)"
-echo
-echo "logged / plain, worker CPU per request: $(column '(f[6] / f[4]) / (f[3] / f[1])' | stats)×"
-echo "logged / plain, req/s: $(column '(f[4] / f[5]) / (f[1] / f[2])' | stats)×"
+for b in "${builds[@]}"; do
+	echo
+	echo "${label[$b]}"
+	echo
+	printf '| route | req/s | worker CPU µs/req |\n|---|---|---|\n'
+	printf '| plain | %.0f | %.2f |\n' "$(column "$b" 'f[1] / f[2]' | stats | cut -d' ' -f1)" "$(column "$b" 'f[3] / f[1] / 1e3' | stats | cut -d' ' -f1)"
+	printf '| logged | %.0f | %.2f |\n' "$(column "$b" 'f[4] / f[5]' | stats | cut -d' ' -f1)" "$(column "$b" 'f[6] / f[4] / 1e3' | stats | cut -d' ' -f1)"
+	echo
+	echo "logged / plain, worker CPU per request: $(column "$b" "$cpu_ratio" | stats)×"
+	echo "logged / plain, req/s: $(column "$b" '(f[4] / f[5]) / (f[1] / f[2])' | stats)×"
+done
+if [ -n "$baseline" ]; then
+	echo
+	echo "per round, this tree's CPU ratio over the baseline's: $(paste -d' ' <(column new "$cpu_ratio") <(column base "$cpu_ratio") | awk '{printf "%.4f\n", $1 / $2}' | stats)×"
+fi
