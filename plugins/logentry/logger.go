@@ -8,12 +8,12 @@ import (
 	"gw/plugins/batch"
 )
 
-// Logger is the log phase every logger shares: the entry (Format's, else the default
-// one with Options) built into a pooled buffer and copied into Proc. Log is safe for
-// concurrent use and allocates nothing once warm.
+// Logger is the log phase every logger shares: the entry (Format's, else Default's)
+// built into a pooled buffer and copied into Proc. Log is safe for concurrent use and
+// allocates nothing once warm.
 type Logger struct {
 	Format  *Format
-	Options Options
+	Default *Default
 	Proc    *batch.Processor
 	// Header, when set, writes what comes before each entry (syslog's RFC 5424 header),
 	// and NewLine ends each entry with '\n'.
@@ -39,7 +39,7 @@ func (l *Logger) Log(c *plugins.Ctx) {
 	if l.Format != nil {
 		e.b = l.Format.Append(e.b, c)
 	} else {
-		e.b = AppendDefault(e.b, c, l.Options, &e.s)
+		e.b = l.Default.Append(e.b, c, &e.s)
 	}
 	if l.NewLine {
 		e.b = append(e.b, '\n')
@@ -59,14 +59,18 @@ func NewLogger(own *Format, opts Options, cfg batch.Config, send batch.Send, plu
 	if err != nil {
 		return nil, fmt.Errorf("plugin_metadata: %w", err)
 	}
-	l := &Logger{Format: format, Options: opts}
+	l := &Logger{Format: format}
 	var logf func(string, ...any)
-	if env != nil && env.Shared != nil {
-		l.Options.Version, logf = env.Shared.Version, env.Shared.Logf
-	}
 	var shared *plugins.Shared
+	var route *plugins.RouteInfo
 	if env != nil {
-		shared = env.Shared
+		shared, route = env.Shared, env.Route
+	}
+	if shared != nil {
+		opts.Version, logf = shared.Version, shared.Logf
+	}
+	if format == nil {
+		l.Default = NewDefault(opts, route)
 	}
 	l.Proc = batch.New(cfg, send, batch.CountersOf(shared, plugin), logf)
 	return l, nil
