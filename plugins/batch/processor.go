@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"gw/internal/monotime"
 )
 
 // MaxPending bounds the bytes of entries a worker holds for its processors, every one of
@@ -45,7 +47,7 @@ type Processor struct {
 	// nothing.
 	buf, spareBuf   []byte
 	ends, spareEnds []int
-	first, last     time.Time // when the oldest and the newest waiting entry came
+	first, last     int64 // when the oldest and the newest waiting entry came (monotime stamps)
 	running         bool      // a goroutine is sending or waiting to
 	wake            chan struct{}
 	// views is the goroutine's scratch for one batch.
@@ -67,7 +69,7 @@ func (p *Processor) Add(entry []byte) {
 		p.dropped(1, p.counters.BufferFull, "the worker's log buffer is full")
 		return
 	}
-	now := time.Now()
+	now := monotime.Now() // one clock read, where time.Now reads two
 	p.mu.Lock()
 	if len(p.ends) == 0 {
 		p.first = now
@@ -103,8 +105,8 @@ func (p *Processor) run() {
 			p.mu.Unlock()
 			return
 		}
-		now := time.Now()
-		wait := min(p.last.Add(p.cfg.InactiveTimeout).Sub(now), p.first.Add(p.cfg.BufferDuration).Sub(now))
+		now := monotime.Now()
+		wait := time.Duration(min(p.last+int64(p.cfg.InactiveTimeout), p.first+int64(p.cfg.BufferDuration)) - now)
 		if n < p.cfg.BatchMaxSize && wait > 0 {
 			p.mu.Unlock()
 			timer.Reset(wait)
