@@ -2,7 +2,7 @@
 # http-logger's cost on one gw worker: the same route with and without it, side by side.
 #
 #   benchmark/loggers.sh [--duration 1s] [--rounds 31] [--connections 64] [--warmup 2s]
-#                        [--baseline REV] [--profile DIR] [--profile-duration 15s]
+#                        [--baseline REV] [--profile DIR] [--profile-duration 15s] [--build-only]
 #
 # gw runs one worker pinned to CPU 0; wrk, the upstream and the collector (the upstream
 # server again, which answers the POSTs) share CPU 1. The machine is shared, and what
@@ -24,10 +24,12 @@
 #
 # With --profile DIR, gw is benchmark/profgw instead, and after the rounds its worker
 # profiles one more run of the logged route into DIR (go tool pprof -top the binary and
-# the profile, as printed). Needs Go, wrk, taskset, curl, git.
+# the profile, as printed). --build-only builds and stops: run it first, outside the
+# benchmark lock, and the measured run's builds are the Go build cache's. Needs Go, wrk,
+# taskset, curl, git.
 set -euo pipefail
 
-duration=1s rounds=31 connections=64 warmup=2s baseline='' profile='' profile_duration=15s
+duration=1s rounds=31 connections=64 warmup=2s baseline='' profile='' profile_duration=15s build_only=0
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--duration) duration=$2; shift 2 ;;
@@ -37,7 +39,8 @@ while [ $# -gt 0 ]; do
 	--baseline) baseline=$2; shift 2 ;;
 	--profile) profile=$(realpath -m "$2"); shift 2 ;;
 	--profile-duration) profile_duration=$2; shift 2 ;;
-	-h | --help) sed -n '4,5p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	--build-only) build_only=1; shift ;;
+	-h | --help) sed -n '4,6p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "loggers.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
@@ -67,6 +70,7 @@ if [ -n "$baseline" ]; then
 	builds+=(base) bin[base]=$tmp/bin/gwctl-base label[base]="baseline $(git rev-parse --short "$baseline")"
 fi
 go build -o "$tmp/bin/upstream" ./benchmark/upstream
+[ "$build_only" = 0 ] || exit 0
 
 up=$(port)
 pids=()
