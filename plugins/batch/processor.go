@@ -48,7 +48,7 @@ type Processor struct {
 	buf, spareBuf   []byte
 	ends, spareEnds []int
 	first, last     int64 // when the oldest and the newest waiting entry came (monotime stamps)
-	running         bool      // a goroutine is sending or waiting to
+	running         bool  // a goroutine is sending or waiting to
 	wake            chan struct{}
 	// views is the goroutine's scratch for one batch.
 	views [][]byte
@@ -71,11 +71,38 @@ func (p *Processor) Add(entry []byte) {
 	}
 	now := monotime.Now() // one clock read, where time.Now reads two
 	p.mu.Lock()
+	p.buf = append(p.buf, entry...)
+	p.queued(now)
+}
+
+// AddWith queues the entry write appends to dst, written straight into the processor's
+// buffer: no copy, and no buffer of the caller's to keep. write runs under the
+// processor's lock, so it must not block; whatever it keeps between calls is guarded by
+// that lock (a logger's scratch memory). The entry is dropped, and counted, when the
+// worker's processors then hold more than MaxPending.
+func (p *Processor) AddWith(write func(dst []byte) []byte) {
+	now := monotime.Now()
+	p.mu.Lock()
+	start := len(p.buf)
+	p.buf = write(p.buf)
+	size := int64(len(p.buf) - start)
+	if pendingBytes.Add(size) > MaxPending {
+		pendingBytes.Add(-size)
+		p.buf = p.buf[:start]
+		p.mu.Unlock()
+		p.dropped(1, p.counters.BufferFull, "the worker's log buffer is full")
+		return
+	}
+	p.queued(now)
+}
+
+// queued ends the entry just appended to p.buf, at now, and unlocks p.mu, which the
+// caller holds; then it starts the processor's goroutine, or wakes it for a full batch.
+func (p *Processor) queued(now int64) {
 	if len(p.ends) == 0 {
 		p.first = now
 	}
 	p.last = now
-	p.buf = append(p.buf, entry...)
 	p.ends = append(p.ends, len(p.buf))
 	full := len(p.ends) >= p.cfg.BatchMaxSize
 	start := !p.running
