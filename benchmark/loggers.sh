@@ -2,7 +2,8 @@
 # http-logger's cost on one gw worker: the same route with and without it, side by side.
 #
 #   benchmark/loggers.sh [--duration 1s] [--rounds 31] [--connections 64] [--warmup 2s]
-#                        [--baseline REV] [--profile DIR] [--profile-duration 15s] [--build-only]
+#                        [--rate N] [--baseline REV] [--profile DIR] [--profile-duration 15s]
+#                        [--build-only]
 #
 # gw runs one worker pinned to CPU 0; wrk, the upstream and the collector (the upstream
 # server again, which answers the POSTs) share CPU 1. The machine is shared, and what
@@ -17,6 +18,13 @@
 # around the median, as benchmark/runner does; from 6 rounds). Read the ratios, not the
 # absolute figures.
 #
+# With --rate N, the load is h2load's at a fixed N requests a second (HTTP/1.1, the same
+# connections) in place of wrk's as fast as it goes: with the load generator on a shared
+# CPU, wrk's rate, and with it how many requests each of the worker's wake-ups serves,
+# moves from run to run, and the worker's CPU per request with it; at a fixed rate both
+# routes are measured at the same load. N must be below what the machine sustains (each
+# run's achieved rate is checked).
+#
 # With --baseline REV, a second gateway built from that git revision (git archive, built
 # outside the work tree) runs beside the first, also on CPU 0, and each round measures
 # both builds, one after the other (the order swapped every round): the report adds, per
@@ -29,7 +37,7 @@
 # taskset, curl, git.
 set -euo pipefail
 
-duration=1s rounds=31 connections=64 warmup=2s baseline='' profile='' profile_duration=15s build_only=0
+duration=1s rounds=31 connections=64 warmup=2s rate='' baseline='' profile='' profile_duration=15s build_only=0
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--duration) duration=$2; shift 2 ;;
@@ -37,16 +45,18 @@ while [ $# -gt 0 ]; do
 	--connections) connections=$2; shift 2 ;;
 	--warmup) warmup=$2; shift 2 ;;
 	--baseline) baseline=$2; shift 2 ;;
+	--rate) rate=$2; shift 2 ;;
 	--profile) profile=$(realpath -m "$2"); shift 2 ;;
 	--profile-duration) profile_duration=$2; shift 2 ;;
 	--build-only) build_only=1; shift ;;
-	-h | --help) sed -n '4,6p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '4,7p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "loggers.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
 for c in go wrk taskset curl git; do
 	command -v "$c" >/dev/null || { echo "loggers.sh: needs $c (Debian: apt-get install -y wrk util-linux)" >&2; exit 1; }
 done
+[ -z "$rate" ] || command -v h2load >/dev/null || { echo "loggers.sh: --rate needs h2load (Debian: apt-get install -y nghttp2-client)" >&2; exit 1; }
 [ "$(nproc)" -ge 2 ] || { echo "loggers.sh: needs 2 CPUs, one for gw and one for the load" >&2; exit 1; }
 
 cd "$(dirname "$0")/.."
@@ -123,8 +133,14 @@ done
 worker_ns() { cat /proc/"${worker[$1]}"/task/*/schedstat | awk '{t += $1} END {printf "%.0f\n", t}'; }
 threads() { ls /proc/"${worker[$1]}"/task | wc -l; }
 
-load() { # load <build> <path> <duration>: wrk's output
-	taskset -c 1 wrk -t 1 -c "$connections" -d "$3" "http://127.0.0.1:${data[$1]}$2"
+load() { # load <build> <path> <duration>: prints "requests seconds"
+	if [ -n "$rate" ]; then
+		taskset -c 1 h2load --h1 -c "$connections" --rps "$(awk -v r="$rate" -v c="$connections" 'BEGIN { printf "%.3f", r / c }')" \
+			-D "$3" "http://127.0.0.1:${data[$1]}$2" | awk '/^finished in/ {s = $3; sub(/s,$/, "", s)} /^requests:/ {n = $8} END {print n, s}'
+		return
+	fi
+	taskset -c 1 wrk -t 1 -c "$connections" -d "$3" "http://127.0.0.1:${data[$1]}$2" |
+		awk '/requests in/ {n = $1; s = $4; sub(/s,?$/, "", s)} END {print n, s}'
 }
 
 run() { # run <build> <path>: prints "requests seconds cpu-ns"
@@ -134,7 +150,10 @@ run() { # run <build> <path>: prints "requests seconds cpu-ns"
 	out=$(load "$1" "$2" "$duration")
 	after=$(worker_ns "$1")
 	[ "$(threads "$1")" = "$n0" ] || echo "loggers.sh: the worker's thread count changed during a run: its CPU may be undercounted" >&2
-	awk -v ns=$((after - before)) '/requests in/ {n = $1; s = $4; sub(/s,?$/, "", s)} END {printf "%d %s %.0f\n", n, s, ns}' <<<"$out"
+	if [ -n "$rate" ] && awk -v r="$rate" -v out="$out" 'BEGIN { split(out, f); exit !(f[1] / f[2] < 0.95 * r) }'; then
+		echo "loggers.sh: a run reached $(awk -v out="$out" 'BEGIN { split(out, f); printf "%.0f", f[1] / f[2] }') req/s of the $rate asked" >&2
+	fi
+	awk -v ns=$((after - before)) -v out="$out" 'BEGIN {split(out, f); printf "%d %s %.0f\n", f[1], f[2], ns}'
 }
 
 for b in "${builds[@]}"; do for path in /plain /logged; do load "$b" "$path" "$warmup" >/dev/null; done; done
@@ -187,7 +206,7 @@ column() { # column <build> <awk expression over a round's fields f[1..6]>
 }
 cpu_ratio='(f[6] / f[4]) / (f[3] / f[1])'
 echo
-echo "http-logger on one gw worker (CPU 0); wrk -c $connections, upstream and collector on CPU 1;"
+echo "http-logger on one gw worker (CPU 0); $([ -n "$rate" ] && echo "h2load --h1 -c $connections at $rate req/s" || echo "wrk -c $connections"), upstream and collector on CPU 1;"
 echo "$rounds rounds of 4 runs of $duration a build (plain, logged, logged, plain; the order reversed every other round);"
 echo "load average $(cut -d' ' -f1-3 /proc/loadavg) at the end (a shared, noisy machine: the ratio is the result)"
 for b in "${builds[@]}"; do
