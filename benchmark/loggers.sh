@@ -31,8 +31,8 @@
 # round, this tree's ratio over the baseline's, with its interval.
 #
 # With --profile DIR, gw is benchmark/profgw instead, and after the rounds its worker
-# profiles one more run of the logged route into DIR (go tool pprof -top the binary and
-# the profile, as printed). --build-only builds and stops: run it first, outside the
+# profiles one more run of each route into DIR, logged.pprof and plain.pprof (go tool
+# pprof, as printed). --build-only builds and stops: run it first, outside the
 # benchmark lock, and the measured run's builds are the Go build cache's. Needs Go, wrk,
 # taskset, curl, git.
 set -euo pipefail
@@ -183,11 +183,20 @@ for round in $(seq 1 "$rounds"); do
 done
 
 if [ -n "$profile" ]; then
-	kill -USR2 "${worker[new]}"
-	load new /logged "$profile_duration" >/dev/null
-	kill -USR2 "${worker[new]}"
-	sleep 1
-	echo "profile of the logged route's worker: go tool pprof -top ${bin[new]} $profile/worker-${worker[new]}.pprof" >&2
+	# Both routes, so that the logged route's profile can be read against the plain one's
+	# (pprof -diff_base), each run's requests and CPU time beside it.
+	for path in /logged /plain; do
+		n0=$(worker_ns new)
+		kill -USR2 "${worker[new]}"
+		out=$(load new "$path" "$profile_duration")
+		kill -USR2 "${worker[new]}"
+		n1=$(worker_ns new)
+		sleep 1
+		mv "$profile/worker-${worker[new]}.pprof" "$profile/${path#/}.pprof"
+		echo "${path#/}: $out s, $(awk -v ns=$((n1 - n0)) -v out="$out" 'BEGIN { split(out, f); printf "%.2f µs/req", ns / f[1] / 1e3 }')" >"$profile/${path#/}.txt"
+	done
+	echo "profiles: go tool pprof -top ${bin[new]} $profile/logged.pprof; what the logger adds:" \
+		"go tool pprof -top -diff_base $profile/plain.pprof ${bin[new]} $profile/logged.pprof (requests and CPU in $profile/*.txt)" >&2
 fi
 
 # stats: the median of the numbers on stdin and, from 6 of them, the 95% interval of the
