@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"gw/internal/monotime"
 )
 
 // MaxPending bounds the bytes of entries a worker holds for its processors, every one of
@@ -45,8 +47,8 @@ type Processor struct {
 	// nothing.
 	buf, spareBuf   []byte
 	ends, spareEnds []int
-	first, last     time.Time // when the oldest and the newest waiting entry came
-	running         bool      // a goroutine is sending or waiting to
+	first, last     int64 // when the oldest and the newest waiting entry came (monotime stamps)
+	running         bool  // a goroutine is sending or waiting to
 	wake            chan struct{}
 	// views is the goroutine's scratch for one batch.
 	views [][]byte
@@ -67,13 +69,40 @@ func (p *Processor) Add(entry []byte) {
 		p.dropped(1, p.counters.BufferFull, "the worker's log buffer is full")
 		return
 	}
-	now := time.Now()
+	now := monotime.Now() // one clock read, where time.Now reads two
 	p.mu.Lock()
+	p.buf = append(p.buf, entry...)
+	p.queued(now)
+}
+
+// AddWith queues the entry write appends to dst, written straight into the processor's
+// buffer: no copy, and no buffer of the caller's to keep. write runs under the
+// processor's lock, so it must not block; whatever it keeps between calls is guarded by
+// that lock (a logger's scratch memory). The entry is dropped, and counted, when the
+// worker's processors then hold more than MaxPending.
+func (p *Processor) AddWith(write func(dst []byte) []byte) {
+	now := monotime.Now()
+	p.mu.Lock()
+	start := len(p.buf)
+	p.buf = write(p.buf)
+	size := int64(len(p.buf) - start)
+	if pendingBytes.Add(size) > MaxPending {
+		pendingBytes.Add(-size)
+		p.buf = p.buf[:start]
+		p.mu.Unlock()
+		p.dropped(1, p.counters.BufferFull, "the worker's log buffer is full")
+		return
+	}
+	p.queued(now)
+}
+
+// queued ends the entry just appended to p.buf, at now, and unlocks p.mu, which the
+// caller holds; then it starts the processor's goroutine, or wakes it for a full batch.
+func (p *Processor) queued(now int64) {
 	if len(p.ends) == 0 {
 		p.first = now
 	}
 	p.last = now
-	p.buf = append(p.buf, entry...)
 	p.ends = append(p.ends, len(p.buf))
 	full := len(p.ends) >= p.cfg.BatchMaxSize
 	start := !p.running
@@ -103,8 +132,8 @@ func (p *Processor) run() {
 			p.mu.Unlock()
 			return
 		}
-		now := time.Now()
-		wait := min(p.last.Add(p.cfg.InactiveTimeout).Sub(now), p.first.Add(p.cfg.BufferDuration).Sub(now))
+		now := monotime.Now()
+		wait := time.Duration(min(p.last+int64(p.cfg.InactiveTimeout), p.first+int64(p.cfg.BufferDuration)) - now)
 		if n < p.cfg.BatchMaxSize && wait > 0 {
 			p.mu.Unlock()
 			timer.Reset(wait)

@@ -220,6 +220,31 @@ func TestAddAllocatesNothing(t *testing.T) {
 	if allocs != 0 {
 		t.Errorf("Add: %.1f allocations", allocs)
 	}
+	allocs = testing.AllocsPerRun(400, func() { p.AddWith(func(dst []byte) []byte { return append(dst, entry...) }) })
+	if allocs != 0 {
+		t.Errorf("AddWith: %.1f allocations", allocs)
+	}
+}
+
+// An entry AddWith wrote that does not fit the worker's bound is taken back out of the
+// buffer whole, and counted; the entries around it go as written.
+func TestAddWithDropsWhatDoesNotFit(t *testing.T) {
+	waitForRoom(t)
+	c := &collector{}
+	count := counters()
+	p := New(config(2, 3600, 3600), c.send, count, nil)
+	write := func(s string) func([]byte) []byte {
+		return func(dst []byte) []byte { return append(dst, s...) }
+	}
+	p.AddWith(write("first"))
+	pendingBytes.Add(MaxPending) // the worker's other processors hold all they may
+	p.AddWith(write("dropped"))
+	pendingBytes.Add(-MaxPending)
+	p.AddWith(write("second"))
+	batches, _ := c.wait(t, 1, 10*time.Second)
+	if got := fmt.Sprint(batches[0]); got != "[first second]" || count.BufferFull.Load() != 1 {
+		t.Errorf("batch %s, %d dropped; want [first second], 1 dropped", got, count.BufferFull.Load())
+	}
 }
 
 func BenchmarkAdd(b *testing.B) {

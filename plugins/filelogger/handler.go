@@ -24,14 +24,17 @@ func (plugin) Build(raw json.RawMessage, env *plugins.Env) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("plugin_metadata: %w", err)
 	}
-	l := &logentry.Logger{Format: format, Options: cfg.Entry}
-	path := cfg.Path
+	l := &logentry.Logger{Format: format}
+	opts, path := cfg.Entry, cfg.Path
 	var logf func(string, ...any)
 	if env.Shared != nil {
-		l.Options.Version, logf = env.Shared.Version, env.Shared.Logf
+		opts.Version, logf = env.Shared.Version, env.Shared.Logf
 		if !filepath.IsAbs(path) && env.Shared.Prefix != "" {
 			path = filepath.Join(env.Shared.Prefix, path)
 		}
+	}
+	if format == nil {
+		l.Default = logentry.NewDefault(opts, env.Route)
 	}
 	w := &writer{path: path}
 	l.Proc = batch.New(batchConfig, w.write, batch.CountersOf(env.Shared, Name), logf)

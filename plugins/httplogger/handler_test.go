@@ -1,6 +1,7 @@
 package httplogger
 
 import (
+	"bufio"
 	"encoding/json"
 	"io"
 	"net"
@@ -8,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -223,5 +225,126 @@ func BenchmarkLog(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		h.Log(c)
+	}
+}
+
+func senderOf(t *testing.T, raw string) *sender {
+	t.Helper()
+	cfg, err := Parse(json.RawMessage(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newSender(cfg)
+}
+
+// The POSTs go over one kept-alive connection, to the URI's path and query, with the
+// Host of the URI.
+func TestSenderKeepsTheConnection(t *testing.T) {
+	var mu sync.Mutex
+	var conns int
+	var targets, hosts []string
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		targets, hosts = append(targets, r.RequestURI), append(hosts, r.Host)
+		mu.Unlock()
+	}))
+	srv.Config.ConnState = func(_ net.Conn, state http.ConnState) {
+		if state == http.StateNew {
+			mu.Lock()
+			conns++
+			mu.Unlock()
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	s := senderOf(t, `{"uri":"`+srv.URL+`/in?k=v","batch_max_size":1}`)
+	for range 3 {
+		if err := s.send([][]byte{[]byte(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	host := strings.TrimPrefix(srv.URL, "http://")
+	if conns != 1 || len(targets) != 3 || targets[2] != "/in?k=v" || hosts[2] != host {
+		t.Errorf("%d connections for %d POSTs to %v (Host %v), want 1 for 3 to /in?k=v (Host %s)", conns, len(targets), targets, hosts, host)
+	}
+	if s := senderOf(t, `{"uri":"http://127.0.0.1:1"}`); s.client.Addr != "127.0.0.1:1" || string(s.req.URI().RequestURI()) != "/" {
+		t.Errorf("a URI without a path: %s %s", s.client.Addr, s.req.URI().RequestURI())
+	}
+	if s := senderOf(t, `{"uri":"https://log.example/x"}`); s.client.Addr != "log.example:443" || !s.client.IsTLS {
+		t.Errorf("https without a port: %s, TLS %v", s.client.Addr, s.client.IsTLS)
+	}
+}
+
+// An https collector's certificate is checked only with ssl_verify; a status of 400 or
+// more, and a collector slower than timeout, fail the batch (the processor retries it).
+func TestSenderFailures(t *testing.T) {
+	var got atomic.Int32
+	tlsSrv := httptest.NewTLSServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { got.Add(1) }))
+	defer tlsSrv.Close()
+	if err := senderOf(t, `{"uri":"`+tlsSrv.URL+`"}`).send([][]byte{[]byte(`{}`)}); err != nil || got.Load() != 1 {
+		t.Errorf("https, ssl_verify false: %v (%d received)", err, got.Load())
+	}
+	err := senderOf(t, `{"uri":"`+tlsSrv.URL+`","ssl_verify":true}`).send([][]byte{[]byte(`{}`)})
+	if err == nil || !strings.Contains(err.Error(), "error while sending data to ["+tlsSrv.URL+"]") || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("https, ssl_verify true, an unknown CA: %v", err)
+	}
+
+	failing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(503) }))
+	defer failing.Close()
+	err = senderOf(t, `{"uri":"`+failing.URL+`/x"}`).send([][]byte{[]byte(`{}`)})
+	if want := "server returned status code[503] host[" + failing.URL + "/x]"; err == nil || err.Error() != want {
+		t.Errorf("a 503: %v, want %s", err, want)
+	}
+
+	release := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-release }))
+	defer slow.Close()
+	defer close(release)
+	start := time.Now()
+	err = senderOf(t, `{"uri":"`+slow.URL+`","timeout":1}`).send([][]byte{[]byte(`{}`)})
+	if took := time.Since(start); err == nil || took > 20*time.Second {
+		t.Errorf("a collector that never answers: %v after %v, want an error after the 1 s timeout", err, took)
+	}
+}
+
+// A collector that ends each connection after its answer, without saying so (its
+// keep-alive timeout passed): the next POST finds the connection closed and goes again
+// on a new one, and no batch is lost.
+func TestSenderRetriesAClosedConnection(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var posts atomic.Int32
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer conn.Close()
+				req, err := http.ReadRequest(bufio.NewReader(conn))
+				if err != nil {
+					return
+				}
+				_, _ = io.Copy(io.Discard, req.Body)
+				posts.Add(1)
+				_, _ = conn.Write([]byte("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"))
+			}()
+		}
+	}()
+	s := senderOf(t, `{"uri":"http://`+ln.Addr().String()+`/log"}`)
+	for i := range 3 {
+		if err := s.send([][]byte{[]byte(`{}`)}); err != nil {
+			t.Fatalf("POST %d: %v", i+1, err)
+		}
+		time.Sleep(50 * time.Millisecond) // the collector's close arrives
+	}
+	if n := posts.Load(); n != 3 {
+		t.Errorf("the collector got %d POSTs, want 3", n)
 	}
 }

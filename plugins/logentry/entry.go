@@ -6,7 +6,6 @@ import (
 	"os"
 	"strconv"
 
-	"gw/internal/monotime"
 	"gw/plugins"
 	"gw/plugins/vars"
 )
@@ -26,41 +25,104 @@ var hostname = func() string {
 	return h
 }()
 
-// pair is one name and value in a scratch buffer, by offsets.
-type pair struct{ name, value [2]int }
+// pair is one name and value of an object being written: the name by offsets in the
+// scratch buffer (lower-cased or decoded there); the value the header's own bytes, or
+// (isDecoded) offsets in the buffer, or neither: true (a query argument without '=').
+type pair struct {
+	name      [2]int
+	value     []byte
+	decoded   [2]int
+	isDecoded bool
+}
 
 // Scratch is the per-entry working memory (decoded query arguments, lower-cased header
 // names); keep one per goroutine or pool them. The zero Scratch is ready.
 type Scratch struct {
-	buf   []byte
-	pairs []pair
+	buf, host []byte
+	pairs     []pair
 }
 
-// AppendDefault appends APISIX's default entry (log-util's get_full_log) for the request
-// to dst.
+// hostName is nginx's $host: the Host without its port, lower-cased (log-util's url
+// and, without a route, service_id).
+func (s *Scratch) hostName(c *plugins.Ctx) []byte {
+	host := vars.HostName(c.Host())
+	for i, b := range host {
+		if 'A' <= b && b <= 'Z' {
+			s.host = append(s.host[:0], host...)
+			for j, b := range s.host[i:] {
+				s.host[i+j] = toLower[b]
+			}
+			return s.host
+		}
+	}
+	return host
+}
+
+// Default is APISIX's default entry (log-util's get_full_log) for one logger: what is
+// the same for every request, the server object, and the route's ids for the route the
+// logger was built for, is written as JSON once, at build. It is immutable and safe for
+// concurrent use.
+type Default struct {
+	opts Options
+	// server is `,"server":{"hostname":...,"version":...}`.
+	server []byte
+	// ids is `,"route_id":...,"service_id":...` for the route of routeID and serviceID; an
+	// instance that runs for other routes too (a global rule's) writes theirs each time.
+	routeID, serviceID string
+	ids                []byte
+}
+
+// NewDefault compiles the default entry for a logger of route (nil for none known).
+func NewDefault(opts Options, route *plugins.RouteInfo) *Default {
+	d := &Default{opts: opts}
+	d.server = append(d.server, `,"server":{"hostname":`...)
+	d.server = appendString(d.server, hostname)
+	d.server = append(d.server, `,"version":`...)
+	d.server = appendString(d.server, opts.Version)
+	d.server = append(d.server, '}')
+	if route != nil && route.ID != "" {
+		d.routeID, d.serviceID = route.ID, route.ServiceID
+		d.ids = appendIDs(nil, route.ID, route.ServiceID)
+	}
+	return d
+}
+
+func appendIDs(dst []byte, routeID, serviceID string) []byte {
+	dst = append(dst, `,"route_id":`...)
+	dst = appendString(dst, routeID)
+	dst = append(dst, `,"service_id":`...)
+	return appendString(dst, serviceID)
+}
+
+// AppendDefault appends APISIX's default entry for the request to dst, compiling it for
+// this call (Default.Append is the log phase's, compiled once).
 func AppendDefault(dst []byte, c *plugins.Ctx, opts Options, s *Scratch) []byte {
-	r := c.VarsRequest()
+	return NewDefault(opts, nil).Append(dst, c, s)
+}
+
+// Append appends the request's entry to dst.
+func (d *Default) Append(dst []byte, c *plugins.Ctx, s *Scratch) []byte {
 	var num [64]byte
 
-	dst = append(dst, `{"request":{"url":`...)
-	// scheme://host:server_port request_uri, as log-util builds it.
-	url := s.buf[:0]
+	// url is scheme://host:server_port request_uri, as log-util builds it, and uri the
+	// request_uri again: escaped once, copied.
 	if c.IsTLS() {
-		url = append(url, "https://"...)
+		dst = append(dst, `{"request":{"url":"https://`...)
 	} else {
-		url = append(url, "http://"...)
+		dst = append(dst, `{"request":{"url":"http://`...)
 	}
-	url = append(url, vars.HostName(c.Host())...)
-	url = append(url, ':')
+	host := s.hostName(c)
+	dst = appendStringBody(dst, host)
+	dst = append(dst, ':')
 	if tcp, ok := c.LocalAddr().(*net.TCPAddr); ok {
-		url = strconv.AppendInt(url, int64(tcp.Port), 10)
+		dst = strconv.AppendInt(dst, int64(tcp.Port), 10)
 	}
-	url = append(url, c.RequestURI()...)
-	s.buf = url
-	dst = appendString(dst, url)
-	dst = append(dst, `,"uri":`...)
-	dst = appendString(dst, c.RequestURI())
-	dst = append(dst, `,"method":`...)
+	uri := len(dst)
+	dst = appendStringBody(dst, c.RequestURI())
+	uriEnd := len(dst)
+	dst = append(dst, `","uri":"`...)
+	dst = append(dst, dst[uri:uriEnd]...)
+	dst = append(dst, `","method":`...)
 	dst = appendString(dst, c.Method())
 	dst = append(dst, `,"headers":`...)
 	dst = s.appendRequestHeaders(dst, c)
@@ -68,7 +130,7 @@ func AppendDefault(dst []byte, c *plugins.Ctx, opts Options, s *Scratch) []byte 
 	dst = s.appendQuery(dst, c.QueryString())
 	dst = append(dst, `,"size":`...)
 	dst = strconv.AppendInt(dst, int64(c.RequestSize()), 10)
-	if opts.RequestBody {
+	if d.opts.RequestBody {
 		if body, ok := c.RequestBody(); ok && len(body) > 0 {
 			dst = append(dst, `,"body":`...)
 			dst = appendString(dst, body)
@@ -81,26 +143,25 @@ func AppendDefault(dst []byte, c *plugins.Ctx, opts Options, s *Scratch) []byte 
 	dst = s.appendResponseHeaders(dst, c)
 	dst = append(dst, `,"size":`...)
 	dst = strconv.AppendInt(dst, int64(c.ResponseSize()), 10)
-	if opts.ResponseBody && !c.ResponseStreamed() {
+	if d.opts.ResponseBody && !c.ResponseStreamed() {
 		if body, _ := c.ReadResponseBody(0); len(body) > 0 {
 			dst = append(dst, `,"body":`...)
 			dst = appendString(dst, body)
 		}
 	}
-
-	dst = append(dst, `},"server":{"hostname":`...)
-	dst = appendString(dst, hostname)
-	dst = append(dst, `,"version":`...)
-	dst = appendString(dst, opts.Version)
 	dst = append(dst, '}')
+
+	dst = append(dst, d.server...)
 	if len(c.Node) > 0 {
 		dst = append(dst, `,"upstream":`...)
 		dst = appendString(dst, c.Node)
 	}
 
 	// Latencies in milliseconds, as log-util's latency_details_in_ms: upstream_latency
-	// only when an upstream answered, apisix_latency the rest, never below 0.
-	latency := max(monotime.Unix(monotime.Now())-c.StartNanos, 0)
+	// only when an upstream answered, apisix_latency the rest, never below 0. The end is
+	// the worker's last clock reading when it has one (AnsweredAt), as log-util reads
+	// nginx's cached time.
+	latency := max(c.AnsweredAt()-c.StartNanos, 0)
 	apisix := latency
 	if c.UpstreamNanos >= 0 {
 		apisix = max(latency-c.UpstreamNanos, 0)
@@ -116,14 +177,14 @@ func AppendDefault(dst []byte, c *plugins.Ctx, opts Options, s *Scratch) []byte 
 
 	// route_id and service_id as log-util: a matched route's (service_id "" without a
 	// service), or no route_id and the host as service_id.
-	if r.RouteID != "" {
-		dst = append(dst, `,"route_id":`...)
-		dst = appendString(dst, r.RouteID)
+	switch r := c.Route; {
+	case r == nil || r.ID == "":
 		dst = append(dst, `,"service_id":`...)
-		dst = appendString(dst, r.ServiceID)
-	} else {
-		dst = append(dst, `,"service_id":`...)
-		dst = appendString(dst, vars.HostName(c.Host()))
+		dst = appendString(dst, host)
+	case d.ids != nil && r.ID == d.routeID && r.ServiceID == d.serviceID:
+		dst = append(dst, d.ids...)
+	default:
+		dst = appendIDs(dst, r.ID, r.ServiceID)
 	}
 	if c.Consumer != "" {
 		dst = append(dst, `,"consumer":{"username":`...)
@@ -166,6 +227,7 @@ func appendMillis(dst []byte, ns int64) []byte {
 // ngx.req.get_headers gives them: names lower-cased, a field sent several times as an
 // array of its values in order. Each ranges over the Ctx's iterator itself, which the
 // compiler then inlines: an iterator passed as a value would cost allocations per call.
+// The values are the header's own bytes, unchanged while the entry is written.
 func (s *Scratch) appendRequestHeaders(dst []byte, c *plugins.Ctx) []byte {
 	s.buf, s.pairs = s.buf[:0], s.pairs[:0]
 	for name, value := range c.RequestHeaders() {
@@ -182,17 +244,25 @@ func (s *Scratch) appendResponseHeaders(dst []byte, c *plugins.Ctx) []byte {
 	return s.appendPairs(dst)
 }
 
+// toLower maps each byte to its ASCII lower case.
+var toLower = func() (t [256]byte) {
+	for i := range t {
+		t[i] = byte(i)
+		if 'A' <= i && i <= 'Z' {
+			t[i] += 'a' - 'A'
+		}
+	}
+	return t
+}()
+
 func (s *Scratch) addHeader(name, value []byte) {
 	start := len(s.buf)
-	for _, b := range name {
-		if 'A' <= b && b <= 'Z' {
-			b += 'a' - 'A'
-		}
-		s.buf = append(s.buf, b)
+	s.buf = append(s.buf, name...)
+	lower := s.buf[start:]
+	for i, b := range lower {
+		lower[i] = toLower[b]
 	}
-	mid := len(s.buf)
-	s.buf = append(s.buf, value...)
-	s.pairs = append(s.pairs, pair{[2]int{start, mid}, [2]int{mid, len(s.buf)}})
+	s.pairs = append(s.pairs, pair{name: [2]int{start, len(s.buf)}, value: value})
 }
 
 // appendQuery appends the query's arguments as ngx.req.get_uri_args gives them: decoded,
@@ -210,22 +280,57 @@ func (s *Scratch) appendQuery(dst []byte, query []byte) []byte {
 		s.buf = unescape(s.buf, name)
 		mid := len(s.buf)
 		if !hasValue {
-			s.pairs = append(s.pairs, pair{[2]int{start, mid}, [2]int{-1, -1}})
+			s.pairs = append(s.pairs, pair{name: [2]int{start, mid}})
 			continue
 		}
 		s.buf = unescape(s.buf, value)
-		s.pairs = append(s.pairs, pair{[2]int{start, mid}, [2]int{mid, len(s.buf)}})
+		s.pairs = append(s.pairs, pair{name: [2]int{start, mid}, decoded: [2]int{mid, len(s.buf)}, isDecoded: true})
 	}
 	return s.appendPairs(dst)
 }
 
+// appendValue appends p's value: true, or a JSON string.
+func (s *Scratch) appendValue(dst []byte, p *pair) []byte {
+	switch {
+	case p.isDecoded:
+		return appendString(dst, s.buf[p.decoded[0]:p.decoded[1]])
+	case p.value == nil:
+		return append(dst, "true"...)
+	}
+	return appendString(dst, p.value)
+}
+
 // appendPairs writes s.pairs as one JSON object, grouping a repeated name into an array
-// at its first place. value[0] == -1 is true (an argument without '=').
+// at its first place, and forgets the values.
 func (s *Scratch) appendPairs(dst []byte) []byte {
 	dst = append(dst, '{')
+	repeated := false
+	for i := 1; i < len(s.pairs) && !repeated; i++ {
+		name := s.buf[s.pairs[i].name[0]:s.pairs[i].name[1]]
+		for j := range i {
+			if bytes.Equal(s.buf[s.pairs[j].name[0]:s.pairs[j].name[1]], name) {
+				repeated = true
+				break
+			}
+		}
+	}
+	if !repeated {
+		// Nearly always: each name once, written as it comes.
+		for i := range s.pairs {
+			p := &s.pairs[i]
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendString(dst, s.buf[p.name[0]:p.name[1]])
+			dst = append(dst, ':')
+			dst = s.appendValue(dst, p)
+		}
+		clear(s.pairs)
+		return append(dst, '}')
+	}
 	first := true
-	for i, p := range s.pairs {
-		name := s.buf[p.name[0]:p.name[1]]
+	for i := range s.pairs {
+		name := s.buf[s.pairs[i].name[0]:s.pairs[i].name[1]]
 		seen := false
 		for _, q := range s.pairs[:i] {
 			if bytes.Equal(s.buf[q.name[0]:q.name[1]], name) {
@@ -252,7 +357,8 @@ func (s *Scratch) appendPairs(dst []byte) []byte {
 			dst = append(dst, '[')
 		}
 		n := 0
-		for _, q := range s.pairs[i:] {
+		for j := i; j < len(s.pairs); j++ {
+			q := &s.pairs[j]
 			if !bytes.Equal(s.buf[q.name[0]:q.name[1]], name) {
 				continue
 			}
@@ -260,16 +366,13 @@ func (s *Scratch) appendPairs(dst []byte) []byte {
 				dst = append(dst, ',')
 			}
 			n++
-			if q.value[0] < 0 {
-				dst = append(dst, "true"...)
-			} else {
-				dst = appendString(dst, s.buf[q.value[0]:q.value[1]])
-			}
+			dst = s.appendValue(dst, q)
 		}
 		if count > 1 {
 			dst = append(dst, ']')
 		}
 	}
+	clear(s.pairs) // keep no request's bytes alive in a pooled Scratch
 	return append(dst, '}')
 }
 

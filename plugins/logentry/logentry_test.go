@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"net"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/valyala/fasthttp"
 
@@ -119,15 +121,18 @@ func BenchmarkAppendDefault(b *testing.B) {
 	r.Response.Header.Set("Date", "Sun, 06 Dec 2026 08:00:00 GMT")
 	r.Response.SetBodyString("hello world")
 	r.SetRemoteAddr(&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 5000})
-	c := plugins.AcquireCtx(r, &plugins.RouteInfo{ID: "2"}, time.Now().UnixNano()-5e6)
+	route := &plugins.RouteInfo{ID: "2"}
+	c := plugins.AcquireCtx(r, route, time.Now().UnixNano()-5e6)
 	defer plugins.ReleaseCtx(c)
 	c.UpstreamNanos = 3e6
+	c.AnsweredNanos = c.StartNanos + 4e6 // as the worker sets it for a proxied response
 	c.Node = append(c.Node, "127.0.0.1:1980"...)
+	d := NewDefault(Options{Version: "3.9.0"}, route)
 	var s Scratch
 	var dst []byte
 	b.ReportAllocs()
 	for b.Loop() {
-		dst = AppendDefault(dst[:0], c, Options{Version: "3.9.0"}, &s)
+		dst = d.Append(dst[:0], c, &s)
 	}
 	b.SetBytes(int64(len(dst)))
 }
@@ -178,5 +183,152 @@ func BenchmarkAppendMillis(b *testing.B) {
 	var dst []byte
 	for b.Loop() {
 		dst = appendMillis(dst[:0], 5_123_456)
+	}
+}
+
+// appendStringByteByByte is appendString as it was before the word-wide scan, the
+// reference the fast path must match.
+func appendStringByteByByte(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case plainASCII[c]:
+				dst = append(dst, c)
+			case c == '"' || c == '\\':
+				dst = append(dst, '\\', c)
+			case c == '\n':
+				dst = append(dst, '\\', 'n')
+			case c == '\r':
+				dst = append(dst, '\\', 'r')
+			case c == '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, `\ufffd`...)
+		} else {
+			dst = append(dst, s[i:i+size]...)
+		}
+		i += size
+	}
+	return append(dst, '"')
+}
+
+// Every byte that needs escaping, or starts a multi-byte sequence, at every place of an
+// eight-byte word and across two, gives what the byte-by-byte scan gives.
+func TestAppendStringWordScan(t *testing.T) {
+	specials := []string{"\"", "\\", "\x00", "\x1f", "\x7f", "\n", "\x80", "\xff", "é", "€", "😀", "\xe2\x82", " ", "~"}
+	for _, sp := range specials {
+		for at := range 20 {
+			for _, n := range []int{at + len(sp), at + len(sp) + 1, 24} {
+				if n < at+len(sp) {
+					continue
+				}
+				b := []byte(strings.Repeat("a", n))
+				copy(b[at:], sp)
+				s := string(b)
+				want := string(appendStringByteByByte(nil, s))
+				if got := string(appendString(nil, s)); got != want {
+					t.Errorf("appendString(%q) = %s, want %s", s, got, want)
+				}
+				if got := string(appendString(nil, b)); got != want {
+					t.Errorf("appendString([]byte(%q)) = %s, want %s", s, got, want)
+				}
+			}
+		}
+	}
+	for c := range 256 {
+		word := strings.Repeat(string([]byte{byte(c)}), 8)
+		if got, want := plain8(word), c < utf8.RuneSelf && plainASCII[c]; got != want {
+			t.Errorf("plain8 of eight %#x = %v, want %v", c, got, want)
+		}
+		for at := range 8 {
+			b := []byte("abcdefgh")
+			b[at] = byte(c)
+			if got, want := plain8(b), c < utf8.RuneSelf && plainASCII[c]; got != want {
+				t.Errorf("plain8(%q) = %v, want %v", b, got, want)
+			}
+		}
+	}
+}
+
+func FuzzAppendString(f *testing.F) {
+	for _, s := range []string{"plain", `q"b\`, "é€😀", "bad\xff\xfe utf8", "0123456789abcdef\x7f"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := string(appendString(nil, s)), string(appendStringByteByByte(nil, s)); got != want {
+			t.Errorf("appendString(%q) = %s, want %s", s, got, want)
+		}
+	})
+}
+
+// The ids written once for the logger's route are that route's only: a Ctx of another
+// route (a global rule's instance) gets its own, and one without a route the host.
+func TestDefaultIDs(t *testing.T) {
+	d := NewDefault(Options{Version: "1.0"}, &plugins.RouteInfo{ID: "r", ServiceID: "s"})
+	c := ctx()
+	defer plugins.ReleaseCtx(c)
+	var s Scratch
+	for _, tc := range []struct {
+		route              *plugins.RouteInfo
+		routeID, serviceID any
+		hasRouteID, hasIDs bool
+	}{
+		{&plugins.RouteInfo{ID: "r", ServiceID: "s"}, "r", "s", true, true},
+		{&plugins.RouteInfo{ID: "r"}, "r", "", true, true},
+		{&plugins.RouteInfo{ID: "other", ServiceID: "s"}, "other", "s", true, true},
+		{nil, nil, "gw.test", false, true},
+	} {
+		c.Route = tc.route
+		var e map[string]any
+		out := d.Append(nil, c, &s)
+		if err := json.Unmarshal(out, &e); err != nil {
+			t.Fatalf("%s: %v", out, err)
+		}
+		_, has := e["route_id"]
+		if has != tc.hasRouteID || e["route_id"] != tc.routeID || e["service_id"] != tc.serviceID {
+			t.Errorf("route %+v: route_id %v, service_id %v, want %v, %v", tc.route, e["route_id"], e["service_id"], tc.routeID, tc.serviceID)
+		}
+		if srv, _ := json.Marshal(e["server"]); string(srv) != `{"hostname":`+string(appendString(nil, hostname))+`,"version":"1.0"}` {
+			t.Errorf("server = %s", srv)
+		}
+	}
+}
+
+// Query arguments with an empty name or value, and headers and arguments whose names
+// differ only in case (a header's are lower-cased, so they group; an argument's are not).
+func TestPairsEdges(t *testing.T) {
+	r := &fasthttp.RequestCtx{}
+	r.Request.SetRequestURI("/p?=&a=&A=1&b&=x")
+	r.Request.Header.DisableNormalizing()
+	r.Request.Header.SetHost("h")
+	r.Request.Header.Add("x-a", "1")
+	r.Request.Header.Add("X-A", "2")
+	c := plugins.AcquireCtx(r, nil, time.Now().UnixNano())
+	defer plugins.ReleaseCtx(c)
+	var s Scratch
+	var e struct {
+		Request struct {
+			Headers     json.RawMessage `json:"headers"`
+			Querystring json.RawMessage `json:"querystring"`
+		} `json:"request"`
+	}
+	out := AppendDefault(nil, c, Options{}, &s)
+	if err := json.Unmarshal(out, &e); err != nil {
+		t.Fatalf("%s: %v", out, err)
+	}
+	if got := string(e.Request.Querystring); got != `{"":["","x"],"a":"","A":"1","b":true}` {
+		t.Errorf("querystring = %s", got)
+	}
+	if got := string(e.Request.Headers); got != `{"host":"h","x-a":["1","2"]}` {
+		t.Errorf("headers = %s", got)
 	}
 }

@@ -2,53 +2,45 @@ package logentry
 
 import (
 	"fmt"
-	"sync"
 
 	"gw/plugins"
 	"gw/plugins/batch"
 )
 
-// Logger is the log phase every logger shares: the entry (Format's, else the default
-// one with Options) built into a pooled buffer and copied into Proc. Log is safe for
-// concurrent use and allocates nothing once warm.
+// Logger is the log phase every logger shares: the entry (Format's, else Default's)
+// written straight into Proc's buffer. Log is safe for concurrent use and allocates
+// nothing once warm.
 type Logger struct {
 	Format  *Format
-	Options Options
+	Default *Default
 	Proc    *batch.Processor
 	// Header, when set, writes what comes before each entry (syslog's RFC 5424 header),
 	// and NewLine ends each entry with '\n'.
 	Header  func(dst []byte, c *plugins.Ctx) []byte
 	NewLine bool
-}
 
-// entryBuf is one log phase's buffers, pooled: the entry is copied into the processor.
-type entryBuf struct {
-	b []byte
-	s Scratch
+	// scratch is Default's working memory, used under Proc's lock (Processor.AddWith).
+	scratch Scratch
 }
-
-var entryBufs = sync.Pool{New: func() any { return new(entryBuf) }}
 
 // Log adds the request's entry to the processor and returns.
 func (l *Logger) Log(c *plugins.Ctx) {
-	e := entryBufs.Get().(*entryBuf)
-	e.b = e.b[:0]
+	l.Proc.AddWith(func(dst []byte) []byte { return l.appendEntry(dst, c) })
+}
+
+func (l *Logger) appendEntry(dst []byte, c *plugins.Ctx) []byte {
 	if l.Header != nil {
-		e.b = l.Header(e.b, c)
+		dst = l.Header(dst, c)
 	}
 	if l.Format != nil {
-		e.b = l.Format.Append(e.b, c)
+		dst = l.Format.Append(dst, c)
 	} else {
-		e.b = AppendDefault(e.b, c, l.Options, &e.s)
+		dst = l.Default.Append(dst, c, &l.scratch)
 	}
 	if l.NewLine {
-		e.b = append(e.b, '\n')
+		dst = append(dst, '\n')
 	}
-	l.Proc.Add(e.b)
-	if cap(e.b) > 1<<20 {
-		e.b = nil // a pooled buffer does not keep a large body's memory
-	}
-	entryBufs.Put(e)
+	return dst
 }
 
 // NewLogger makes a route's logger: its log_format (own, else FormatFor's), the
@@ -59,14 +51,18 @@ func NewLogger(own *Format, opts Options, cfg batch.Config, send batch.Send, plu
 	if err != nil {
 		return nil, fmt.Errorf("plugin_metadata: %w", err)
 	}
-	l := &Logger{Format: format, Options: opts}
+	l := &Logger{Format: format}
 	var logf func(string, ...any)
-	if env != nil && env.Shared != nil {
-		l.Options.Version, logf = env.Shared.Version, env.Shared.Logf
-	}
 	var shared *plugins.Shared
+	var route *plugins.RouteInfo
 	if env != nil {
-		shared = env.Shared
+		shared, route = env.Shared, env.Route
+	}
+	if shared != nil {
+		opts.Version, logf = shared.Version, shared.Logf
+	}
+	if format == nil {
+		l.Default = NewDefault(opts, route)
 	}
 	l.Proc = batch.New(cfg, send, batch.CountersOf(shared, plugin), logf)
 	return l, nil
