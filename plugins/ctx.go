@@ -191,6 +191,10 @@ func (c *Ctx) Path() []byte { return c.Request.Path() }
 // encoded, without the query.
 func (c *Ctx) SetPath(escaped []byte) { c.Request.Request.URI().SetPathBytes(escaped) }
 
+// UserAgent is the request's User-Agent, nil without one; read without a lookup (the
+// header parser keeps it apart, as it does Host).
+func (c *Ctx) UserAgent() []byte { return c.Request.Request.Header.UserAgent() }
+
 // RequestURI is the request target as the client sent it, query included (nginx's
 // $request_uri).
 func (c *Ctx) RequestURI() []byte { return c.Request.Request.Header.RequestURI() }

@@ -274,7 +274,7 @@ func appendSpan(b []byte, c *plugins.Ctx, cfg *Config, scratch *[]byte) []byte {
 	b = appendStringAttr(b, keyMethod, method)
 	b = appendStringAttr(b, keyScheme, scheme)
 	b = appendStringAttr(b, keyTarget, cut(c.RequestURI()))
-	b = appendStringAttr(b, keyUserAgent, cut(c.Request.Request.Header.UserAgent())) // parsed: no lookup
+	b = appendStringAttr(b, keyUserAgent, cut(c.UserAgent()))
 	if route {
 		b = appendStringAttr(b, keyRouteID, c.Route.ID)
 		b = appendStringAttr(b, keyRouteName, c.Route.Name)
