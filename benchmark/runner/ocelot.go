@@ -232,6 +232,7 @@ func (s *sweep) measureAB(t target, argv []string) (OcelotRun, error) {
 	}
 	if ab.Complete > 0 {
 		run.CPUPerRequestUS = (cpu1 - cpu0) * 1e6 / float64(ab.Complete)
+		run.ClientCPUPerRequestUS = lr.cpuSeconds * 1e6 / float64(ab.Complete)
 		if counting != nil {
 			n := float64(ab.Complete)
 			run.SyscallsPerRequest, run.EpollCtlPerRequest, run.EpollWaitPerRequest =
@@ -243,8 +244,8 @@ func (s *sweep) measureAB(t target, argv []string) (OcelotRun, error) {
 		allBusy += float64(cores1.busy[i]-cores0.busy[i]) / clockTicks
 	}
 	run.ForeignCores = max(0, (allBusy-(cpu1-cpu0)-lr.cpuSeconds-(up1-up0))/wall)
-	fmt.Printf("    %8.0f req/s  failed %d  non-2xx %d  p99 %.0f ms  %.1f CPU µs/req  others %.2f CPUs\n",
-		ab.RPS, ab.Failed, ab.Non2xx, ab.P99MS, run.CPUPerRequestUS, run.ForeignCores)
+	fmt.Printf("    %8.0f req/s  failed %d  non-2xx %d  p99 %.0f ms  %.1f CPU µs/req  ab %.1f CPU µs/req  others %.2f CPUs\n",
+		ab.RPS, ab.Failed, ab.Non2xx, ab.P99MS, run.CPUPerRequestUS, run.ClientCPUPerRequestUS, run.ForeignCores)
 	if counting != nil {
 		fmt.Printf("    workers' system calls per request: %.2f (epoll_ctl %.2f, epoll_wait %.2f)\n",
 			run.SyscallsPerRequest, run.EpollCtlPerRequest, run.EpollWaitPerRequest)
@@ -268,6 +269,7 @@ func medianOcelot(runs []OcelotRun) OcelotRun {
 	m.P99MS = pick(func(r OcelotRun) float64 { return r.P99MS })
 	m.CPUPerRequestUS = pick(func(r OcelotRun) float64 { return r.CPUPerRequestUS })
 	m.ForeignCores = pick(func(r OcelotRun) float64 { return r.ForeignCores })
+	m.ClientCPUPerRequestUS = pick(func(r OcelotRun) float64 { return r.ClientCPUPerRequestUS })
 	m.WorkerRSSKiB = int64(pick(func(r OcelotRun) float64 { return float64(r.WorkerRSSKiB) }))
 	for _, r := range runs {
 		m.Complete += r.Complete

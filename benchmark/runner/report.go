@@ -249,7 +249,7 @@ func writeOcelot(b *strings.Builder, o *Ocelot) {
 	} else if o.Rewritten {
 		b.WriteString("gw rewrites /api1/values to /api/values with proxy-rewrite, as nginx does with proxy_pass.\n\n")
 	}
-	b.WriteString("| server | req/s | failed | non-2xx | write errors | p50 ms | p99 ms | CPU µs/req | worker RSS |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	b.WriteString("| server | req/s | failed | non-2xx | write errors | p50 ms | p99 ms | CPU µs/req | ab's CPU µs/req | worker RSS |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	type server struct {
 		name string
 		run  OcelotRun
@@ -259,8 +259,9 @@ func writeOcelot(b *strings.Builder, o *Ocelot) {
 		servers = slices.Insert(servers, 1, server{"gw baseline (" + o.Baseline.What + ")", o.Baseline.Median})
 	}
 	for _, r := range servers {
-		fmt.Fprintf(b, "| %s | %.0f | %d | %d | %d | %.0f | %.0f | %.1f | %s |\n",
-			r.name, r.run.RPS, r.run.Failed, r.run.Non2xx, r.run.WriteErrors, r.run.P50MS, r.run.P99MS, r.run.CPUPerRequestUS, mib(r.run.WorkerRSSKiB))
+		fmt.Fprintf(b, "| %s | %.0f | %d | %d | %d | %.0f | %.0f | %.1f | %.1f | %s |\n",
+			r.name, r.run.RPS, r.run.Failed, r.run.Non2xx, r.run.WriteErrors, r.run.P50MS, r.run.P99MS, r.run.CPUPerRequestUS,
+			r.run.ClientCPUPerRequestUS, mib(r.run.WorkerRSSKiB))
 	}
 	if o.VsNginx == nil {
 		return

@@ -222,6 +222,9 @@ type OcelotRun struct {
 	CPUPerRequestUS float64 `json:"cpu_per_request_us"`
 	ForeignCores    float64 `json:"foreign_cores"`
 	WorkerRSSKiB    int64   `json:"worker_rss_kib,omitempty"` // the largest worker's, after the run
+	// ClientCPUPerRequestUS is ab's own CPU time per request: with TLS, the client's side
+	// of each handshake, which bounds req/s and latency when ab's CPU is the busier one.
+	ClientCPUPerRequestUS float64 `json:"client_cpu_per_request_us,omitempty"`
 	// The workers' system calls per request, counted with perf stat over the run
 	// (GW_BENCH_SYSCALLS=1): all of them, and epoll_ctl(2) and epoll_wait(2) among them.
 	SyscallsPerRequest  float64 `json:"syscalls_per_request,omitempty"`

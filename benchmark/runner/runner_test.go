@@ -329,7 +329,7 @@ func TestOcelotBaseline(t *testing.T) {
 	writeOcelot(&b, o)
 	for _, want := range []string{
 		"| gw baseline (a5ab319 with GOGC=25) | 900 |",
-		"| 40.0 | 30.0 MiB |",
+		"| 40.0 | 0.0 | 30.0 MiB |",
 		"- baseline over nginx: CPU µs/req 1.00×, 95% interval 1.00–1.00; p99 0.80×",
 		"- gw over the baseline: CPU µs/req 0.80×, 95% interval 0.80–0.80; p99 1.00×",
 	} {
