@@ -27,9 +27,11 @@ import (
 // Go has no such goal, so the worker sets GOGC to give it. The inputs (the live heap
 // and the stacks and globals the collector scans) change only when a collection ends,
 // so the percent is set again after every collection (gcPolicy.watch), whether a config
-// write or connections drove it, and at once after a config is applied. A memory limit (debug.SetMemoryLimit) would not do: it
-// raises the collector's pace as the heap nears it whatever is live, so a worker whose
-// table outgrew it would collect without end.
+// write or connections drove it, and at once after a big config is applied. A memory
+// limit (debug.SetMemoryLimit) would not do: it raises the collector's pace as the heap
+// nears it whatever is live, so a worker whose table outgrew it would collect without
+// end. The headroom is paid in RSS: about 16 MiB more under load (README, "A new
+// connection per request").
 //
 // An explicit GOGC in the environment still wins; GOMEMLIMIT applies as Go applies it.
 const (
