@@ -208,6 +208,7 @@ func (w *Worker) serveListeners(setup ipc.Setup) error {
 		var ln net.Listener = el
 		srv := w.newServer()
 		if w.cfg.IsTLSListen(l.Address) {
+			el.tls = true
 			// Wrapped outside the counter: a connection counts from accept, handshake or not.
 			ln = tls.NewListener(ln, w.certs.listener)
 			srv.NextProto("h2", w.h2.serveTLS)
