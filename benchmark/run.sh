@@ -4,19 +4,21 @@
 #   benchmark/run.sh [--workers 1,2,4] [--duration 10s] [--connections 16] [--body 10]
 #                    [--rounds 3] [--warmup 3s] [--retries 2] [--max-foreign 0.2]
 #                    [--no-access-log] [--chain] [--ocelot] [--tls-handshake] [--h2] [--grpc]
+#                    [--baseline REV] [--baseline-env 'NAME=VALUE ...']
 #
 # Results go to benchmark/results/ (latest.md, latest.json, latest-rps.png, latest-p99.png
 # and dated copies). Run from anywhere; needs Go, wrk, nginx, taskset (ab for --ocelot and --tls-handshake, h2load for --h2).
 set -euo pipefail
 
 usage() {
-	sed -n '4,6p' "$0" | sed 's/^# \{0,1\}//'
+	sed -n '4,7p' "$0" | sed 's/^# \{0,1\}//'
 	exit "${1:-0}"
 }
 
 args=()
 ocelot=0
 h2=0
+baseline=
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--workers | --duration | --connections | --body | --rounds | --warmup | --retries | --max-foreign)
@@ -34,6 +36,18 @@ while [ $# -gt 0 ]; do
 	--tls-handshake) args+=("-tls-handshake"); ocelot=1; shift ;;
 	--h2) args+=("-h2"); h2=1; shift ;;
 	--grpc) args+=("-grpc"); shift ;;
+	# With --ocelot or --tls-handshake: a second gw in the same rounds, built from REV
+	# (a commit, a branch) and/or with NAME=VALUE in its environment (GOGC=25).
+	--baseline)
+		[ $# -ge 2 ] || { echo "run.sh: $1 needs a revision" >&2; usage 2; }
+		baseline=$2
+		shift 2
+		;;
+	--baseline-env)
+		[ $# -ge 2 ] || { echo "run.sh: $1 needs NAME=VALUE" >&2; usage 2; }
+		args+=("-baseline-env" "$2")
+		shift 2
+		;;
 	-h | --help) usage 0 ;;
 	*) echo "run.sh: unknown argument $1" >&2; usage 2 ;;
 	esac
@@ -84,6 +98,18 @@ go build $overlay -ldflags "-X main.version=$version" -o "$bin/gwctl" ./cmd/gwct
 go build -o "$bin/upstream" ./benchmark/upstream
 go build -o "$bin/runner" ./benchmark/runner
 go build -o "$bin/grpcload" ./benchmark/grpcload
+if [ -n "$baseline" ]; then
+	rev=$(git rev-parse --short "$baseline^{commit}")
+	src=$(mktemp -d)
+	trap 'rm -rf "$src"' EXIT
+	echo "building the baseline, $rev, into $bin/gwctl-baseline"
+	git archive "$rev" | tar -x -C "$src"
+	abs_bin=$PWD/$bin
+	abs_overlay=$(tools/runtime-overlay.sh "$abs_bin/goruntime")
+	(cd "$src" && go build $abs_overlay -ldflags "-X main.version=$rev" -o "$abs_bin/gwctl-baseline" ./cmd/gwctl)
+	rm -rf "$src"
+	args+=("-baseline" "$bin/gwctl-baseline" "-baseline-name" "$rev")
+fi
 if [ "${GW_BENCH_PROFILE:-}" = 1 ]; then
 	go build $overlay -o "$bin/profgw" ./benchmark/profgw
 fi

@@ -98,6 +98,9 @@ type edgeListener struct {
 	closed    chan struct{}
 	closeOnce sync.Once
 	h2c       *h2Server // nil: HTTP/1.1 only (http2.h2c_disable, and TLS, which has ALPN)
+	// tls is set on an ssl.listen address's listener, whose connections start with a
+	// TLS handshake (edgeConn.Read's quick acknowledgement).
+	tls bool
 }
 
 func newEdgeListener(ln net.Listener, e *edge, connections int) *edgeListener {
@@ -263,13 +266,11 @@ type edgeConn struct {
 	peer    [len("ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255")]byte
 	peerLen uint8
 
-	// scratch and plugins are the proxy's working state and the plugins' Ctx for the
-	// request being served, from the connection's second request on (servedOne; the first
-	// takes pooled ones, see Worker.handle); streamEnd holds it while its streamed body is
-	// sent.
-	scratch   proxy.Scratch
-	plugins   plugins.Ctx
-	streamEnd streamEnd
+	// kept is the request state the connection keeps for its requests from its second on
+	// (servedOne; the first takes pooled state, see Worker.handle), and for a streamed
+	// body; nil until then (keptState). Apart, so that a connection that serves one
+	// request allocates and zeroes 896 bytes, not 2.3 KB.
+	kept      *keptState
 	servedOne bool
 
 	// io reads and writes the socket with raw system calls (see package rawio).
@@ -280,6 +281,9 @@ type edgeConn struct {
 	// connection that writes once (a request, a close) never pays the setsockopt(2).
 	writes  uint8
 	noDelay bool
+	// quickAcked is set once a TLS connection acknowledged its client's Finished at once
+	// (Read).
+	quickAcked bool
 
 	// h2c, until the first read, serves the connection as HTTP/2 if it starts with the
 	// connection preface (prior-knowledge h2c); nil where h2c is off.
@@ -287,6 +291,23 @@ type edgeConn struct {
 	// h2Stream marks an HTTP/2 stream's request state (http2.go), which has no socket of
 	// its own.
 	h2Stream bool
+}
+
+// keptState is the request state an edgeConn keeps for its requests: the proxy's working
+// state and the plugins' Ctx for the request being served, and the streamEnd that holds
+// it while its streamed body is sent.
+type keptState struct {
+	scratch   proxy.Scratch
+	plugins   plugins.Ctx
+	streamEnd streamEnd
+}
+
+// keptState returns c's kept state, made on first use.
+func (c *edgeConn) keptState() *keptState {
+	if c.kept == nil {
+		c.kept = new(keptState)
+	}
+	return c.kept
 }
 
 // Close returns the connection's worker_connections slot, once.
@@ -305,6 +326,15 @@ func (c *edgeConn) Read(p []byte) (int, error) {
 		return c.sniffH2C(p) // the connection's first read (http2.go)
 	}
 	n, err := c.read(p)
+	if n > 0 && c.writes == 1 && !c.quickAcked && c.l != nil && c.l.tls && c.socket == &c.own {
+		// A TLS 1.3 client's Finished, read after the server's one flight. Go's server
+		// sent its session ticket in that flight (OpenSSL sends it now, and its ACK with
+		// it), so it has nothing to send back, the kernel delays the ACK up to 40 ms, and
+		// the client's request, written after its Finished, waits behind Nagle's
+		// algorithm for that ACK: ab -c 1 took 44 ms a request against nginx's 1.8.
+		c.quickAcked = true
+		c.own.QuickAck()
+	}
 	if n > 0 && !c.inBody && !c.lineEnded.Load() && bytes.IndexByte(p[:n], '\n') >= 0 {
 		c.lineEnded.Store(true)
 	}

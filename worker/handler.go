@@ -76,7 +76,8 @@ func (w *Worker) handle(ctx *fasthttp.RequestCtx) {
 		// then grows no buffer of its own, each an allocation per connection for the
 		// collector to find.
 		if ec.servedOne {
-			x.up.Scratch, x.plugins = &ec.scratch, &ec.plugins
+			k := ec.keptState()
+			x.up.Scratch, x.plugins = &k.scratch, &k.plugins
 		}
 		ec.servedOne = true
 	}
@@ -156,8 +157,9 @@ type streamEnd struct {
 // the time it reads the next request; a new one for a connection that is not an edgeConn.
 func (w *Worker) streamEndFor(ec *edgeConn) *streamEnd {
 	if ec != nil {
-		ec.streamEnd.w = w
-		return &ec.streamEnd
+		k := ec.keptState()
+		k.streamEnd.w = w
+		return &k.streamEnd
 	}
 	return &streamEnd{w: w}
 }

@@ -84,21 +84,15 @@ type Worker struct {
 	// next delta (compileMu).
 	snap    *conf.Snapshot
 	leftOut []conf.LeftOut
+	// gc sets the worker's GOGC from its live heap (gcpolicy.go); nil when GOGC is set
+	// in the environment.
+	gc *gcPolicy
 }
-
-// workerGCPercent is the worker's GOGC. A proxied request allocates nothing, so the
-// collector runs only after config writes and the heap is almost all the config's
-// tables, which live until the next write replaces them: the default 100 let the heap
-// grow to twice that before collecting (a worker with 100,000 routes held 494 MiB for a
-// live heap of about 220 MiB). An explicit GOGC in the environment still wins.
-const workerGCPercent = 25
 
 // Run serves until the master says stop or goes away.
 func Run(opts Options) error {
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(workerGCPercent)
-	}
-	w := &Worker{opts: opts, log: errlog.New(os.Stderr, fmt.Sprintf("worker slot %d", opts.Slot)), conns: newConnTracker()}
+	w := &Worker{opts: opts, log: errlog.New(os.Stderr, fmt.Sprintf("worker slot %d", opts.Slot)), conns: newConnTracker(),
+		gc: startGCPolicy()}
 	conn, err := ipc.FromFile(os.NewFile(ipc.ConnFD, "ipc"))
 	if err != nil {
 		return fmt.Errorf("worker: no IPC socket on fd %d (a worker is started by its master): %w", ipc.ConnFD, err)
@@ -214,6 +208,7 @@ func (w *Worker) serveListeners(setup ipc.Setup) error {
 		var ln net.Listener = el
 		srv := w.newServer()
 		if w.cfg.IsTLSListen(l.Address) {
+			el.tls = true
 			// Wrapped outside the counter: a connection counts from accept, handshake or not.
 			ln = tls.NewListener(ln, w.certs.listener)
 			srv.NextProto("h2", w.h2.serveTLS)
@@ -380,6 +375,7 @@ func (w *Worker) loadDelta(payload []byte) (uint64, error) {
 	w.snap, w.leftOut = u.base, d.LeftOut
 	if len(d.Changes) >= bigConfig {
 		debug.FreeOSMemory() // an import: see serve
+		w.gc.update()
 	}
 	return d.To, nil
 }
@@ -404,6 +400,9 @@ func (w *Worker) serve(snap *conf.Snapshot) (uint64, error) {
 		// above its live heap. The forced GC is a pause of a few milliseconds, next to a
 		// compile that took hundreds; a write of routes alone never comes here.
 		debug.FreeOSMemory()
+		// The collection found the new table's size: the next goal follows it now, not
+		// after the next collection (gcpolicy.go).
+		w.gc.update()
 	}
 	return snap.Version, nil
 }

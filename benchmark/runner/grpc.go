@@ -56,7 +56,7 @@ func (s *sweep) runGRPC() (*GRPC, error) {
 	if s.up, err = startGRPCNode(o.grpcload, s.loadCPUs, o.bodyBytes, s.dir); err != nil {
 		return nil, err
 	}
-	g, err := startGWWith(o.gwctl, filepath.Join(s.dir, "gw-grpc"), s.gwCPUs, s.workers, o.accessLog, "", "")
+	g, err := startGWWith(o.gwctl, filepath.Join(s.dir, "gw-grpc"), s.gwCPUs, s.workers, o.accessLog, "", "", nil)
 	if err != nil {
 		return nil, err
 	}

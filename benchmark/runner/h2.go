@@ -71,7 +71,7 @@ func (s *sweep) runH2() (*H2, error) {
 		return nil, err
 	}
 	g, err := startGWWith(o.gwctl, filepath.Join(s.dir, "gw-h2"), s.gwCPUs, s.workers, o.accessLog, "",
-		fmt.Sprintf("ssl:\n  enabled: true\n  listen: [%q]\n  fallback_sni: %s\n", gwTLS, h2SNI))
+		fmt.Sprintf("ssl:\n  enabled: true\n  listen: [%q]\n  fallback_sni: %s\n", gwTLS, h2SNI), nil)
 	if err != nil {
 		return nil, err
 	}

@@ -68,11 +68,25 @@ func parseFlags(args []string) (*options, string, error) {
 	fs.StringVar(&o.templates, "templates", "benchmark/nginx", "directory of the nginx config templates")
 	fs.StringVar(&o.out, "out", "benchmark/results", "results directory")
 	fs.StringVar(&o.work, "work", "benchmark/results/tmp", "scratch directory (prefixes, logs, profiles)")
+	fs.StringVar(&o.baselineGwctl, "baseline", "", "with -ocelot or -tls-handshake: also measure this gwctl (an earlier build) in the same rounds, and gw over it")
+	fs.StringVar(&o.baselineName, "baseline-name", "", "what -baseline is (run.sh passes the revision it built)")
+	baselineEnv := fs.String("baseline-env", "", "with -ocelot or -tls-handshake: also measure a gw with these NAME=VALUE settings (space-separated) added to its environment, e.g. GOGC=25")
 	render := fs.String("render", "", "only redraw the Markdown and charts of this JSON report")
 	if err := fs.Parse(args); err != nil {
 		return nil, "", err
 	}
 	var err error
+	if *baselineEnv != "" {
+		o.baselineEnv = strings.Fields(*baselineEnv)
+		for _, kv := range o.baselineEnv {
+			if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+				return nil, "", fmt.Errorf("-baseline-env: %q is not NAME=VALUE", kv)
+			}
+		}
+	}
+	if (o.baselineGwctl != "" || o.baselineEnv != nil) && !o.ocelot && !o.tlsHandshake {
+		return nil, "", fmt.Errorf("-baseline and -baseline-env work with -ocelot and -tls-handshake only")
+	}
 	if o.workers, err = parseWorkers(*workers); err != nil {
 		return nil, "", fmt.Errorf("-workers: %w", err)
 	}

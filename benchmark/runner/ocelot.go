@@ -47,40 +47,62 @@ func (s *sweep) runOcelot(tlsHandshake bool) (*Ocelot, error) {
 	if s.up, err = startUpstream(o.upstream, s.loadCPUs, o.bodyBytes, s.dir); err != nil {
 		return nil, err
 	}
-	var gwConfigExtra, certFile, keyFile, certPEM, keyPEM, gwTLS string
+	var certFile, keyFile, certPEM, keyPEM string
 	if tlsHandshake {
 		if certFile, keyFile, certPEM, keyPEM, err = writeBenchCert(s.dir); err != nil {
 			return nil, err
 		}
-		if gwTLS, err = freeAddr(); err != nil {
+	}
+	// startGW starts one gw for the comparison: the one measured and, with -baseline or
+	// -baseline-env, the one it is measured against in the same rounds.
+	startGW := func(name, bin string, env []string) error {
+		var extra, tlsAddr string
+		if tlsHandshake {
+			if tlsAddr, err = freeAddr(); err != nil {
+				return err
+			}
+			extra = fmt.Sprintf("ssl:\n  enabled: true\n  listen: [%q]\n  fallback_sni: %s\n", tlsAddr, h2SNI)
+		}
+		dir := filepath.Join(s.dir, strings.ReplaceAll(name, " ", "-")+"-ocelot")
+		g, err := startGWWith(bin, dir, s.gwCPUs, s.workers, o.accessLog, "", extra, env)
+		if err != nil {
+			return err
+		}
+		url := "http://" + g.data + "/api1/values"
+		if tlsHandshake {
+			url = "https://" + tlsAddr + "/api1/values"
+			ssl, _ := json.Marshal(map[string]any{"cert": certPEM, "key": keyPEM, "snis": []string{h2SNI}})
+			if code, body, err := g.put("/apisix/admin/ssls/1", string(ssl)); err != nil || code/100 != 2 {
+				return fmt.Errorf("%s: PUT ssls/1: %d %s %v", name, code, body, err)
+			}
+		}
+		s.targets = append(s.targets, target{name: name, url: url, srv: g})
+		code, body, err := g.putRoute(ocelotRoute(s.up.addr, true))
+		if err != nil {
+			return err
+		}
+		res.Rewritten = code/100 == 2
+		if !res.Rewritten {
+			res.Note = "gw has no proxy-rewrite plugin yet (Admin API: " + strings.TrimSpace(body) +
+				"), so gw proxies /api1/values unchanged while nginx rewrites it to /api/values; the upstream answers both alike"
+			fmt.Println("NOTE:", res.Note)
+			if code, body, err := g.putRoute(ocelotRoute(s.up.addr, false)); err != nil || code/100 != 2 {
+				return fmt.Errorf("%s: PUT route 1: %d %s %v", name, code, body, err)
+			}
+		}
+		return nil
+	}
+	if err := startGW("gw", o.gwctl, nil); err != nil {
+		return nil, err
+	}
+	if o.baselineGwctl != "" || len(o.baselineEnv) > 0 {
+		bin := o.baselineGwctl
+		if bin == "" {
+			bin = o.gwctl
+		}
+		res.Baseline = describeBaseline(o.baselineName, o.baselineEnv)
+		if err := startGW(baselineTarget, bin, o.baselineEnv); err != nil {
 			return nil, err
-		}
-		gwConfigExtra = fmt.Sprintf("ssl:\n  enabled: true\n  listen: [%q]\n  fallback_sni: %s\n", gwTLS, h2SNI)
-	}
-	g, err := startGWWith(o.gwctl, filepath.Join(s.dir, "gw-ocelot"), s.gwCPUs, s.workers, o.accessLog, "", gwConfigExtra)
-	if err != nil {
-		return nil, err
-	}
-	gwURL := "http://" + g.data + "/api1/values"
-	if tlsHandshake {
-		gwURL = "https://" + gwTLS + "/api1/values"
-		ssl, _ := json.Marshal(map[string]any{"cert": certPEM, "key": keyPEM, "snis": []string{h2SNI}})
-		if code, body, err := g.put("/apisix/admin/ssls/1", string(ssl)); err != nil || code/100 != 2 {
-			return nil, fmt.Errorf("PUT ssls/1: %d %s %v", code, body, err)
-		}
-	}
-	s.targets = append(s.targets, target{name: "gw", url: gwURL, srv: g})
-	code, body, err := g.putRoute(ocelotRoute(s.up.addr, true))
-	if err != nil {
-		return nil, err
-	}
-	res.Rewritten = code/100 == 2
-	if !res.Rewritten {
-		res.Note = "gw has no proxy-rewrite plugin yet (Admin API: " + strings.TrimSpace(body) +
-			"), so gw proxies /api1/values unchanged while nginx rewrites it to /api/values; the upstream answers both alike"
-		fmt.Println("NOTE:", res.Note)
-		if code, body, err := g.putRoute(ocelotRoute(s.up.addr, false)); err != nil || code/100 != 2 {
-			return nil, fmt.Errorf("PUT route 1: %d %s %v", code, body, err)
 		}
 	}
 	addr, err := freeAddr()
@@ -118,7 +140,7 @@ func (s *sweep) runOcelot(tlsHandshake bool) (*Ocelot, error) {
 	}
 	// Paired rounds, as the sweep's: each round runs both, in an order rotated each round,
 	// and a run during which other processes competed for the CPUs is taken again.
-	var gwRuns, nginxRuns []OcelotRun
+	runs := map[string][]OcelotRun{}
 	for round := range o.rounds {
 		for i := range s.targets {
 			t := s.targets[(i+round)%len(s.targets)]
@@ -137,16 +159,19 @@ func (s *sweep) runOcelot(tlsHandshake bool) (*Ocelot, error) {
 				time.Sleep(time.Second)
 			}
 			run.Round = round + 1
-			if t.name == "gw" {
-				gwRuns = append(gwRuns, run)
-			} else {
-				nginxRuns = append(nginxRuns, run)
-			}
+			runs[t.name] = append(runs[t.name], run)
 		}
 	}
-	res.GWRuns, res.NginxRuns = gwRuns, nginxRuns
-	res.GW, res.Nginx = medianOcelot(gwRuns), medianOcelot(nginxRuns)
-	res.VsNginx = ratios(ocelotAsRuns(gwRuns), ocelotAsRuns(nginxRuns))
+	res.GWRuns, res.NginxRuns = runs["gw"], runs["nginx"]
+	res.GW, res.Nginx = medianOcelot(res.GWRuns), medianOcelot(res.NginxRuns)
+	res.VsNginx = ratios(ocelotAsRuns(res.GWRuns), ocelotAsRuns(res.NginxRuns))
+	if res.Baseline != nil {
+		b := res.Baseline
+		b.Runs = runs[baselineTarget]
+		b.Median = medianOcelot(b.Runs)
+		b.VsNginx = ratios(ocelotAsRuns(b.Runs), ocelotAsRuns(res.NginxRuns))
+		b.GWOverBaseline = ratios(ocelotAsRuns(res.GWRuns), ocelotAsRuns(b.Runs))
+	}
 	return res, nil
 }
 
@@ -200,8 +225,14 @@ func (s *sweep) measureAB(t target, argv []string) (OcelotRun, error) {
 		return run, err
 	}
 	run.abResult = ab
+	for _, pid := range workers {
+		if kib, err := rssKiB(pid); err == nil {
+			run.WorkerRSSKiB = max(run.WorkerRSSKiB, kib)
+		}
+	}
 	if ab.Complete > 0 {
 		run.CPUPerRequestUS = (cpu1 - cpu0) * 1e6 / float64(ab.Complete)
+		run.ClientCPUPerRequestUS = lr.cpuSeconds * 1e6 / float64(ab.Complete)
 		if counting != nil {
 			n := float64(ab.Complete)
 			run.SyscallsPerRequest, run.EpollCtlPerRequest, run.EpollWaitPerRequest =
@@ -213,8 +244,8 @@ func (s *sweep) measureAB(t target, argv []string) (OcelotRun, error) {
 		allBusy += float64(cores1.busy[i]-cores0.busy[i]) / clockTicks
 	}
 	run.ForeignCores = max(0, (allBusy-(cpu1-cpu0)-lr.cpuSeconds-(up1-up0))/wall)
-	fmt.Printf("    %8.0f req/s  failed %d  non-2xx %d  p99 %.0f ms  %.1f CPU µs/req  others %.2f CPUs\n",
-		ab.RPS, ab.Failed, ab.Non2xx, ab.P99MS, run.CPUPerRequestUS, run.ForeignCores)
+	fmt.Printf("    %8.0f req/s  failed %d  non-2xx %d  p99 %.0f ms  %.1f CPU µs/req  ab %.1f CPU µs/req  others %.2f CPUs\n",
+		ab.RPS, ab.Failed, ab.Non2xx, ab.P99MS, run.CPUPerRequestUS, run.ClientCPUPerRequestUS, run.ForeignCores)
 	if counting != nil {
 		fmt.Printf("    workers' system calls per request: %.2f (epoll_ctl %.2f, epoll_wait %.2f)\n",
 			run.SyscallsPerRequest, run.EpollCtlPerRequest, run.EpollWaitPerRequest)
@@ -238,6 +269,8 @@ func medianOcelot(runs []OcelotRun) OcelotRun {
 	m.P99MS = pick(func(r OcelotRun) float64 { return r.P99MS })
 	m.CPUPerRequestUS = pick(func(r OcelotRun) float64 { return r.CPUPerRequestUS })
 	m.ForeignCores = pick(func(r OcelotRun) float64 { return r.ForeignCores })
+	m.ClientCPUPerRequestUS = pick(func(r OcelotRun) float64 { return r.ClientCPUPerRequestUS })
+	m.WorkerRSSKiB = int64(pick(func(r OcelotRun) float64 { return float64(r.WorkerRSSKiB) }))
 	for _, r := range runs {
 		m.Complete += r.Complete
 		m.Failed += r.Failed
@@ -262,4 +295,20 @@ func (o *Ocelot) name() string {
 		return "tls handshake"
 	}
 	return "ocelot"
+}
+
+// baselineTarget names the gw that -baseline or -baseline-env starts.
+const baselineTarget = "gw baseline"
+
+// describeBaseline says what the baseline is: name (run.sh passes the revision it built)
+// and the environment it was given.
+func describeBaseline(name string, env []string) *OcelotBaseline {
+	what := name
+	if len(env) > 0 {
+		what = strings.TrimSpace(what + " with " + strings.Join(env, " "))
+	}
+	if what == "" {
+		what = "the same binary"
+	}
+	return &OcelotBaseline{What: what}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -248,13 +249,19 @@ func writeOcelot(b *strings.Builder, o *Ocelot) {
 	} else if o.Rewritten {
 		b.WriteString("gw rewrites /api1/values to /api/values with proxy-rewrite, as nginx does with proxy_pass.\n\n")
 	}
-	b.WriteString("| server | req/s | failed | non-2xx | write errors | p50 ms | p99 ms | CPU µs/req |\n|---|--:|--:|--:|--:|--:|--:|--:|\n")
-	for _, r := range []struct {
+	b.WriteString("| server | req/s | failed | non-2xx | write errors | p50 ms | p99 ms | CPU µs/req | ab's CPU µs/req | worker RSS |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	type server struct {
 		name string
 		run  OcelotRun
-	}{{"gw", o.GW}, {"nginx proxy", o.Nginx}} {
-		fmt.Fprintf(b, "| %s | %.0f | %d | %d | %d | %.0f | %.0f | %.1f |\n",
-			r.name, r.run.RPS, r.run.Failed, r.run.Non2xx, r.run.WriteErrors, r.run.P50MS, r.run.P99MS, r.run.CPUPerRequestUS)
+	}
+	servers := []server{{"gw", o.GW}, {"nginx proxy", o.Nginx}}
+	if o.Baseline != nil {
+		servers = slices.Insert(servers, 1, server{"gw baseline (" + o.Baseline.What + ")", o.Baseline.Median})
+	}
+	for _, r := range servers {
+		fmt.Fprintf(b, "| %s | %.0f | %d | %d | %d | %.0f | %.0f | %.1f | %.1f | %s |\n",
+			r.name, r.run.RPS, r.run.Failed, r.run.Non2xx, r.run.WriteErrors, r.run.P50MS, r.run.P99MS, r.run.CPUPerRequestUS,
+			r.run.ClientCPUPerRequestUS, mib(r.run.WorkerRSSKiB))
 	}
 	if o.VsNginx == nil {
 		return
@@ -276,6 +283,18 @@ func writeOcelot(b *strings.Builder, o *Ocelot) {
 		}
 		measured, verdict := judge(o.VsNginx, g.f, g.ok)
 		fmt.Fprintf(b, "- %s: %s (%s)\n", g.what, measured, verdict)
+	}
+	if bl := o.Baseline; bl != nil {
+		fmt.Fprintf(b, "\nThe baseline (%s), measured in the same rounds:\n\n", bl.What)
+		for _, r := range []struct {
+			what string
+			r    *Ratios
+		}{{"baseline over nginx", bl.VsNginx}, {"gw over the baseline", bl.GWOverBaseline}} {
+			cpu, _ := judge(r.r, cpuPerRequest, atLeast(0))
+			p, _ := judge(r.r, p99, atLeast(0))
+			rps, _ := judge(r.r, requestsPerSecond, atLeast(0))
+			fmt.Fprintf(b, "- %s: CPU µs/req %s; p99 %s; requests/s %s\n", r.what, cpu, p, rps)
+		}
 	}
 }
 

@@ -201,6 +201,19 @@ type Ocelot struct {
 	GWRuns    []OcelotRun `json:"gw_runs,omitempty"`
 	NginxRuns []OcelotRun `json:"nginx_runs,omitempty"`
 	Repeated  int         `json:"repeated,omitempty"` // runs taken again for others' load
+	// Baseline is a second gw measured in the same rounds (-baseline, -baseline-env): an
+	// earlier build, or the same one in another environment.
+	Baseline *OcelotBaseline `json:"baseline,omitempty"`
+}
+
+// OcelotBaseline is the baseline gw's runs, their medians, its ratios to nginx, and gw's
+// ratios to it, each paired by round.
+type OcelotBaseline struct {
+	What           string      `json:"what"`
+	Median         OcelotRun   `json:"median"`
+	Runs           []OcelotRun `json:"runs,omitempty"`
+	VsNginx        *Ratios     `json:"vs_nginx,omitempty"`
+	GWOverBaseline *Ratios     `json:"gw_over_baseline,omitempty"`
 }
 
 type OcelotRun struct {
@@ -208,6 +221,10 @@ type OcelotRun struct {
 	Round           int     `json:"round,omitempty"`
 	CPUPerRequestUS float64 `json:"cpu_per_request_us"`
 	ForeignCores    float64 `json:"foreign_cores"`
+	WorkerRSSKiB    int64   `json:"worker_rss_kib,omitempty"` // the largest worker's, after the run
+	// ClientCPUPerRequestUS is ab's own CPU time per request: with TLS, the client's side
+	// of each handshake, which bounds req/s and latency when ab's CPU is the busier one.
+	ClientCPUPerRequestUS float64 `json:"client_cpu_per_request_us,omitempty"`
 	// The workers' system calls per request, counted with perf stat over the run
 	// (GW_BENCH_SYSCALLS=1): all of them, and epoll_ctl(2) and epoll_wait(2) among them.
 	SyscallsPerRequest  float64 `json:"syscalls_per_request,omitempty"`

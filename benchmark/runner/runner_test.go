@@ -310,6 +310,44 @@ func TestOcelotRounds(t *testing.T) {
 	}
 }
 
+func TestOcelotBaseline(t *testing.T) {
+	var gw, base, nginx []OcelotRun
+	for round := 1; round <= 7; round++ {
+		g := OcelotRun{Round: round, CPUPerRequestUS: 40, WorkerRSSKiB: 30 << 10}
+		g.RPS, g.P99MS = 1000, 20
+		bl := OcelotRun{Round: round, CPUPerRequestUS: 50, WorkerRSSKiB: 25 << 10}
+		bl.RPS, bl.P99MS = 900, 20
+		n := OcelotRun{Round: round, CPUPerRequestUS: 50}
+		n.RPS, n.P99MS = 900, 25
+		gw, base, nginx = append(gw, g), append(base, bl), append(nginx, n)
+	}
+	o := &Ocelot{Requests: 20000, Clients: 1000, Workers: 1, GW: medianOcelot(gw), Nginx: medianOcelot(nginx),
+		GWRuns: gw, NginxRuns: nginx, VsNginx: ratios(ocelotAsRuns(gw), ocelotAsRuns(nginx)),
+		Baseline: &OcelotBaseline{What: describeBaseline("a5ab319", []string{"GOGC=25"}).What, Median: medianOcelot(base), Runs: base,
+			VsNginx: ratios(ocelotAsRuns(base), ocelotAsRuns(nginx)), GWOverBaseline: ratios(ocelotAsRuns(gw), ocelotAsRuns(base))}}
+	var b strings.Builder
+	writeOcelot(&b, o)
+	for _, want := range []string{
+		"| gw baseline (a5ab319 with GOGC=25) | 900 |",
+		"| 40.0 | 0.0 | 30.0 MiB |",
+		"- baseline over nginx: CPU µs/req 1.00×, 95% interval 1.00–1.00; p99 0.80×",
+		"- gw over the baseline: CPU µs/req 0.80×, 95% interval 0.80–0.80; p99 1.00×",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, b.String())
+		}
+	}
+	if got := describeBaseline("", []string{"GOGC=25"}).What; got != "with GOGC=25" {
+		t.Errorf("an environment alone: %q", got)
+	}
+	if _, _, err := parseFlags([]string{"-ocelot", "-baseline-env", "GOGC"}); err == nil {
+		t.Error("-baseline-env GOGC: want an error naming NAME=VALUE")
+	}
+	if _, _, err := parseFlags([]string{"-baseline-env", "GOGC=25"}); err == nil {
+		t.Error("-baseline-env without -ocelot: want an error")
+	}
+}
+
 func TestParseH2Load(t *testing.T) {
 	out := `finished in 5.00s, 8337.20 req/s, 1.21MB/s
 requests: 41686 total, 41846 started, 41686 done, 41680 succeeded, 6 failed, 0 errored, 0 timeout

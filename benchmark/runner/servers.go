@@ -145,11 +145,12 @@ worker_rlimit_nofile: 20480
 // startGW starts gw pinned to cpus. With profileDir set it runs bin (profgw) attached,
 // with its workers ready to profile themselves on SIGUSR2.
 func startGW(bin, prefix, cpus string, workers int, accessLog bool, profileDir string) (*gwInstance, error) {
-	return startGWWith(bin, prefix, cpus, workers, accessLog, profileDir, "")
+	return startGWWith(bin, prefix, cpus, workers, accessLog, profileDir, "", nil)
 }
 
-// startGWWith is startGW with extra appended to the config (the h2 mode's ssl section).
-func startGWWith(bin, prefix, cpus string, workers int, accessLog bool, profileDir, extra string) (*gwInstance, error) {
+// startGWWith is startGW with extra appended to the config (the h2 mode's ssl section) and
+// env added to gw's environment (a baseline's GOGC=25).
+func startGWWith(bin, prefix, cpus string, workers int, accessLog bool, profileDir, extra string, env []string) (*gwInstance, error) {
 	g := &gwInstance{bin: bin, prefix: prefix}
 	var err error
 	for _, p := range []*string{&g.data, &g.admin, &g.metrics} {
@@ -185,7 +186,11 @@ func startGWWith(bin, prefix, cpus string, workers int, accessLog bool, profileD
 		}
 		return g, nil
 	}
-	out, err := pinned(cpus, bin, "start", "--prefix", prefix, "--workers", strconv.Itoa(workers)).CombinedOutput()
+	cmd := pinned(cpus, bin, "start", "--prefix", prefix, "--workers", strconv.Itoa(workers))
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		errLog, _ := os.ReadFile(filepath.Join(prefix, "logs", "error.log"))
 		return nil, fmt.Errorf("gwctl start: %v\n%s\n%s", err, out, tail(errLog, 2000))

@@ -39,6 +39,10 @@ type options struct {
 	syscalls                bool   // count the workers' system calls over each ab run (GW_BENCH_SYSCALLS=1)
 	maxForeign              float64
 	retries                 int
+	// A second gw measured in the same rounds as gw (only --ocelot and --tls-handshake):
+	// another build, named baselineName, and/or baselineEnv added to its environment.
+	baselineGwctl, baselineName string
+	baselineEnv                 []string
 }
 
 // cpuList writes CPUs first..last as taskset wants them.

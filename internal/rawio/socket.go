@@ -338,6 +338,17 @@ func (s *Socket) NoDelay() {
 	}
 }
 
+// QuickAck acknowledges what the socket received at once (TCP_QUICKACK), where the
+// kernel would delay the acknowledgement for up to 40 ms, hoping to send it with data.
+// The kernel falls back to delaying later acknowledgements by itself.
+func (s *Socket) QuickAck() {
+	if !s.acquire() {
+		return
+	}
+	defer s.release()
+	_ = unix.SetsockoptInt(s.fd, unix.IPPROTO_TCP, unix.TCP_QUICKACK, 1)
+}
+
 // CloseWrite shuts the sending side down, as net.TCPConn's.
 func (s *Socket) CloseWrite() error {
 	if !s.acquire() {

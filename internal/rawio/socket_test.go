@@ -86,6 +86,16 @@ func TestSocketAddressesAndBytes(t *testing.T) {
 	if v := nodelay(); v != 1 {
 		t.Errorf("TCP_NODELAY = %d after NoDelay, want 1", v)
 	}
+	// The socket answered data just received by writing, which puts the kernel's
+	// acknowledgements in delayed ("pingpong") mode; QuickAck takes it out of it, which
+	// getsockopt(TCP_QUICKACK) reports as 1.
+	sock.QuickAck()
+	var quick int
+	raw, _ := sock.SyscallConn()
+	_ = raw.Control(func(fd uintptr) { quick, _ = unix.GetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_QUICKACK) })
+	if quick != 1 {
+		t.Errorf("TCP_QUICKACK = %d after QuickAck, want 1", quick)
+	}
 }
 
 // A listener on a wildcard address leaves the local address to the kernel, asked once.
