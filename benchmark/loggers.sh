@@ -3,7 +3,7 @@
 #
 #   benchmark/loggers.sh [--duration 1s] [--rounds 31] [--connections 64] [--warmup 2s]
 #                        [--rate N] [--baseline REV] [--profile DIR] [--profile-duration 15s]
-#                        [--build-only]
+#                        [--perf DIR] [--build-only]
 #
 # gw runs one worker pinned to CPU 0; wrk, the upstream and the collector (the upstream
 # server again, which answers the POSTs) share CPU 1. The machine is shared, and what
@@ -32,12 +32,15 @@
 #
 # With --profile DIR, gw is benchmark/profgw instead, and after the rounds its worker
 # profiles one more run of each route into DIR, logged.pprof and plain.pprof (go tool
-# pprof, as printed). --build-only builds and stops: run it first, outside the
+# pprof, as printed). With --perf DIR, after the rounds `perf record -g` samples the
+# worker, kernel included (loopback TCP, wake-ups, page faults: what pprof does not see),
+# through one more run of each route into DIR/logged.perf and DIR/plain.perf (perf
+# report -i, as printed). --build-only builds and stops: run it first, outside the
 # benchmark lock, and the measured run's builds are the Go build cache's. Needs Go, wrk,
 # taskset, curl, git.
 set -euo pipefail
 
-duration=1s rounds=31 connections=64 warmup=2s rate='' baseline='' profile='' profile_duration=15s build_only=0
+duration=1s rounds=31 connections=64 warmup=2s rate='' baseline='' profile='' perf='' profile_duration=15s build_only=0
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--duration) duration=$2; shift 2 ;;
@@ -48,6 +51,7 @@ while [ $# -gt 0 ]; do
 	--rate) rate=$2; shift 2 ;;
 	--profile) profile=$(realpath -m "$2"); shift 2 ;;
 	--profile-duration) profile_duration=$2; shift 2 ;;
+	--perf) perf=$(realpath -m "$2"); shift 2 ;;
 	--build-only) build_only=1; shift ;;
 	-h | --help) sed -n '4,7p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "loggers.sh: unknown argument $1" >&2; exit 2 ;;
@@ -197,6 +201,19 @@ if [ -n "$profile" ]; then
 	done
 	echo "profiles: go tool pprof -top ${bin[new]} $profile/logged.pprof; what the logger adds:" \
 		"go tool pprof -top -diff_base $profile/plain.pprof ${bin[new]} $profile/logged.pprof (requests and CPU in $profile/*.txt)" >&2
+fi
+
+if [ -n "$perf" ]; then
+	command -v perf >/dev/null || { echo "loggers.sh: --perf needs perf (Debian: apt-get install -y linux-perf)" >&2; exit 1; }
+	mkdir -p "$perf"
+	for path in /logged /plain; do
+		perf record -q -g -p "${worker[new]}" -o "$perf/${path#/}.perf" -- sleep "${profile_duration%s}" >/dev/null 2>&1 &
+		recorder=$!
+		out=$(load new "$path" "$profile_duration")
+		wait "$recorder" || true
+		echo "${path#/}: $out s" >"$perf/${path#/}.txt"
+	done
+	echo "perf: perf report --no-children --sort sym -i $perf/logged.perf (and plain.perf; requests in $perf/*.txt)" >&2
 fi
 
 # stats: the median of the numbers on stdin and, from 6 of them, the 95% interval of the
