@@ -32,14 +32,29 @@ type Counters struct {
 // processor's goroutine, never a request's, and an error has the batch retried.
 type Send func(entries [][]byte) error
 
+// Joined is how a processor made by NewJoined joins a batch's entries into one body: Open
+// (none when 0), the entries with Sep between them, Close (none when Open is 0); as
+// http-logger's JSON array '[', ',', ']', or its new_line 0, '\n', 0.
+type Joined struct{ Open, Sep, Close byte }
+
+// SendJoined delivers one batch as one body, its entries joined as Joined says. body is
+// the processor's buffer itself (valid during the call, never to be kept): no entry is
+// copied to make it. It runs on the processor's goroutine, never a request's, and an
+// error has the batch retried.
+type SendJoined func(body []byte) error
+
 // Processor buffers one logger instance's entries and sends them in batches. Add is safe
 // for concurrent use and never blocks on the sending.
 type Processor struct {
-	cfg      Config
-	send     Send
-	counters Counters
-	logf     func(format string, args ...any)
-	lastLog  atomic.Int64 // Unix nanoseconds of the last drop logged
+	cfg  Config
+	send Send
+	// sendJoined, when set, is used in place of send: the processor keeps a byte before
+	// each entry for joined.Sep, and a batch leaves as the span of buf it lies in.
+	sendJoined SendJoined
+	joined     Joined
+	counters   Counters
+	logf       func(format string, args ...any)
+	lastLog    atomic.Int64 // Unix nanoseconds of the last drop logged
 
 	mu sync.Mutex
 	// buf holds the entries waiting, back to back; ends[i] is where entry i ends. spare
@@ -60,10 +75,26 @@ func New(cfg Config, send Send, counters Counters, logf func(format string, args
 	return &Processor{cfg: cfg, send: send, counters: counters, logf: logf, wake: make(chan struct{}, 1)}
 }
 
+// NewJoined makes a processor that delivers each batch as one body, joined as j says,
+// written where the entries lie: a batch of 1000 http-logger entries is some 700 KB that
+// a copy into a body of its own would read and write once more, evicting the request
+// path's memory from the CPU's caches as it goes.
+func NewJoined(cfg Config, j Joined, send SendJoined, counters Counters, logf func(format string, args ...any)) *Processor {
+	return &Processor{cfg: cfg, sendJoined: send, joined: j, counters: counters, logf: logf, wake: make(chan struct{}, 1)}
+}
+
+// gap is the bytes kept before each entry: one for Joined.Sep when the batches leave joined.
+func (p *Processor) gap() int {
+	if p.sendJoined != nil {
+		return 1
+	}
+	return 0
+}
+
 // Add queues a copy of entry. It returns at once: the entry is dropped, and counted, when
 // the worker holds MaxPending already.
 func (p *Processor) Add(entry []byte) {
-	size := int64(len(entry))
+	size := int64(len(entry) + p.gap())
 	if pendingBytes.Add(size) > MaxPending {
 		pendingBytes.Add(-size)
 		p.dropped(1, p.counters.BufferFull, "the worker's log buffer is full")
@@ -71,6 +102,9 @@ func (p *Processor) Add(entry []byte) {
 	}
 	now := monotime.Now() // one clock read, where time.Now reads two
 	p.mu.Lock()
+	if p.sendJoined != nil {
+		p.buf = append(p.buf, p.joined.Sep)
+	}
 	p.buf = append(p.buf, entry...)
 	p.queued(now)
 }
@@ -84,6 +118,9 @@ func (p *Processor) AddWith(write func(dst []byte) []byte) {
 	now := monotime.Now()
 	p.mu.Lock()
 	start := len(p.buf)
+	if p.sendJoined != nil {
+		p.buf = append(p.buf, p.joined.Sep)
+	}
 	p.buf = write(p.buf)
 	size := int64(len(p.buf) - start)
 	if pendingBytes.Add(size) > MaxPending {
@@ -160,8 +197,13 @@ func (p *Processor) run() {
 		}
 		p.mu.Unlock()
 
-		p.flush(buf, ends)
-		pendingBytes.Add(-int64(len(buf)))
+		held := int64(len(buf))
+		if p.sendJoined != nil {
+			buf = p.flushJoined(buf, ends)
+		} else {
+			p.flush(buf, ends)
+		}
+		pendingBytes.Add(-held)
 		p.mu.Lock()
 		p.spareBuf, p.spareEnds = buf[:0], ends[:0]
 		p.mu.Unlock()
@@ -193,6 +235,40 @@ func (p *Processor) flush(buf []byte, ends []int) {
 		}
 	}
 	clear(p.views) // keep no entry alive past its batch
+}
+
+// flushJoined sends buf's entries as flush does, each batch the span of buf it lies in:
+// the gap byte before each entry is Sep, the first one's becomes Open and the byte past
+// the last (the next batch's first gap, which becomes its Open in turn, or one appended)
+// Close. It returns buf, grown when that byte was appended, to be kept for the next batch.
+func (p *Processor) flushJoined(buf []byte, ends []int) []byte {
+	start := 0
+	for len(ends) > 0 {
+		n := min(len(ends), p.cfg.BatchMaxSize)
+		end := ends[n-1]
+		ends = ends[n:]
+		body := buf[start+1 : end]
+		if p.joined.Open != 0 {
+			if end == len(buf) {
+				buf = append(buf, 0)
+			}
+			buf[start], buf[end] = p.joined.Open, p.joined.Close
+			body = buf[start : end+1]
+		}
+		for attempt := 0; ; attempt++ {
+			err := p.sendJoined(body)
+			if err == nil {
+				break
+			}
+			if attempt >= p.cfg.MaxRetryCount {
+				p.dropped(n, p.counters.SendFailed, "sending failed "+strconv.Itoa(attempt+1)+" times: "+err.Error())
+				break
+			}
+			time.Sleep(p.cfg.RetryDelay)
+		}
+		start = end
+	}
+	return buf
 }
 
 // dropped counts n entries dropped in counter and logs why, at most once a second.

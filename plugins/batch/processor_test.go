@@ -334,3 +334,87 @@ func BenchmarkAddBacklog(b *testing.B) {
 		p.Add(entry)
 	}
 }
+
+// joinedCollector records the bodies a NewJoined processor sends.
+type joinedCollector struct {
+	collector
+	bodies []string
+}
+
+func (c *joinedCollector) send(body []byte) error {
+	if c.block != nil {
+		<-c.block
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fail > 0 {
+		c.fail--
+		return errors.New("collector down")
+	}
+	c.bodies = append(c.bodies, string(body))
+	c.batches = append(c.batches, nil) // for wait
+	return nil
+}
+
+// A joined processor sends each batch as one body, joined where its entries lie: the
+// full batches of a backlog one after the other (each one's Close written over the next
+// one's first gap), the last with a Close appended, a failed one again as it was, and
+// what waits behind them keeps its gap.
+func TestJoinedBacklogAndRetry(t *testing.T) {
+	waitForRoom(t)
+	c := &joinedCollector{collector: collector{block: make(chan struct{}), fail: 1}}
+	cfg := config(2, 3600, 3600)
+	cfg.MaxRetryCount = 1
+	p := NewJoined(cfg, Joined{Open: '[', Sep: ',', Close: ']'}, c.send, counters(), nil)
+	p.Add([]byte("e0"))
+	p.AddWith(func(dst []byte) []byte { return append(dst, "e1"...) })
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		p.mu.Lock()
+		taken := len(p.ends) == 0
+		p.mu.Unlock()
+		if taken || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for i := 2; i < 9; i++ {
+		p.Add(fmt.Appendf(nil, "e%d", i))
+	}
+	close(c.block)
+	c.wait(t, 4, 10*time.Second)
+	c.mu.Lock()
+	got := fmt.Sprint(c.bodies)
+	c.mu.Unlock()
+	if want := "[[e0,e1] [e2,e3] [e4,e5] [e6,e7]]"; got != want {
+		t.Fatalf("bodies = %s, want %s", got, want)
+	}
+	time.Sleep(50 * time.Millisecond)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.ends) != 1 || string(p.buf) != ",e8" {
+		t.Errorf("waiting after the full batches: %d entries %q, want e8 alone after its gap", len(p.ends), p.buf)
+	}
+}
+
+// Without Open, a batch is its entries with Sep between them and nothing around them
+// (http-logger's new_line, or an entry alone with batch_max_size 1).
+func TestJoinedWithoutOpen(t *testing.T) {
+	c := &joinedCollector{}
+	p := NewJoined(config(3, 1, 60), Joined{Sep: '\n'}, c.send, counters(), nil)
+	for i := range 3 {
+		p.Add(fmt.Appendf(nil, "e%d", i))
+	}
+	c.wait(t, 1, 10*time.Second)
+	one := &joinedCollector{}
+	p = NewJoined(config(1, 1, 60), Joined{}, one.send, counters(), nil)
+	p.Add([]byte("alone"))
+	one.wait(t, 1, 10*time.Second)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	one.mu.Lock()
+	defer one.mu.Unlock()
+	if c.bodies[0] != "e0\ne1\ne2" || one.bodies[0] != "alone" {
+		t.Errorf("new_line %q, batch_max_size 1 %q", c.bodies[0], one.bodies[0])
+	}
+}

@@ -32,7 +32,7 @@ func (plugin) Build(raw json.RawMessage, env *plugins.Env) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	l, err := logentry.NewLogger(cfg.Format, cfg.Entry, cfg.Batch, newSender(cfg).send, Name, env)
+	l, err := logentry.NewJoinedLogger(cfg.Format, cfg.Entry, cfg.Batch, joined(cfg), newSender(cfg).send, Name, env)
 	if err != nil {
 		return nil, err
 	}

@@ -259,7 +259,7 @@ func TestSenderKeepsTheConnection(t *testing.T) {
 	defer srv.Close()
 	s := senderOf(t, `{"uri":"`+srv.URL+`/in?k=v","batch_max_size":1}`)
 	for range 3 {
-		if err := s.send([][]byte{[]byte(`{}`)}); err != nil {
+		if err := s.send([]byte(`[{}]`)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -283,17 +283,17 @@ func TestSenderFailures(t *testing.T) {
 	var got atomic.Int32
 	tlsSrv := httptest.NewTLSServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { got.Add(1) }))
 	defer tlsSrv.Close()
-	if err := senderOf(t, `{"uri":"`+tlsSrv.URL+`"}`).send([][]byte{[]byte(`{}`)}); err != nil || got.Load() != 1 {
+	if err := senderOf(t, `{"uri":"`+tlsSrv.URL+`"}`).send([]byte(`[{}]`)); err != nil || got.Load() != 1 {
 		t.Errorf("https, ssl_verify false: %v (%d received)", err, got.Load())
 	}
-	err := senderOf(t, `{"uri":"`+tlsSrv.URL+`","ssl_verify":true}`).send([][]byte{[]byte(`{}`)})
+	err := senderOf(t, `{"uri":"`+tlsSrv.URL+`","ssl_verify":true}`).send([]byte(`[{}]`))
 	if err == nil || !strings.Contains(err.Error(), "error while sending data to ["+tlsSrv.URL+"]") || !strings.Contains(err.Error(), "certificate") {
 		t.Errorf("https, ssl_verify true, an unknown CA: %v", err)
 	}
 
 	failing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(503) }))
 	defer failing.Close()
-	err = senderOf(t, `{"uri":"`+failing.URL+`/x"}`).send([][]byte{[]byte(`{}`)})
+	err = senderOf(t, `{"uri":"`+failing.URL+`/x"}`).send([]byte(`[{}]`))
 	if want := "server returned status code[503] host[" + failing.URL + "/x]"; err == nil || err.Error() != want {
 		t.Errorf("a 503: %v, want %s", err, want)
 	}
@@ -303,7 +303,7 @@ func TestSenderFailures(t *testing.T) {
 	defer slow.Close()
 	defer close(release)
 	start := time.Now()
-	err = senderOf(t, `{"uri":"`+slow.URL+`","timeout":1}`).send([][]byte{[]byte(`{}`)})
+	err = senderOf(t, `{"uri":"`+slow.URL+`","timeout":1}`).send([]byte(`[{}]`))
 	if took := time.Since(start); err == nil || took > 20*time.Second {
 		t.Errorf("a collector that never answers: %v after %v, want an error after the 1 s timeout", err, took)
 	}
@@ -339,7 +339,7 @@ func TestSenderRetriesAClosedConnection(t *testing.T) {
 	}()
 	s := senderOf(t, `{"uri":"http://`+ln.Addr().String()+`/log"}`)
 	for i := range 3 {
-		if err := s.send([][]byte{[]byte(`{}`)}); err != nil {
+		if err := s.send([]byte(`[{}]`)); err != nil {
 			t.Fatalf("POST %d: %v", i+1, err)
 		}
 		time.Sleep(50 * time.Millisecond) // the collector's close arrives

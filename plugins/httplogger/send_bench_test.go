@@ -63,13 +63,11 @@ func BenchmarkSend(b *testing.B) {
 		b.Fatal(err)
 	}
 	s := newSender(cfg)
-	batch := make([][]byte, 1000)
-	for i := range batch {
-		batch[i] = []byte(`{"request":{"url":"http://127.0.0.1:9080/logged","uri":"/logged"` + strings.Repeat(",\"x\":1", 90) + `}}`)
-	}
+	entry := `{"request":{"url":"http://127.0.0.1:9080/logged","uri":"/logged"` + strings.Repeat(",\"x\":1", 90) + `}}`
+	body := []byte("[" + strings.Repeat(entry+",", 999) + entry + "]")
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := s.send(batch); err != nil {
+		if err := s.send(body); err != nil {
 			b.Fatal(err)
 		}
 	}

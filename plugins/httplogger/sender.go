@@ -10,6 +10,8 @@ import (
 	"syscall"
 
 	"github.com/valyala/fasthttp"
+
+	"gw/plugins/batch"
 )
 
 // sender POSTs batches to the collector over a kept-alive connection (fasthttp's
@@ -21,7 +23,6 @@ type sender struct {
 	client *fasthttp.HostClient
 	req    fasthttp.Request
 	resp   fasthttp.Response
-	body   []byte
 }
 
 // maxAnswer bounds the collector's answer: a larger one is a failed send.
@@ -78,35 +79,26 @@ func tlsConfig(verify bool) *tls.Config {
 	return &tls.Config{InsecureSkipVerify: !verify} //nolint:gosec // APISIX's ssl_verify, false by default
 }
 
-// send POSTs one batch as http-logger.lua does: with batch_max_size 1 the entry itself;
+// joined is how http-logger.lua joins a batch: with batch_max_size 1 the entry itself;
 // otherwise, concat_method json, a JSON array (application/json, even of one entry),
-// new_line, the entries a line each (text/plain). A status of 400 or more is a failure,
-// retried.
-func (s *sender) send(batch [][]byte) error {
-	s.body = s.body[:0]
+// new_line, the entries a line each (text/plain).
+func joined(cfg *Config) batch.Joined {
 	switch {
-	case s.cfg.NewLine && s.cfg.Batch.BatchMaxSize > 1:
-		for i, e := range batch {
-			if i > 0 {
-				s.body = append(s.body, '\n')
-			}
-			s.body = append(s.body, e...)
-		}
-	case s.cfg.Batch.BatchMaxSize == 1:
-		s.body = append(s.body, batch[0]...)
+	case cfg.Batch.BatchMaxSize == 1:
+		return batch.Joined{}
+	case cfg.NewLine:
+		return batch.Joined{Sep: '\n'}
 	default:
-		s.body = append(s.body, '[')
-		for i, e := range batch {
-			if i > 0 {
-				s.body = append(s.body, ',')
-			}
-			s.body = append(s.body, e...)
-		}
-		s.body = append(s.body, ']')
+		return batch.Joined{Open: '[', Sep: ',', Close: ']'}
 	}
-	s.req.SetBodyRaw(s.body)
+}
+
+// send POSTs one batch, joined by the processor (joined); a status of 400 or more is a
+// failure, retried. body goes out as it is, the processor's buffer: no copy.
+func (s *sender) send(body []byte) error {
+	s.req.SetBodyRaw(body)
 	err := s.client.DoTimeout(&s.req, &s.resp, s.cfg.Timeout)
-	s.req.SetBodyRaw(nil) // s.body is the processor's scratch, not the request's to keep
+	s.req.SetBodyRaw(nil) // body is the processor's, not the request's to keep
 	status := s.resp.StatusCode()
 	s.resp.Reset()
 	if err != nil {

@@ -47,6 +47,20 @@ func (l *Logger) appendEntry(dst []byte, c *plugins.Ctx) []byte {
 // gateway's version and error log from env, and a processor of its own that delivers
 // with send and counts its drops under plugin's name.
 func NewLogger(own *Format, opts Options, cfg batch.Config, send batch.Send, plugin string, env *plugins.Env) (*Logger, error) {
+	return newLogger(own, opts, plugin, env, func(counters batch.Counters, logf func(string, ...any)) *batch.Processor {
+		return batch.New(cfg, send, counters, logf)
+	})
+}
+
+// NewJoinedLogger is NewLogger with a processor that delivers each batch as one body,
+// joined as j says (batch.NewJoined).
+func NewJoinedLogger(own *Format, opts Options, cfg batch.Config, j batch.Joined, send batch.SendJoined, plugin string, env *plugins.Env) (*Logger, error) {
+	return newLogger(own, opts, plugin, env, func(counters batch.Counters, logf func(string, ...any)) *batch.Processor {
+		return batch.NewJoined(cfg, j, send, counters, logf)
+	})
+}
+
+func newLogger(own *Format, opts Options, plugin string, env *plugins.Env, processor func(batch.Counters, func(string, ...any)) *batch.Processor) (*Logger, error) {
 	format, err := FormatFor(own, env)
 	if err != nil {
 		return nil, fmt.Errorf("plugin_metadata: %w", err)
@@ -64,7 +78,7 @@ func NewLogger(own *Format, opts Options, cfg batch.Config, send batch.Send, plu
 	if format == nil {
 		l.Default = NewDefault(opts, route)
 	}
-	l.Proc = batch.New(cfg, send, batch.CountersOf(shared, plugin), logf)
+	l.Proc = processor(batch.CountersOf(shared, plugin), logf)
 	return l, nil
 }
 
