@@ -34,8 +34,8 @@
 # profiles one more run of each route into DIR, logged.pprof and plain.pprof (go tool
 # pprof, as printed). With --perf DIR, after the rounds `perf record -g` samples the
 # worker, kernel included (loopback TCP, wake-ups, page faults: what pprof does not see),
-# through one more run of each route into DIR/logged.perf and DIR/plain.perf (perf
-# report -i, as printed). --build-only builds and stops: run it first, outside the
+# through two more runs of each route (logged, plain, plain, logged) into
+# DIR/logged-1.perf, plain-1, plain-2 and logged-2 (perf report -i, as printed). --build-only builds and stops: run it first, outside the
 # benchmark lock, and the measured run's builds are the Go build cache's. Needs Go, wrk,
 # taskset, curl, git.
 set -euo pipefail
@@ -206,14 +206,19 @@ fi
 if [ -n "$perf" ]; then
 	command -v perf >/dev/null || { echo "loggers.sh: --perf needs perf (Debian: apt-get install -y linux-perf)" >&2; exit 1; }
 	mkdir -p "$perf"
-	for path in /logged /plain; do
-		perf record -q -g -p "${worker[new]}" -o "$perf/${path#/}.perf" -- sleep "${profile_duration%s}" >/dev/null 2>&1 &
+	# logged, plain, plain, logged, as the rounds: a load that moves steadily weighs on
+	# both routes alike. Each route's two recordings are kept apart, -1 and -2, their
+	# requests in the .txt beside them.
+	i=0
+	for path in /logged /plain /plain /logged; do
+		i=$((i + 1)) name=${path#/}-$(((i == 1 || i == 2) ? 1 : 2))
+		perf record -q -g -p "${worker[new]}" -o "$perf/$name.perf" -- sleep "${profile_duration%s}" >/dev/null 2>&1 &
 		recorder=$!
 		out=$(load new "$path" "$profile_duration")
 		wait "$recorder" || true
-		echo "${path#/}: $out s" >"$perf/${path#/}.txt"
+		echo "$name: $out s" >"$perf/$name.txt"
 	done
-	echo "perf: perf report --no-children --sort sym -i $perf/logged.perf (and plain.perf; requests in $perf/*.txt)" >&2
+	echo "perf: perf report --no-children --sort sym -i $perf/logged-1.perf (logged-2, plain-1, plain-2; requests in $perf/*.txt)" >&2
 fi
 
 # stats: the median of the numbers on stdin and, from 6 of them, the 95% interval of the
