@@ -13,4 +13,9 @@
 // goroutine runs while the processor has entries and ends once it has sent them all, so
 // a processor that a new config snapshot no longer uses is simply collected: nothing
 // needs closing. Entries still buffered when a worker exits are lost, as in APISIX.
+//
+// A batch reaches its sender as a list of entries (New), or, for a sender that joins
+// them into one body (http-logger's JSON array or lines), as that body already joined
+// in the processor's buffer (NewJoined): a byte is kept before each entry for the
+// separator, so no batch is copied again to be sent.
 package batch
