@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/valyala/fasthttp"
 
@@ -111,5 +112,52 @@ func TestIdleStampTakesTheAnswersTime(t *testing.T) {
 	tracker.hook(ec, fasthttp.StateIdle, nil)
 	if got := ec.mark.idleSince.Load(); got <= answered+int64(30*time.Minute) {
 		t.Fatalf("idle since %d after a write that waited: want a fresh reading, not the answer's %d", got, answered)
+	}
+}
+
+// The set stays consistent whatever order connections leave in: each mark's index points
+// at its own connection, and the drain closes exactly the idle ones still open.
+func TestConnTrackerSetSwapsOnRemove(t *testing.T) {
+	tracker := newConnTracker()
+	conns := make([]*edgeConn, 64)
+	for i := range conns {
+		conns[i] = &edgeConn{}
+		tracker.hook(conns[i], fasthttp.StateNew, nil)
+		tracker.hook(conns[i], fasthttp.StateActive, nil) // busy: the drain leaves it
+	}
+	tracker.open.Store(int64(len(conns)))
+	// Remove every third, from the middle, the end and the start alike; a second close
+	// (StateClosed after StateHijacked) removes nothing more.
+	for i := len(conns) - 1; i >= 0; i -= 3 {
+		tracker.hook(conns[i], fasthttp.StateHijacked, nil)
+		tracker.hook(conns[i], fasthttp.StateClosed, nil)
+	}
+	removed := func(i int) bool { return (len(conns)-1-i)%3 == 0 }
+	want := 0
+	for i, ec := range conns {
+		if removed(i) {
+			if ec.mark.tracked {
+				t.Errorf("connection %d removed but still tracked", i)
+			}
+			continue
+		}
+		want++
+		if at := ec.mark.at; !ec.mark.tracked || int(at) >= len(tracker.conns) || tracker.conns[at] != net.Conn(ec) || tracker.marks[at] != &ec.mark {
+			t.Errorf("connection %d: tracked %v at %d, not where the set holds it", i, ec.mark.tracked, at)
+		}
+	}
+	if len(tracker.conns) != want || len(tracker.marks) != want || tracker.open.Load() != int64(want) {
+		t.Fatalf("set holds %d connections and %d marks, open %d; want %d", len(tracker.conns), len(tracker.marks), tracker.open.Load(), want)
+	}
+	if n := tracker.closeIdle(0); n != want {
+		t.Fatalf("closeIdle with every connection busy: %d open, want %d", n, want)
+	}
+}
+
+// connMark's index lives in padding: the edgeConn stays in the 896-byte size class that
+// makes a new connection one small allocation.
+func TestEdgeConnSizeClass(t *testing.T) {
+	if size := unsafe.Sizeof(edgeConn{}); size > 896 {
+		t.Fatalf("edgeConn is %d bytes, past the 896-byte size class", size)
 	}
 }
