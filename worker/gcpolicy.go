@@ -107,7 +107,10 @@ func (p *gcPolicy) update() {
 // watch has update run after the next collection, and again after each one after it: a
 // cleanup runs once the object it watches is found unreachable, which the first
 // collection after watch does (the object is referenced from nowhere else). Cleanups run
-// on a goroutine of the runtime's.
+// on a goroutine of the runtime's. A cleanup that runs while the next collection is
+// already marking reads the figures of the one before, and the sentinel it allocates
+// then is marked live by that collection: the policy then catches up one collection
+// late, which a worker that allocates reaches soon.
 func (p *gcPolicy) watch() {
 	runtime.AddCleanup(new(gcSentinel), func(p *gcPolicy) {
 		if p.stopped.Load() {
