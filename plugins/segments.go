@@ -37,13 +37,25 @@ func init() {
 // defaultHealthSegmentBytes is shm.health_check's default, for a Config that leaves it unset.
 const defaultHealthSegmentBytes = 1 << 20
 
-// healthSegmentSize makes the whole segment, header included, the configured size.
-func healthSegmentSize(cfg *conf.Config) int {
-	total := int64(defaultHealthSegmentBytes)
-	if cfg != nil && cfg.Shm.HealthCheck > 0 {
-		total = cfg.Shm.HealthCheck
+var healthSegmentSize = SizedBy(func(s *conf.Shm) int64 { return s.HealthCheck }, defaultHealthSegmentBytes)
+
+// SizedBy is a SegmentSpec.Size that makes the whole segment, header included, the size
+// config.yaml's shm section gives it (field picks the setting), or defaultBytes where the
+// setting is unset (0) or there is no Config.
+func SizedBy(field func(*conf.Shm) int64, defaultBytes int64) func(cfg *conf.Config) int {
+	return func(cfg *conf.Config) int {
+		total := defaultBytes
+		if cfg != nil && field(&cfg.Shm) > 0 {
+			total = field(&cfg.Shm)
+		}
+		return int(total-shm.HeaderSize) &^ 7
 	}
-	return int(total-shm.HeaderSize) &^ 7
+}
+
+// KeyedTableInit is a SegmentSpec.Init that lays out an empty shm.KeyedTable marked
+// magic, for a segment that holds one table.
+func KeyedTableInit(magic uint64) func(seg *shm.Segment) error {
+	return func(seg *shm.Segment) error { return shm.InitKeyedTable(seg, magic) }
 }
 
 // hostSegments are the segments that belong to no plugin, by name, under registryMu.

@@ -24,7 +24,7 @@ const defaultSegmentBytes = 10 << 20
 var segmentSpec = &plugins.SegmentSpec{
 	Layout: Layout,
 	Size:   segmentDataSize,
-	Init:   func(seg *shm.Segment) error { return shm.InitKeyedTable(seg, tableMagic) },
+	Init:   plugins.KeyedTableInit(tableMagic),
 }
 
 // Segment is the breakers' table, sized by shm.api_breaker.
@@ -32,13 +32,7 @@ func (plugin) Segment() *plugins.SegmentSpec { return segmentSpec }
 
 var _ plugins.SegmentOwner = plugin{}
 
-func segmentDataSize(cfg *conf.Config) int {
-	total := int64(defaultSegmentBytes)
-	if cfg != nil && cfg.Shm.APIBreaker > 0 {
-		total = cfg.Shm.APIBreaker
-	}
-	return int(total-shm.HeaderSize) &^ 7
-}
+var segmentDataSize = plugins.SizedBy(func(s *conf.Shm) int64 { return s.APIBreaker }, defaultSegmentBytes)
 
 // A breaker is one payload: APISIX's three shared-dict keys in one word, so that each of
 // its changes is one compare-and-swap and no worker sees half of one.

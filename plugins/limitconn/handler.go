@@ -26,7 +26,7 @@ const defaultSegmentBytes = 10 << 20
 var segmentSpec = &plugins.SegmentSpec{
 	Layout: Layout,
 	Size:   segmentDataSize,
-	Init:   func(seg *shm.Segment) error { return shm.InitKeyedTable(seg, tableMagic) },
+	Init:   plugins.KeyedTableInit(tableMagic),
 }
 
 // Segment is the counts' table, sized by shm.limit_conn.
@@ -34,14 +34,7 @@ func (plugin) Segment() *plugins.SegmentSpec { return segmentSpec }
 
 var _ plugins.SegmentOwner = plugin{}
 
-// segmentDataSize makes the whole segment, header included, the configured size.
-func segmentDataSize(cfg *conf.Config) int {
-	total := int64(defaultSegmentBytes)
-	if cfg != nil && cfg.Shm.LimitConn > 0 {
-		total = cfg.Shm.LimitConn
-	}
-	return int(total-shm.HeaderSize) &^ 7
-}
+var segmentDataSize = plugins.SizedBy(func(s *conf.Shm) int64 { return s.LimitConn }, defaultSegmentBytes)
 
 var (
 	contentTypeJSON  = []byte("application/json")

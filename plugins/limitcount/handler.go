@@ -32,14 +32,7 @@ var segmentSpec = &plugins.SegmentSpec{
 
 var _ plugins.SegmentOwner = plugin{}
 
-// segmentDataSize makes the whole segment, header included, the configured size.
-func segmentDataSize(cfg *conf.Config) int {
-	total := int64(defaultSegmentBytes)
-	if cfg != nil && cfg.Shm.LimitCount > 0 {
-		total = cfg.Shm.LimitCount
-	}
-	return int(total-shm.HeaderSize) &^ 7
-}
+var segmentDataSize = plugins.SizedBy(func(s *conf.Shm) int64 { return s.LimitCount }, defaultSegmentBytes)
 
 // freeBytes is the segment's share of slots without a live window now, estimated from a
 // sample (stats).

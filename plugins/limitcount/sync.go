@@ -117,9 +117,9 @@ const (
 
 func init() {
 	plugins.RegisterSegment(syncCountsLayout.Name, &plugins.SegmentSpec{Layout: syncCountsLayout, Size: syncSegmentSize,
-		Init: func(seg *shm.Segment) error { return shm.InitKeyedTable(seg, syncCountsMagic) }})
+		Init: plugins.KeyedTableInit(syncCountsMagic)})
 	plugins.RegisterSegment(syncWindowsLayout.Name, &plugins.SegmentSpec{Layout: syncWindowsLayout, Size: syncSegmentSize,
-		Init: func(seg *shm.Segment) error { return shm.InitKeyedTable(seg, syncWindowsMagic) }})
+		Init: plugins.KeyedTableInit(syncWindowsMagic)})
 }
 
 // syncSegmentSize is each sync table's size: half of shm.limit_count's, as a key takes

@@ -31,7 +31,7 @@ const tickNanos = 100
 var segmentSpec = &plugins.SegmentSpec{
 	Layout: Layout,
 	Size:   segmentDataSize,
-	Init:   func(seg *shm.Segment) error { return shm.InitKeyedTable(seg, tableMagic) },
+	Init:   plugins.KeyedTableInit(tableMagic),
 }
 
 // Segment is the buckets' table, sized by shm.limit_req.
@@ -39,14 +39,7 @@ func (plugin) Segment() *plugins.SegmentSpec { return segmentSpec }
 
 var _ plugins.SegmentOwner = plugin{}
 
-// segmentDataSize makes the whole segment, header included, the configured size.
-func segmentDataSize(cfg *conf.Config) int {
-	total := int64(defaultSegmentBytes)
-	if cfg != nil && cfg.Shm.LimitReq > 0 {
-		total = cfg.Shm.LimitReq
-	}
-	return int(total-shm.HeaderSize) &^ 7
-}
+var segmentDataSize = plugins.SizedBy(func(s *conf.Shm) int64 { return s.LimitReq }, defaultSegmentBytes)
 
 var (
 	contentTypeJSON  = []byte("application/json")
