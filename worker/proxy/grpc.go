@@ -79,15 +79,17 @@ type GRPCCall struct {
 	// (grpcStop*).
 	state      atomic.Uint64
 	deadlineAt atomic.Int64 // monotime; math.MaxInt64 for none
-	// The upstream's timeout.read and timeout.send (grpctimeout.go), in nanoseconds; 0
-	// until RoundTripGRPC sets them.
+	// The upstream's timeout.read and timeout.send (grpctimeout.go), in nanoseconds, as
+	// RoundTripGRPC set them (an earlier acquisition's before: they are looked at only
+	// once the call is on a connection); 0 for none.
 	readTimeout atomic.Int64
 	sendTimeout atomic.Int64
-	// timerMu orders the timer's arming, its firing and the call's release.
-	timerMu  sync.Mutex
-	armedGen uint64 // the acquisition the timer watches; 0 once released
-	armedAt  int64  // when the timer fires (monotime); 0 when it is not armed
-	timer    *time.Timer
+	// timerMu orders the timer's arming and firing; armedAt is when it fires
+	// (monotime), 0 when it is not armed, read without timerMu to skip an arming that
+	// would change nothing (grpctimeout.go).
+	timerMu sync.Mutex
+	armedAt atomic.Int64
+	timer   *time.Timer
 	// conn is the connection the call holds a place on (counted in its active calls);
 	// cond waits under its mu.
 	conn atomic.Pointer[grpcConn]
@@ -132,6 +134,7 @@ const (
 	grpcStopDeadline    = 2 // grpc-timeout passed
 	grpcStopReadTimeout = 3 // the node sent nothing for timeout.read
 	grpcStopSendTimeout = 4 // the node took none of the request for timeout.send
+	grpcStopPooled      = 7 // released: no acquisition holds the call
 	grpcStopBits        = 3
 	grpcStopMask        = 1<<grpcStopBits - 1
 )
@@ -147,31 +150,23 @@ func AcquireGRPCCall(timeout time.Duration) *GRPCCall {
 	c := grpcCallPool.Get().(*GRPCCall)
 	gen := c.state.Load()>>grpcStopBits + 1
 	c.state.Store(gen << grpcStopBits)
-	c.timerMu.Lock()
-	c.armedGen, c.armedAt = gen, 0
 	if timeout > 0 {
 		at := monotime.Now() + int64(timeout)
 		c.deadlineAt.Store(at)
-		c.armLocked(at)
+		c.arm(at)
 	} else {
 		c.deadlineAt.Store(math.MaxInt64)
 	}
-	c.timerMu.Unlock()
 	return c
 }
 
 // ReleaseGRPCCall ends c (the node's side is reset if it has not ended) and puts it
 // back. A request body being sent must have been closed (its reads return) first.
 func ReleaseGRPCCall(c *GRPCCall) {
-	c.timerMu.Lock()
-	c.armedGen, c.armedAt = 0, 0
-	c.deadlineAt.Store(math.MaxInt64)
-	c.readTimeout.Store(0)
-	c.sendTimeout.Store(0)
-	if c.timer != nil {
-		c.timer.Stop()
-	}
-	c.timerMu.Unlock()
+	// The timer is left armed: the call's next acquisition needs it again, most often
+	// no earlier (grpctimeout.go), and a firing meanwhile finds the call pooled, and looks
+	// no further (its deadline and timeouts are the next acquisition's to set).
+	c.state.Store(c.state.Load()&^grpcStopMask | grpcStopPooled)
 	c.detach()
 	c.body = nil
 	if cap(c.buf) > 64<<10 {
@@ -359,7 +354,7 @@ func (u *Upstream) RoundTripGRPC(call *GRPCCall, ctx *fasthttp.RequestCtx, body 
 	u.prepareRequest(ctx, x, info)
 	start := monotime.Now()
 	x.now = start
-	call.watchIO(u.sendTimeout, u.readTimeout)
+	call.watchIO(u.sendTimeout, u.readTimeout, start)
 
 	// A body that has all arrived is read now and kept: the call may go again.
 	complete := body == nil

@@ -46,7 +46,11 @@ type grpcConn struct {
 	dialErr error
 
 	// read loop
-	br       *bufio.Reader
+	br *bufio.Reader
+	// readAt is when the last read from the socket returned (monotime): the time the
+	// frames it brought arrived, for the calls' read timeouts, at one clock reading per
+	// read rather than one per frame.
+	readAt   int64
 	fr       *http2.Framer // reads here; writes under mu
 	dec      *hpack.Decoder
 	payload  [grpcMaxFrame]byte // a HEADERS, WINDOW_UPDATE, RST_STREAM or PING payload
@@ -105,6 +109,16 @@ func (w grpcSocketWriter) Write(p []byte) (int, error) {
 	w.cn.writingSince.Store(monotime.Now())
 	n, err := w.cn.nc.Write(p)
 	w.cn.writingSince.Store(0)
+	return n, err
+}
+
+// grpcSocketReader is what the read loop's bufio.Reader reads from: the socket, each
+// read stamped in readAt.
+type grpcSocketReader struct{ cn *grpcConn }
+
+func (r grpcSocketReader) Read(p []byte) (int, error) {
+	n, err := r.cn.nc.Read(p)
+	r.cn.readAt = monotime.Now()
 	return n, err
 }
 
@@ -328,7 +342,7 @@ func (cn *grpcConn) dial(timeout time.Duration) {
 	if closed {
 		nc.Close()
 	}
-	cn.br = bufio.NewReaderSize(nc, grpcMaxFrame+9)
+	cn.br = bufio.NewReaderSize(grpcSocketReader{cn}, grpcMaxFrame+9)
 	cn.bw = bufio.NewWriterSize(grpcSocketWriter{cn}, 32<<10)
 	cn.fr = http2.NewFramer(cn.bw, cn.br)
 	cn.fr.SetReuseFrames()
@@ -935,7 +949,7 @@ func (cn *grpcConn) data(f *http2.DataFrame) error {
 	}
 	call.recvWindow -= n
 	call.consumed += n - int32(len(f.Data())) // padding is never read
-	call.readSince = monotime.Now()
+	call.readSince = cn.readAt
 	call.buf = append(call.buf, f.Data()...)
 	if f.StreamEnded() {
 		call.remoteDone = true
@@ -1007,7 +1021,7 @@ func (cn *grpcConn) fragment(p []byte, end bool) error {
 	if cn.calls[cn.blockID] != call {
 		return nil // released while its block was read
 	}
-	call.readSince = monotime.Now()
+	call.readSince = cn.readAt
 	if cn.blockBad == nil && !cn.trailers && cn.blockStatus == 0 {
 		cn.blockBad = errors.New("proxy: the node's response has no :status")
 	}

@@ -28,22 +28,28 @@ import (
 // (RST_STREAM CANCEL) and the caller learns why from TimedOut.
 //
 // One timer per call watches the grpc-timeout deadline and both timeouts: it is the
-// pooled call's own (no allocation per call), armed once per call, and fires at most
-// once per timeout's length while the call lasts, rechecking the stamps the connection
-// keeps under its mu (readSince, sendWaitSince) rather than being reset at every frame.
+// pooled call's own (no allocation per call), and fires at most once per timeout's
+// length while the call lasts, rechecking the stamps the connection keeps under its mu
+// (readSince, sendWaitSince) rather than being reset at every frame. It is not stopped
+// when the call is released, and the next acquisition of the call resets it only when
+// it must fire earlier than it will: with 60 s timeouts and calls shorter than that, a
+// call's timer is reset about once a minute rather than at each call, and no lock is
+// taken on the way (arm).
 
 // watchIO starts watching the node's side of the call with timeout.send and
-// timeout.read (0 for none).
-func (c *GRPCCall) watchIO(send, read time.Duration) {
-	c.sendTimeout.Store(int64(send))
-	c.readTimeout.Store(int64(read))
-	poll := ioPollPeriod(int64(send), int64(read))
-	if poll == 0 {
-		return
+// timeout.read (0 for none), from now (monotime).
+func (c *GRPCCall) watchIO(send, read time.Duration, now int64) {
+	// Stored only when they change: a pooled call serves one upstream's calls most often,
+	// and a store costs a fence where a load costs nothing.
+	if c.sendTimeout.Load() != int64(send) {
+		c.sendTimeout.Store(int64(send))
 	}
-	c.timerMu.Lock()
-	c.armLocked(monotime.Now() + poll)
-	c.timerMu.Unlock()
+	if c.readTimeout.Load() != int64(read) {
+		c.readTimeout.Store(int64(read))
+	}
+	if poll := ioPollPeriod(int64(send), int64(read)); poll > 0 {
+		c.arm(now + poll)
+	}
 }
 
 // ioPollPeriod is how often the timer looks at a call whose timeouts are not running:
@@ -59,13 +65,27 @@ func ioPollPeriod(send, read int64) int64 {
 	return min(send, read)
 }
 
-// armLocked makes the timer fire at at, unless it fires earlier already: the firing
-// looks again (under timerMu).
-func (c *GRPCCall) armLocked(at int64) {
-	if c.armedAt != 0 && c.armedAt <= at {
+// arm makes the timer fire at at, unless it fires earlier already: the firing looks
+// again. The test without timerMu is what keeps a call's timer off its path in the
+// steady state; it is sound because what arms (AcquireGRPCCall, watchIO) stores the
+// acquisition's state and timeouts before it loads armedAt here, and fire stores 0 in
+// armedAt before it loads them: an arming that finds the timer armed, and skips, comes
+// before that firing has looked, which then sees the acquisition.
+func (c *GRPCCall) arm(at int64) {
+	if a := c.armedAt.Load(); a != 0 && a <= at {
 		return
 	}
-	c.armedAt = at
+	c.timerMu.Lock()
+	c.armLocked(at)
+	c.timerMu.Unlock()
+}
+
+// armLocked is arm under timerMu.
+func (c *GRPCCall) armLocked(at int64) {
+	if a := c.armedAt.Load(); a != 0 && a <= at {
+		return
+	}
+	c.armedAt.Store(at)
 	d := time.Duration(at - monotime.Now())
 	if c.timer == nil {
 		c.timer = time.AfterFunc(d, c.fire)
@@ -75,18 +95,16 @@ func (c *GRPCCall) armLocked(at int64) {
 }
 
 // fire is the timer's: it stops the call whose deadline or timeout passed, and arms the
-// timer again for the next thing due otherwise. A timer that fires for an earlier
-// acquisition of the call (Stop does not wait for a func already started) finds another
-// generation, or none.
+// timer again for the next thing due otherwise. It looks at the acquisition of the call
+// current when it runs, whichever armed it.
 func (c *GRPCCall) fire() {
 	c.timerMu.Lock()
-	gen := c.armedGen
+	c.armedAt.Store(0) // before the state is loaded: see arm
 	s := c.state.Load()
-	if gen == 0 || s != gen<<grpcStopBits {
+	if s&grpcStopMask != 0 {
 		c.timerMu.Unlock()
-		return
+		return // pooled (the next acquisition arms it again), or stopped
 	}
-	c.armedAt = 0
 	now := monotime.Now()
 	why, next, wedged := c.dueLocked(now)
 	if why != 0 {
@@ -108,8 +126,8 @@ func (c *GRPCCall) fire() {
 }
 
 // dueLocked is why the call must stop now (0 for none) and otherwise when to look
-// again (under timerMu); wedged is the connection whose socket write has been blocked
-// for timeout.send, to be closed.
+// again, math.MaxInt64 for never (under timerMu); wedged is the connection whose socket
+// write has been blocked for timeout.send, to be closed.
 func (c *GRPCCall) dueLocked(now int64) (why uint64, next int64, wedged *grpcConn) {
 	deadline := c.deadlineAt.Load()
 	if now >= deadline {

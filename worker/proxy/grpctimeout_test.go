@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"gw/conf"
+	"gw/internal/monotime"
 )
 
 // The margins below are wide on purpose: a timeout must not fire before its time, and
@@ -236,6 +237,27 @@ func endlessBodyCall(t *testing.T, node *rawNode, up *Upstream) (*GRPCCall, erro
 	return nil, nil, 0, nil
 }
 
+// A pooled call's timer is left armed for its last acquisition's timeouts: a call that
+// needs it sooner (a shorter timeout.read) must still be stopped in time.
+func TestGRPCClientShortTimeoutAfterLongOnes(t *testing.T) {
+	answering := newRawNode(t, 100, nil)
+	long := answering.upstream(t) // 60 s each
+	for range 50 {
+		if _, _, err := unary(t, long, "x"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	silent := newRawNode(t, 100, func(*rawNodeConn, uint32, int) nodeAction { return nodeSilent })
+	short := silent.upstreamWithTimeouts(t, 60, 0.3)
+	ctx := grpcCtx("/svc/M", "x")
+	call := AcquireGRPCCall(0)
+	defer ReleaseGRPCCall(call)
+	var info Info
+	start := time.Now()
+	err := short.RoundTripGRPC(call, ctx, nil, &info)
+	wantTimedOut(t, call, err, time.Since(start), 300*time.Millisecond, "timeout.read")
+}
+
 // An upstream without a timeout has APISIX's (nginx's): 60 s each.
 func TestGRPCClientTimeoutsDefaultToAPISIXs(t *testing.T) {
 	node := newRawNode(t, 100, nil)
@@ -249,5 +271,22 @@ func TestGRPCClientTimeoutsDefaultToAPISIXs(t *testing.T) {
 	}
 	if r, s := time.Duration(call.readTimeout.Load()), time.Duration(call.sendTimeout.Load()); r != time.Minute || s != time.Minute {
 		t.Fatalf("timeout.read %v, timeout.send %v, want 1m0s each", r, s)
+	}
+}
+
+// BenchmarkGRPCCallTimer is what the timeouts add to a call that ends in time: its
+// acquisition and release, with the timer armed for timeout.send and timeout.read (and a
+// grpc-timeout or none), in the steady state where the pooled call's timer is armed
+// already.
+func BenchmarkGRPCCallTimer(b *testing.B) {
+	for _, deadline := range []time.Duration{0, 10 * time.Second} {
+		b.Run("grpc-timeout="+deadline.String(), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				c := AcquireGRPCCall(deadline)
+				c.watchIO(time.Minute, time.Minute, monotime.Now())
+				ReleaseGRPCCall(c)
+			}
+		})
 	}
 }
