@@ -475,7 +475,7 @@ func TestGRPCCancelDeadlineAndGatewayErrors(t *testing.T) {
 // client; a stream whose messages come closer together than timeout.read lives on.
 func TestGRPCUpstreamTimeouts(t *testing.T) {
 	node := startGRPCServer(t, "n1", nil)
-	in := newInstance(t, "worker_processes: 1\n")
+	in := newInstance(t, "worker_processes: 1\naccess_log:\n  flush_interval: 100ms\n")
 	in.start()
 	putGRPCRoute(t, in, "1", "/test.Echo/*", map[string]any{"scheme": "grpc", "nodes": map[string]int{node.addr: 1},
 		"timeout": map[string]float64{"connect": 5, "send": 1, "read": 2}}, "")
@@ -571,6 +571,22 @@ func TestGRPCUpstreamTimeouts(t *testing.T) {
 	// The connection stays for the next call.
 	if out, err := unary(ctx, cc, "Echo", "after"); err != nil || out != "n1:after" {
 		t.Fatalf("a call after the timeouts: %q, %v", out, err)
+	}
+
+	// The access log has nginx's statuses: 504 for a timeout before the node's response
+	// header, the node's 200 after it.
+	want := []string{`"POST /test.Echo/Hang HTTP/2.0" 504 `, `"POST /test.Echo/Tick HTTP/2.0" 200 `,
+		`"POST /test.Echo/Stall HTTP/2.0" 200 `, `"POST /test.Echo/Deaf HTTP/2.0" 504 `}
+	if !waitFor(10*time.Second, func() bool {
+		log := in.accessLog()
+		for _, w := range want {
+			if !strings.Contains(log, w) {
+				return false
+			}
+		}
+		return true
+	}) {
+		t.Fatalf("access log:\n%s\nwant lines with %q", in.accessLog(), want)
 	}
 }
 
