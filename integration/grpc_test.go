@@ -45,7 +45,9 @@ func (rawCodec) Name() string { return "raw" }
 
 // grpcTestServer is the node: Echo (unary), Count (server-streaming: n messages),
 // Sum (client-streaming: how many messages and bytes), Chat (bidi: each message back),
-// Hang (unary that waits for its cancellation, which it reports).
+// Hang (unary that waits for its cancellation, which it reports), Tick (server-streaming:
+// n messages 0.5 s apart), Stall (server-streaming: one message, then Hang's wait) and
+// Deaf (client-streaming that reads nothing, then Hang's wait).
 type grpcTestServer struct {
 	addr      string
 	name      string
@@ -79,6 +81,9 @@ func startGRPCServer(t *testing.T, name string, creds credentials.TransportCrede
 			{StreamName: "Sum", Handler: s.sum, ClientStreams: true},
 			{StreamName: "Chat", Handler: s.chat, ServerStreams: true, ClientStreams: true},
 			{StreamName: "Greet", Handler: s.greet, ServerStreams: true, ClientStreams: true},
+			{StreamName: "Tick", Handler: s.tick, ServerStreams: true},
+			{StreamName: "Stall", Handler: s.stall, ServerStreams: true},
+			{StreamName: "Deaf", Handler: s.deaf, ClientStreams: true},
 		},
 	}, s)
 	go srv.Serve(ln) //nolint:errcheck
@@ -116,6 +121,49 @@ func (s *grpcTestServer) hang(_ any, ctx context.Context, dec func(any) error, _
 		out := []byte("woke")
 		return &out, nil
 	}
+}
+
+// waitCancelled waits for the call's cancellation, which it reports, or 30 s.
+func (s *grpcTestServer) waitCancelled(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		s.cancelled <- struct{}{}
+		return ctx.Err()
+	case <-time.After(30 * time.Second):
+		return status.Error(codes.Internal, "not cancelled in 30 s")
+	}
+}
+
+func (s *grpcTestServer) tick(_ any, stream grpc.ServerStream) error {
+	var in []byte
+	if err := stream.RecvMsg(&in); err != nil {
+		return err
+	}
+	n, _ := strconv.Atoi(string(in))
+	for i := range n {
+		time.Sleep(500 * time.Millisecond)
+		msg := []byte(strconv.Itoa(i))
+		if err := stream.SendMsg(&msg); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *grpcTestServer) stall(_ any, stream grpc.ServerStream) error {
+	var in []byte
+	if err := stream.RecvMsg(&in); err != nil {
+		return err
+	}
+	if err := stream.SendMsg(&in); err != nil {
+		return err
+	}
+	return s.waitCancelled(stream.Context())
+}
+
+// deaf takes the call and reads none of it: its flow-control window shuts.
+func (s *grpcTestServer) deaf(_ any, stream grpc.ServerStream) error {
+	return s.waitCancelled(stream.Context())
 }
 
 func (s *grpcTestServer) count(_ any, stream grpc.ServerStream) error {
@@ -417,6 +465,128 @@ func TestGRPCCancelDeadlineAndGatewayErrors(t *testing.T) {
 		if out, err := unary(ctx, cc, "Echo", "again"); err != nil || out != "n1:again" {
 			t.Fatalf("call %d with one node down: %q, %v", i+1, out, err)
 		}
+	}
+}
+
+// The upstream's timeout.read and timeout.send are nginx's grpc_read_timeout and
+// grpc_send_timeout, per call: a node silent past timeout.read (before or after its
+// response header) or that takes none of the request for timeout.send has its call reset,
+// and the client gets UNAVAILABLE naming the timeout, as nginx's 504 reads to a gRPC
+// client; a stream whose messages come closer together than timeout.read lives on.
+func TestGRPCUpstreamTimeouts(t *testing.T) {
+	node := startGRPCServer(t, "n1", nil)
+	in := newInstance(t, "worker_processes: 1\naccess_log:\n  flush_interval: 100ms\n")
+	in.start()
+	putGRPCRoute(t, in, "1", "/test.Echo/*", map[string]any{"scheme": "grpc", "nodes": map[string]int{node.addr: 1},
+		"timeout": map[string]float64{"connect": 5, "send": 1, "read": 2}}, "")
+	cc := dialGW(t, in.data)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	wantCancelled := func(what string) {
+		t.Helper()
+		select {
+		case <-node.cancelled:
+		case <-time.After(20 * time.Second):
+			t.Fatalf("%s: the node's call was not cancelled in 20 s", what)
+		}
+	}
+	took := func(what string, start time.Time, least time.Duration) {
+		t.Helper()
+		if d := time.Since(start); d < least || d > least+20*time.Second {
+			t.Fatalf("%s: ended after %v, want %v (and not 20 s later)", what, d, least)
+		}
+	}
+
+	// A unary call whose node answers nothing.
+	start := time.Now()
+	_, err := unary(ctx, cc, "Hang", "x")
+	wantCode(t, "a node silent past timeout.read", err, codes.Unavailable, "upstream sent nothing for 2s (timeout.read)")
+	took("a node silent past timeout.read", start, 2*time.Second)
+	wantCancelled("timeout.read before the header")
+
+	// A stream with a message every 0.5 s, 4 s in all, lives on.
+	stream, err := cc.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, "/test.Echo/Tick")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start = time.Now()
+	n := []byte("8")
+	if err := stream.SendMsg(&n); err != nil {
+		t.Fatal(err)
+	}
+	_ = stream.CloseSend()
+	for i := 0; ; i++ {
+		var msg []byte
+		err := stream.RecvMsg(&msg)
+		if err == io.EOF && i == 8 {
+			break
+		}
+		if err != nil || string(msg) != strconv.Itoa(i) {
+			t.Fatalf("a message every 0.5 s with timeout.read 2 s, message %d: %q, %v", i, msg, err)
+		}
+	}
+	took("a stream of 8 messages 0.5 s apart", start, 4*time.Second)
+
+	// A stream whose node goes silent after its first message: the timeout ends it in
+	// trailers.
+	stream, err = cc.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, "/test.Echo/Stall")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.SendMsg(&n); err != nil {
+		t.Fatal(err)
+	}
+	_ = stream.CloseSend()
+	var first []byte
+	if err := stream.RecvMsg(&first); err != nil || string(first) != "8" {
+		t.Fatalf("the stalling stream's first message: %q, %v", first, err)
+	}
+	start = time.Now()
+	err = stream.RecvMsg(&first)
+	wantCode(t, "a stream silent past timeout.read", err, codes.Unavailable, "upstream sent nothing for 2s (timeout.read)")
+	took("a stream silent past timeout.read", start, 2*time.Second)
+	wantCancelled("timeout.read after the header")
+
+	// A node that reads none of a client's stream: its window shuts, and the request
+	// waits for it past timeout.send.
+	stream, err = cc.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true}, "/test.Echo/Deaf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start = time.Now()
+	go func() {
+		chunk := []byte(strings.Repeat("d", 16<<10))
+		for range 4096 { // 64 MiB at most: far past any window on the way
+			if stream.SendMsg(&chunk) != nil {
+				return // the call ended
+			}
+		}
+	}()
+	var none []byte
+	err = stream.RecvMsg(&none)
+	wantCode(t, "a node that takes none of the request", err, codes.Unavailable, "upstream took none of the request for 1s (timeout.send)")
+	took("a node that takes none of the request", start, time.Second)
+	wantCancelled("timeout.send")
+
+	// The connection stays for the next call.
+	if out, err := unary(ctx, cc, "Echo", "after"); err != nil || out != "n1:after" {
+		t.Fatalf("a call after the timeouts: %q, %v", out, err)
+	}
+
+	// The access log has nginx's statuses: 504 for a timeout before the node's response
+	// header, the node's 200 after it.
+	want := []string{`"POST /test.Echo/Hang HTTP/2.0" 504 `, `"POST /test.Echo/Tick HTTP/2.0" 200 `,
+		`"POST /test.Echo/Stall HTTP/2.0" 200 `, `"POST /test.Echo/Deaf HTTP/2.0" 504 `}
+	if !waitFor(10*time.Second, func() bool {
+		log := in.accessLog()
+		for _, w := range want {
+			if !strings.Contains(log, w) {
+				return false
+			}
+		}
+		return true
+	}) {
+		t.Fatalf("access log:\n%s\nwant lines with %q", in.accessLog(), want)
 	}
 }
 

@@ -231,8 +231,9 @@ func proxyGRPC(ctx *fasthttp.RequestCtx, up *proxy.Upstream, info *proxy.Info) {
 }
 
 // grpcFailed ends a call the node did not complete: nothing (the client reset the
-// stream), DEADLINE_EXCEEDED (grpc-timeout passed) or UNAVAILABLE, in trailers when the
-// response's HEADERS went out already (headersSent), trailers-only otherwise.
+// stream), DEADLINE_EXCEEDED (grpc-timeout passed) or UNAVAILABLE (the node failed, or
+// timed out: timeout.read, timeout.send), in trailers when the response's HEADERS went
+// out already (headersSent), trailers-only otherwise.
 //
 // The status the access log and the metrics see is nginx's for the same end: 502, 504,
 // or 499 for a client that left.
@@ -243,6 +244,11 @@ func (s *h2Stream) grpcFailed(call *proxy.GRPCCall, err error, headersSent bool)
 	switch {
 	case call.Expired():
 		code, msg = grpcDeadlineExceeded, "deadline exceeded (grpc-timeout) waiting for the upstream"
+		logged = fasthttp.StatusGatewayTimeout
+	case call.TimedOut() != "":
+		// nginx answers its grpc_read_timeout and grpc_send_timeout with 504, which gRPC
+		// clients read as UNAVAILABLE; the message says which timeout.
+		msg = call.TimedOut()
 		logged = fasthttp.StatusGatewayTimeout
 	case call.Stopped():
 		s.ctx.Response.SetStatusCode(499)

@@ -28,6 +28,7 @@
 // An upstream of scheme grpc or grpcs is not forwarded so: RoundTripGRPC sends the call over
 // HTTP/2 (gw's own client on x/net/http2's Framer and HPACK, grpcconn.go: a kept-alive
 // connection per node that multiplexes calls) and hands the response back to the worker,
-// which streams it to the client's HTTP/2 stream (grpc.go). A unary call's state is
-// pooled, so it allocates nothing in steady state either.
+// which streams it to the client's HTTP/2 stream (grpc.go). timeout.read and timeout.send
+// bound each call as nginx's grpc_read_timeout and grpc_send_timeout (grpctimeout.go). A
+// unary call's state is pooled, so it allocates nothing in steady state either.
 package proxy

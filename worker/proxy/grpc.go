@@ -75,11 +75,21 @@ var (
 // other methods belong to the goroutine that holds it.
 type GRPCCall struct {
 	cancelFunc func()
-	// state is the acquisition's generation << 2 | why the call stopped (grpcStop*).
+	// state is the acquisition's generation << grpcStopBits | why the call stopped
+	// (grpcStop*).
 	state      atomic.Uint64
 	deadlineAt atomic.Int64 // monotime; math.MaxInt64 for none
-	armedGen   atomic.Uint64
-	timer      *time.Timer
+	// The upstream's timeout.read and timeout.send (grpctimeout.go), in nanoseconds, as
+	// RoundTripGRPC set them (an earlier acquisition's before: they are looked at only
+	// once the call is on a connection); 0 for none.
+	readTimeout atomic.Int64
+	sendTimeout atomic.Int64
+	// timerMu orders the timer's arming and firing; armedAt is when it fires
+	// (monotime), 0 when it is not armed, read without timerMu to skip an arming that
+	// would change nothing (grpctimeout.go).
+	timerMu sync.Mutex
+	armedAt atomic.Int64
+	timer   *time.Timer
 	// conn is the connection the call holds a place on (counted in its active calls);
 	// cond waits under its mu.
 	conn atomic.Pointer[grpcConn]
@@ -106,6 +116,11 @@ type GRPCCall struct {
 	retry         bool // err came before the node processed the call
 	pumping       bool // a goroutine sends the request body
 	abandoned     bool // released: the body's goroutine stops sending
+	// readSince is when the read timeout last started over: the node's last frame on the
+	// call, gw's END_STREAM, or a window given back. sendWaitSince is when a write of the
+	// request began waiting for the node's windows, 0 while none waits.
+	readSince     int64
+	sendWaitSince int64
 
 	body     io.Reader
 	bodyCopy []byte // a request body that had all arrived, kept to send again
@@ -115,8 +130,13 @@ type GRPCCall struct {
 type grpcField struct{ a, b, c int32 }
 
 const (
-	grpcStopCanceled = 1
-	grpcStopDeadline = 2
+	grpcStopCanceled    = 1
+	grpcStopDeadline    = 2 // grpc-timeout passed
+	grpcStopReadTimeout = 3 // the node sent nothing for timeout.read
+	grpcStopSendTimeout = 4 // the node took none of the request for timeout.send
+	grpcStopPooled      = 7 // released: no acquisition holds the call
+	grpcStopBits        = 3
+	grpcStopMask        = 1<<grpcStopBits - 1
 )
 
 var grpcCallPool = sync.Pool{New: func() any {
@@ -128,16 +148,12 @@ var grpcCallPool = sync.Pool{New: func() any {
 // AcquireGRPCCall returns a call that will stop after timeout (none when timeout <= 0).
 func AcquireGRPCCall(timeout time.Duration) *GRPCCall {
 	c := grpcCallPool.Get().(*GRPCCall)
-	gen := c.state.Load()>>2 + 1
-	c.state.Store(gen << 2)
+	gen := c.state.Load()>>grpcStopBits + 1
+	c.state.Store(gen << grpcStopBits)
 	if timeout > 0 {
-		c.deadlineAt.Store(monotime.Now() + int64(timeout))
-		c.armedGen.Store(gen)
-		if c.timer == nil {
-			c.timer = time.AfterFunc(timeout, c.expire)
-		} else {
-			c.timer.Reset(timeout)
-		}
+		at := monotime.Now() + int64(timeout)
+		c.deadlineAt.Store(at)
+		c.arm(at)
 	} else {
 		c.deadlineAt.Store(math.MaxInt64)
 	}
@@ -147,10 +163,10 @@ func AcquireGRPCCall(timeout time.Duration) *GRPCCall {
 // ReleaseGRPCCall ends c (the node's side is reset if it has not ended) and puts it
 // back. A request body being sent must have been closed (its reads return) first.
 func ReleaseGRPCCall(c *GRPCCall) {
-	c.deadlineAt.Store(math.MaxInt64)
-	if c.timer != nil {
-		c.timer.Stop()
-	}
+	// The timer is left armed: the call's next acquisition needs it again, most often
+	// no earlier (grpctimeout.go), and a firing meanwhile finds the call pooled, and looks
+	// no further (its deadline and timeouts are the next acquisition's to set).
+	c.state.Store(c.state.Load()&^grpcStopMask | grpcStopPooled)
 	c.detach()
 	c.body = nil
 	if cap(c.buf) > 64<<10 {
@@ -168,33 +184,17 @@ func (c *GRPCCall) CancelFunc() func() { return c.cancelFunc }
 // Cancel stops the call: waits for the node end, and the node's side is reset.
 func (c *GRPCCall) Cancel() {
 	s := c.state.Load()
-	if s&3 == 0 && c.state.CompareAndSwap(s, s|grpcStopCanceled) {
+	if s&grpcStopMask == 0 && c.state.CompareAndSwap(s, s|grpcStopCanceled) {
 		c.wake()
 	}
 }
 
-// Stopped reports whether the call was cancelled or its deadline passed.
-func (c *GRPCCall) Stopped() bool { return c.state.Load()&3 != 0 }
+// Stopped reports whether the call was cancelled, its deadline passed or the node
+// timed out (TimedOut).
+func (c *GRPCCall) Stopped() bool { return c.state.Load()&grpcStopMask != 0 }
 
 // Expired reports whether the call's deadline passed.
-func (c *GRPCCall) Expired() bool { return c.state.Load()&3 == grpcStopDeadline }
-
-// expire is the deadline timer's: a timer that fires for an earlier acquisition of the
-// call (Stop does not wait for a func already started) finds another generation.
-func (c *GRPCCall) expire() {
-	gen := c.armedGen.Load()
-	at := c.deadlineAt.Load()
-	if at == math.MaxInt64 {
-		return
-	}
-	if now := monotime.Now(); now < at {
-		c.timer.Reset(time.Duration(at - now))
-		return
-	}
-	if c.state.CompareAndSwap(gen<<2, gen<<2|grpcStopDeadline) {
-		c.wake()
-	}
-}
+func (c *GRPCCall) Expired() bool { return c.state.Load()&grpcStopMask == grpcStopDeadline }
 
 func (c *GRPCCall) wake() {
 	if cn := c.conn.Load(); cn != nil {
@@ -229,8 +229,7 @@ func (c *GRPCCall) detach() {
 		c.cond.Wait()
 	}
 	cn.mu.Unlock()
-	cn.release(c)
-	c.conn.Store(nil)
+	cn.release(c) // and off the connection
 	c.reset()
 }
 
@@ -249,7 +248,7 @@ func (c *GRPCCall) sendErrLocked() error {
 	switch {
 	case c.err != nil:
 		return c.err
-	case c.abandoned || c.state.Load()&3 != 0:
+	case c.abandoned || c.state.Load()&grpcStopMask != 0:
 		return ErrGRPCStopped
 	case c.remoteDone:
 		return errGRPCAnswered
@@ -292,10 +291,10 @@ func (c *GRPCCall) Read(p []byte) (int, error) {
 	}
 	cn.mu.Lock()
 	defer cn.mu.Unlock()
-	for c.start == len(c.buf) && !c.remoteDone && c.state.Load()&3 == 0 {
+	for c.start == len(c.buf) && !c.remoteDone && c.state.Load()&grpcStopMask == 0 {
 		c.cond.Wait()
 	}
-	if c.state.Load()&3 != 0 {
+	if c.state.Load()&grpcStopMask != 0 {
 		return 0, ErrGRPCStopped
 	}
 	if c.start == len(c.buf) {
@@ -316,6 +315,7 @@ func (c *GRPCCall) Read(p []byte) (int, error) {
 		}
 		c.recvWindow += c.consumed
 		c.consumed = 0
+		c.readSince = monotime.Now() // the node may send again: its silence counts from now
 	}
 	return n, nil
 }
@@ -328,7 +328,9 @@ func (c *GRPCCall) Read(p []byte) (int, error) {
 // pass_host), and gets TE: trailers. A node that cannot be reached is left for the next,
 // up to retries, and a call the node refused before processing it is sent again on a new
 // connection; once the request may have reached a node's application, no other is
-// tried. The error is a *GRPCError, or ErrGRPCStopped when the call was stopped.
+// tried. The node's side is bounded by the upstream's timeout.send and timeout.read
+// while the call lasts (grpctimeout.go). The error is a *GRPCError, or ErrGRPCStopped
+// when the call was stopped (TimedOut says whether by those timeouts).
 func (u *Upstream) RoundTripGRPC(call *GRPCCall, ctx *fasthttp.RequestCtx, body io.Reader, info *Info) error {
 	info.Node, info.UpstreamNanos, info.Ended = nil, -1, 0
 	if len(u.nodes) == 0 {
@@ -352,6 +354,7 @@ func (u *Upstream) RoundTripGRPC(call *GRPCCall, ctx *fasthttp.RequestCtx, body 
 	u.prepareRequest(ctx, x, info)
 	start := monotime.Now()
 	x.now = start
+	call.watchIO(u.sendTimeout, u.readTimeout, start)
 
 	// A body that has all arrived is read now and kept: the call may go again.
 	complete := body == nil
@@ -513,11 +516,11 @@ func (c *GRPCCall) try(np *nodePool, sni string, connectTimeout time.Duration, c
 	}
 	cn.mu.Lock()
 	defer cn.mu.Unlock()
-	for c.status == 0 && c.err == nil && c.state.Load()&3 == 0 {
+	for c.status == 0 && c.err == nil && c.state.Load()&grpcStopMask == 0 {
 		c.cond.Wait()
 	}
 	switch {
-	case c.state.Load()&3 != 0:
+	case c.state.Load()&grpcStopMask != 0:
 		return ErrGRPCStopped
 	case c.status == 0:
 		return c.err

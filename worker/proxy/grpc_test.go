@@ -126,3 +126,33 @@ func BenchmarkRoundTripGRPC(b *testing.B) {
 		ReleaseGRPCCall(call)
 	}
 }
+
+// BenchmarkGRPCClientUnaryNoDeadline is BenchmarkGRPCClientUnary for a call without
+// grpc-timeout: its timer runs for timeout.read and timeout.send alone.
+func BenchmarkGRPCClientUnaryNoDeadline(b *testing.B) {
+	node := newRawNode(b, 100, nil)
+	p := NewPools()
+	defer p.Close()
+	up, err := p.Upstream(&conf.Upstream{Scheme: "grpc", Nodes: conf.Nodes{{Host: "127.0.0.1", Port: node.port(), Weight: 1}}}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := grpcCtx("/svc/M", "0123456789")
+	var info Info
+	var rd bytes.Reader
+	buf := make([]byte, 64)
+	b.ReportAllocs()
+	for b.Loop() {
+		call := AcquireGRPCCall(0)
+		rd.Reset(ctx.Request.Body())
+		if err := up.RoundTripGRPC(call, ctx, &rd, &info); err != nil {
+			b.Fatal(err)
+		}
+		for {
+			if _, err := call.Read(buf); err != nil {
+				break
+			}
+		}
+		ReleaseGRPCCall(call)
+	}
+}

@@ -46,7 +46,11 @@ type grpcConn struct {
 	dialErr error
 
 	// read loop
-	br       *bufio.Reader
+	br *bufio.Reader
+	// readAt is when the last read from the socket returned (monotime): the time the
+	// frames it brought arrived, for the calls' read timeouts, at one clock reading per
+	// read rather than one per frame.
+	readAt   int64
 	fr       *http2.Framer // reads here; writes under mu
 	dec      *hpack.Decoder
 	payload  [grpcMaxFrame]byte // a HEADERS, WINDOW_UPDATE, RST_STREAM or PING payload
@@ -90,6 +94,32 @@ type grpcConn struct {
 	flushQueued bool
 	flush       chan struct{}
 	done        chan struct{} // closed when the read loop ends
+
+	// writingSince is when the write to the socket under way began (monotime), 0 when
+	// none is: a call's timer closes a socket blocked past the call's timeout.send
+	// (grpctimeout.go), since the writer holds mu.
+	writingSince atomic.Int64
+}
+
+// grpcSocketWriter is what the connection's bufio.Writer writes to: the socket, each
+// write stamped in writingSince while it lasts.
+type grpcSocketWriter struct{ cn *grpcConn }
+
+func (w grpcSocketWriter) Write(p []byte) (int, error) {
+	w.cn.writingSince.Store(monotime.Now())
+	n, err := w.cn.nc.Write(p)
+	w.cn.writingSince.Store(0)
+	return n, err
+}
+
+// grpcSocketReader is what the read loop's bufio.Reader reads from: the socket, each
+// read stamped in readAt.
+type grpcSocketReader struct{ cn *grpcConn }
+
+func (r grpcSocketReader) Read(p []byte) (int, error) {
+	n, err := r.cn.nc.Read(p)
+	r.cn.readAt = monotime.Now()
+	return n, err
 }
 
 const (
@@ -312,8 +342,8 @@ func (cn *grpcConn) dial(timeout time.Duration) {
 	if closed {
 		nc.Close()
 	}
-	cn.br = bufio.NewReaderSize(nc, grpcMaxFrame+9)
-	cn.bw = bufio.NewWriterSize(nc, 32<<10)
+	cn.br = bufio.NewReaderSize(grpcSocketReader{cn}, grpcMaxFrame+9)
+	cn.bw = bufio.NewWriterSize(grpcSocketWriter{cn}, 32<<10)
 	cn.fr = http2.NewFramer(cn.bw, cn.br)
 	cn.fr.SetReuseFrames()
 	cn.fr.SetMaxReadFrameSize(grpcMaxFrame)
@@ -499,6 +529,9 @@ func (cn *grpcConn) open(call *GRPCCall, h *fasthttp.RequestHeader, scheme, host
 	call.recvWindow = grpcStreamBuffer
 	cn.calls[id] = call
 	call.localDone = endStream
+	if endStream {
+		call.readSince = monotime.Now() // the node's turn
+	}
 	cn.encodeRequest(h, scheme, host)
 	if err := cn.writeHeadersLocked(id, endStream); err != nil {
 		return refused(err) // the connection broke before the node had the call
@@ -612,12 +645,16 @@ func (cn *grpcConn) writeData(call *GRPCCall, p []byte, end bool) error {
 	defer cn.mu.Unlock()
 	for {
 		if err := call.sendErrLocked(); err != nil {
+			call.sendWaitSince = 0
 			return err
 		}
 		n := 0
 		if len(p) > 0 {
 			n = min(len(p), int(cn.peerMaxFrame), int(cn.sendWindow), int(call.sendWindow))
 			if n <= 0 {
+				if call.sendWaitSince == 0 {
+					call.sendWaitSince = monotime.Now() // timeout.send runs
+				}
 				if err := cn.flushLocked(); err != nil {
 					return err
 				}
@@ -625,6 +662,7 @@ func (cn *grpcConn) writeData(call *GRPCCall, p []byte, end bool) error {
 				continue
 			}
 		}
+		call.sendWaitSince = 0
 		last := end && n == len(p)
 		if err := cn.fr.WriteData(call.id, last, p[:n]); err != nil {
 			cn.failLocked(err)
@@ -635,6 +673,7 @@ func (cn *grpcConn) writeData(call *GRPCCall, p []byte, end bool) error {
 		p = p[n:]
 		if last {
 			call.localDone = true
+			call.readSince = monotime.Now() // the node's turn
 		}
 		if len(p) == 0 {
 			cn.flushLaterLocked()
@@ -648,6 +687,9 @@ func (cn *grpcConn) writeData(call *GRPCCall, p []byte, end bool) error {
 func (cn *grpcConn) release(call *GRPCCall) {
 	cn.mu.Lock()
 	defer cn.mu.Unlock()
+	// Under mu: the call's timer reads the stamps under it while the call is on cn.
+	call.conn.Store(nil)
+	call.readSince, call.sendWaitSince = 0, 0
 	if cn.calls[call.id] == call {
 		delete(cn.calls, call.id)
 		if !cn.dead && (!call.remoteDone || !call.localDone) {
@@ -907,6 +949,7 @@ func (cn *grpcConn) data(f *http2.DataFrame) error {
 	}
 	call.recvWindow -= n
 	call.consumed += n - int32(len(f.Data())) // padding is never read
+	call.readSince = cn.readAt
 	call.buf = append(call.buf, f.Data()...)
 	if f.StreamEnded() {
 		call.remoteDone = true
@@ -978,6 +1021,7 @@ func (cn *grpcConn) fragment(p []byte, end bool) error {
 	if cn.calls[cn.blockID] != call {
 		return nil // released while its block was read
 	}
+	call.readSince = cn.readAt
 	if cn.blockBad == nil && !cn.trailers && cn.blockStatus == 0 {
 		cn.blockBad = errors.New("proxy: the node's response has no :status")
 	}
