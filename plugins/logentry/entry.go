@@ -2,7 +2,6 @@ package logentry
 
 import (
 	"bytes"
-	"net"
 	"os"
 	"strconv"
 
@@ -114,9 +113,7 @@ func (d *Default) Append(dst []byte, c *plugins.Ctx, s *Scratch) []byte {
 	host := s.hostName(c)
 	dst = appendStringBody(dst, host)
 	dst = append(dst, ':')
-	if tcp, ok := c.LocalAddr().(*net.TCPAddr); ok {
-		dst = strconv.AppendInt(dst, int64(tcp.Port), 10)
-	}
+	dst = append(dst, c.ServerPort()...)
 	uri := len(dst)
 	dst = appendStringBody(dst, c.RequestURI())
 	uriEnd := len(dst)
