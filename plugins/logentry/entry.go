@@ -39,6 +39,9 @@ type pair struct {
 type Scratch struct {
 	buf, host []byte
 	pairs     []pair
+	// names are the offsets in the entry of the header names written so far in an
+	// object (appendField).
+	names [][2]int
 }
 
 // hostName is nginx's $host: the Host without its port, lower-cased (log-util's url
@@ -225,20 +228,72 @@ func appendMillis(dst []byte, ns int64) []byte {
 // array of its values in order. Each ranges over the Ctx's iterator itself, which the
 // compiler then inlines: an iterator passed as a value would cost allocations per call.
 // The values are the header's own bytes, unchanged while the entry is written.
+//
+// Each field is written into dst as it comes (appendField), the usual case; a name seen
+// twice sends the object back to be written again grouped (appendPairs), which needs
+// the names and values gathered first.
 func (s *Scratch) appendRequestHeaders(dst []byte, c *plugins.Ctx) []byte {
+	start := len(dst)
+	s.names = s.names[:0]
+	dst = append(dst, '{')
+	repeated := false
+	for name, value := range c.RequestHeaders() {
+		if dst, repeated = s.appendField(dst, name, value); repeated {
+			break
+		}
+	}
+	if !repeated {
+		return append(dst, '}')
+	}
 	s.buf, s.pairs = s.buf[:0], s.pairs[:0]
 	for name, value := range c.RequestHeaders() {
 		s.addHeader(name, value)
 	}
-	return s.appendPairs(dst)
+	return s.appendPairs(dst[:start])
 }
 
 func (s *Scratch) appendResponseHeaders(dst []byte, c *plugins.Ctx) []byte {
+	start := len(dst)
+	s.names = s.names[:0]
+	dst = append(dst, '{')
+	repeated := false
+	for name, value := range c.ResponseHeaders() {
+		if dst, repeated = s.appendField(dst, name, value); repeated {
+			break
+		}
+	}
+	if !repeated {
+		return append(dst, '}')
+	}
 	s.buf, s.pairs = s.buf[:0], s.pairs[:0]
 	for name, value := range c.ResponseHeaders() {
 		s.addHeader(name, value)
 	}
-	return s.appendPairs(dst)
+	return s.appendPairs(dst[:start])
+}
+
+// appendField appends `"name":"value"` to an object of header fields, the name
+// lower-cased, unless the object has the name already: then it reports true, and what
+// it appended is to be thrown away. The names written are compared as written (quoted,
+// escaped: the same name, the same bytes), by their offsets in dst (s.names).
+func (s *Scratch) appendField(dst, name, value []byte) ([]byte, bool) {
+	if len(s.names) > 0 {
+		dst = append(dst, ',')
+	}
+	at := len(dst)
+	dst = append(dst, '"')
+	dst, s.buf = appendLowerBody(dst, name, s.buf)
+	dst = append(dst, '"')
+	end := len(dst)
+	written := dst[at:end]
+	for _, seen := range s.names {
+		if seen[1]-seen[0] == len(written) && bytes.Equal(dst[seen[0]:seen[1]], written) {
+			return dst, true
+		}
+	}
+	s.names = append(s.names, [2]int{at, end})
+	dst = append(dst, ':')
+	return appendString(dst, value), false
 }
 
 // toLower maps each byte to its ASCII lower case.

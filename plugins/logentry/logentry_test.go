@@ -1,6 +1,7 @@
 package logentry
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"net"
 	"strconv"
@@ -175,6 +176,41 @@ func TestAppendMillis(t *testing.T) {
 		want := strconv.AppendFloat(nil, float64(ns)/1e6, 'f', -1, 64)
 		if got := appendMillis([]byte("x"), ns); string(got) != "x"+string(want) {
 			t.Errorf("appendMillis(%d) = %s, want %s", ns, got[1:], want)
+		}
+	}
+}
+
+// Header names are lowered and escaped as the byte-by-byte reference lowers and escapes
+// them, at every length around a word and with a byte that needs more at every place.
+func TestAppendLowerBody(t *testing.T) {
+	for c := range utf8.RuneSelf {
+		if !plainASCII[c] {
+			continue
+		}
+		want := strings.Repeat(strings.ToLower(string(rune(c))), 8)
+		var got [8]byte
+		binary.LittleEndian.PutUint64(got[:], lower8(load64(strings.Repeat(string(rune(c)), 8))))
+		if string(got[:]) != want {
+			t.Errorf("lower8 of eight %q = %q", rune(c), got)
+		}
+	}
+	for _, sp := range []string{"A", "Z", "@", "[", "a", "z", "`", "{", "-", "\"", "\\", "\x00", "\x7f", "\xff", "é", "\xe2\x82"} {
+		for n := 1; n <= 20; n++ {
+			for at := 0; at+len(sp) <= n; at++ {
+				b := []byte(strings.Repeat("Xy", n)[:n])
+				copy(b[at:], sp)
+				lowered := []byte(string(b))
+				for i, c := range lowered {
+					if 'A' <= c && c <= 'Z' {
+						lowered[i] = c + 'a' - 'A'
+					}
+				}
+				want := string(appendStringByteByByte([]byte("p"), string(lowered)))
+				got, _ := appendLowerBody([]byte(`p"`), b, nil)
+				if string(got)+`"` != want {
+					t.Errorf("appendLowerBody(%q) = %s, want %s", b, got, want)
+				}
+			}
 		}
 	}
 }
