@@ -3,6 +3,7 @@ package logentry
 import (
 	"encoding/binary"
 	"encoding/json"
+	"math"
 	"net"
 	"strconv"
 	"strings"
@@ -177,6 +178,38 @@ func TestAppendMillis(t *testing.T) {
 		if got := appendMillis([]byte("x"), ns); string(got) != "x"+string(want) {
 			t.Errorf("appendMillis(%d) = %s, want %s", ns, got[1:], want)
 		}
+	}
+}
+
+// appendInt writes what strconv.AppendInt writes, at every count of digits and its edges.
+func TestAppendInt(t *testing.T) {
+	values := []int64{0, 1, 9, 10, 99, 100, 999, 1000, 9999, 10000, 99999, 100000, 1733472000123,
+		math.MaxInt64, math.MinInt64, -1, -10, -12345}
+	for p := int64(1); p <= 1e18; p *= 10 {
+		values = append(values, p-1, p, p+1, -p)
+	}
+	for _, v := range values {
+		if got, want := appendInt([]byte("x"), v), strconv.AppendInt([]byte("x"), v, 10); string(got) != string(want) {
+			t.Errorf("appendInt(%d) = %s, want %s", v, got, want)
+		}
+	}
+}
+
+// start_time is strconv's Unix milliseconds, across seconds and back, and below one.
+func TestAppendStartTime(t *testing.T) {
+	var s Scratch
+	for _, ms := range []int64{1733472000123, 1733472000999, 1733472001000, 1733472001007, 1733472000050,
+		0, 7, 999, 1000, 1001, 12345, 1733472001099} {
+		if got, want := s.appendStartTime([]byte("x"), ms), strconv.AppendInt([]byte("x"), ms, 10); string(got) != string(want) {
+			t.Errorf("appendStartTime(%d) = %s, want %s", ms, got, want)
+		}
+	}
+}
+
+func BenchmarkAppendInt(b *testing.B) {
+	var dst []byte
+	for b.Loop() {
+		dst = appendInt(dst[:0], 1733472000123)
 	}
 }
 
