@@ -81,6 +81,7 @@ if [ -n "$baseline" ]; then
 	mkdir -p "$tmp/src"
 	git archive "$baseline" | tar -x -C "$tmp/src"
 	(cd "$tmp/src" && go build $(tools/runtime-overlay.sh "$PWD/../bin/goruntime-base") -o ../bin/gwctl-base ./cmd/gwctl)
+	rm -rf "$tmp/src" # a second copy of the tree, which the tree's own tests would walk
 	builds+=(base) bin[base]=$tmp/bin/gwctl-base label[base]="baseline $(git rev-parse --short "$baseline")"
 fi
 go build -o "$tmp/bin/upstream" ./benchmark/upstream
@@ -97,7 +98,6 @@ trap cleanup EXIT
 taskset -c 1 "$tmp/bin/upstream" -listen "127.0.0.1:$up" >"$tmp/upstream.log" 2>&1 &
 pids+=($!)
 
-key=edd1c9f034335f136f87ad84b625c8f1
 declare -A data worker
 for b in "${builds[@]}"; do
 	data[$b]=$(port) admin=$(port) metrics=$(port)
@@ -116,12 +116,8 @@ for b in "${builds[@]}"; do
 		taskset -c 0 "${bin[$b]}" start --workers 1 --prefix "$tmp/gw-$b" >/dev/null
 	fi
 	sleep 0.5
-	put() { # put <id> <uri> <plugins>
-		curl -fsS -o /dev/null "http://127.0.0.1:$admin/apisix/admin/routes/$1" -H "X-API-KEY: $key" -X PUT \
-			-d "{\"uri\":\"$2\",\"plugins\":{$3},\"upstream\":{\"type\":\"roundrobin\",\"nodes\":{\"127.0.0.1:$up\":1}}}"
-	}
-	put 1 /plain ''
-	put 2 /logged "\"http-logger\":{\"uri\":\"http://127.0.0.1:$up/log\"}"
+	put_route "$admin" 1 /plain '' "127.0.0.1:$up"
+	put_route "$admin" 2 /logged "\"http-logger\":{\"uri\":\"http://127.0.0.1:$up/log\"}" "127.0.0.1:$up"
 	for path in /plain /logged; do
 		code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${data[$b]}$path")
 		[ "$code" = 200 ] || { echo "loggers.sh: $b $path answers $code" >&2; tail "$tmp/gw-$b/logs/error.log" >&2; exit 1; }
@@ -132,9 +128,8 @@ for b in "${builds[@]}"; do
 done
 
 # worker_ns <build>: the CPU time the worker's threads have had, in nanoseconds
-# (schedstat's first field). A Go program keeps its threads, so no time leaves the sum
-# with one that exits; the thread count is checked after each run all the same.
-worker_ns() { cat /proc/"${worker[$1]}"/task/*/schedstat | awk '{t += $1} END {printf "%.0f\n", t}'; }
+# (cpu_nanos); the thread count is checked after each run.
+worker_ns() { cpu_nanos "${worker[$1]}"; }
 threads() { ls /proc/"${worker[$1]}"/task | wc -l; }
 
 load() { # load <build> <path> <duration>: prints "requests seconds"
@@ -221,17 +216,6 @@ if [ -n "$perf" ]; then
 	echo "perf: perf report --no-children --sort sym -i $perf/logged-1.perf (logged-2, plain-1, plain-2; requests in $perf/*.txt)" >&2
 fi
 
-# stats: the median of the numbers on stdin and, from 6 of them, the 95% interval of the
-# median: the k-th smallest and k-th largest, k the largest with P(Binomial(n, 1/2) < k)
-# <= 2.5% (benchmark/runner's medianInterval).
-stats() {
-	sort -g | awk '{x[NR] = $1} END {
-		n = NR; m = n % 2 ? x[(n + 1) / 2] : (x[n / 2] + x[n / 2 + 1]) / 2
-		k = 0; tail = 0; term = 0.5 ^ n
-		while (k < n && tail + term <= 0.025) { tail += term; term *= (n - k) / (k + 1); k++ }
-		if (k == 0) printf "%.3f", m; else printf "%.3f (95%% interval %.3f–%.3f)", m, x[k], x[n - k + 1]
-	}'
-}
 column() { # column <build> <awk expression over a round's fields f[1..6]>
 	printf '%s' "${rows[$1]}" | awk "{ split(\$0, f); printf \"%.4f\\n\", $2 }"
 }

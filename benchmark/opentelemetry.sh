@@ -68,6 +68,7 @@ if [ -n "$baseline" ]; then
 	mkdir -p "$tmp/src"
 	git archive "$baseline" | tar -x -C "$tmp/src"
 	(cd "$tmp/src" && go build $overlay -o "../bin/gwctl-base" ./cmd/gwctl)
+	rm -rf "$tmp/src" # a second copy of the tree, which the tree's own tests would walk
 	builds+=(base)
 	label[base]="$(git rev-parse --short "$baseline")"
 fi
@@ -91,7 +92,6 @@ trap cleanup EXIT
 taskset -c 1 "$tmp/bin/upstream" -listen "127.0.0.1:$up" >"$tmp/upstream.log" 2>&1 &
 pids+=($!)
 
-key=edd1c9f034335f136f87ad84b625c8f1
 declare -A data metrics master
 for b in "${instances[@]}"; do
 	data[$b]=$(port) metrics[$b]=$(port)
@@ -110,27 +110,15 @@ plugin_attr:
 YAML
 	taskset -c 0 "$tmp/bin/gwctl-${b%.2}" start --workers 1 --prefix "$tmp/gw-$b" >/dev/null
 	sleep 0.5
-	put() { # put <id> <uri> <plugins>
-		curl -fsS -o /dev/null "http://127.0.0.1:$admin/apisix/admin/routes/$1" -H "X-API-KEY: $key" -X PUT \
-			-d "{\"uri\":\"$2\",\"plugins\":{$3},\"upstream\":{\"type\":\"roundrobin\",\"nodes\":{\"127.0.0.1:$up\":1}}}"
-	}
-	put 1 /plain ''
-	put 2 /traced '"opentelemetry":{"sampler":{"name":"always_on"}}'
-	put 3 /unsampled '"opentelemetry":{"sampler":{"name":"always_off"}}'
+	put_route "$admin" 1 /plain '' "127.0.0.1:$up"
+	put_route "$admin" 2 /traced '"opentelemetry":{"sampler":{"name":"always_on"}}' "127.0.0.1:$up"
+	put_route "$admin" 3 /unsampled '"opentelemetry":{"sampler":{"name":"always_off"}}' "127.0.0.1:$up"
 	for path in /plain /traced /unsampled; do
 		code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${data[$b]}$path")
 		[ "$code" = 200 ] || { echo "opentelemetry.sh: $b $path answers $code" >&2; tail "$tmp/gw-$b/logs/error.log" >&2; exit 1; }
 	done
 	master[$b]=$(cat "$tmp/gw-$b/logs/gwctl.pid")
 done
-
-# cpu_nanos <pid>...: the CPU time of the processes' threads, in nanoseconds (schedstat's
-# first field; a thread that exited in between would be missed, and Go's seldom exit).
-cpu_nanos() {
-	local p files=()
-	for p in "$@"; do files+=(/proc/"$p"/task/*/schedstat); done
-	cat "${files[@]}" 2>/dev/null | awk '{ s += $1 } END { printf "%.0f\n", s }'
-}
 
 # wrk_run <build> <path> <duration>: prints "req/s gw-µs/req".
 wrk_run() {
@@ -204,18 +192,6 @@ for round in $(seq 1 "$rounds"); do
 	echo "${line% |}" >&2
 done
 
-# stats: the median of the numbers on stdin, and its 95% interval as benchmark/runner's
-# medianInterval: the k-th smallest and k-th largest of n values, k the largest with
-# P(Binomial(n, 1/2) < k) <= 2.5%; no interval for fewer than six, nor with `stats 1`.
-stats() {
-	sort -g | awk -v median_only="${1:-0}" '{ a[NR] = $1 } END {
-		n = NR; med = (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
-		k = 0; tail = 0; term = 0.5 ^ n
-		while (k < n && tail + term <= 0.025) { tail += term; term *= (n - k) / (k + 1); k++ }
-		if (k == 0 || median_only) printf "%.3f", med
-		else printf "%.3f (95%% interval %.3f–%.3f)", med, a[k], a[n - k + 1]
-	}'
-}
 field() { # field <build> <path> <n>: the n-th figure of every round
 	for round in $(seq 1 "$rounds"); do awk -v n="$3" '{print $n}' <<<"${results[$1 $2,$round]}"; done
 }

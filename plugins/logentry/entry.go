@@ -2,9 +2,7 @@ package logentry
 
 import (
 	"bytes"
-	"net"
 	"os"
-	"strconv"
 
 	"gw/plugins"
 	"gw/plugins/vars"
@@ -40,6 +38,25 @@ type pair struct {
 type Scratch struct {
 	buf, host []byte
 	pairs     []pair
+	// names are the offsets in the entry of the header names written so far in an
+	// object (appendField).
+	names [][2]int
+	// second is the last start_time's second, written in secondText (appendStartTime).
+	second     int64
+	secondText []byte
+}
+
+// appendStartTime appends start_time, Unix milliseconds: thirteen digits, of which the
+// first ten change once a second, kept in s, and the last three come from a table.
+func (s *Scratch) appendStartTime(dst []byte, ms int64) []byte {
+	if ms < 1000 {
+		return appendInt(dst, ms)
+	}
+	if second := ms / 1000; second != s.second || len(s.secondText) == 0 {
+		s.second, s.secondText = second, appendInt(s.secondText[:0], second)
+	}
+	frac := ms % 1000 % 100 * 2
+	return append(append(dst, s.secondText...), byte('0'+ms%1000/100), digitPairs[frac], digitPairs[frac+1])
 }
 
 // hostName is nginx's $host: the Host without its port, lower-cased (log-util's url
@@ -114,9 +131,7 @@ func (d *Default) Append(dst []byte, c *plugins.Ctx, s *Scratch) []byte {
 	host := s.hostName(c)
 	dst = appendStringBody(dst, host)
 	dst = append(dst, ':')
-	if tcp, ok := c.LocalAddr().(*net.TCPAddr); ok {
-		dst = strconv.AppendInt(dst, int64(tcp.Port), 10)
-	}
+	dst = append(dst, c.ServerPort()...)
 	uri := len(dst)
 	dst = appendStringBody(dst, c.RequestURI())
 	uriEnd := len(dst)
@@ -129,7 +144,7 @@ func (d *Default) Append(dst []byte, c *plugins.Ctx, s *Scratch) []byte {
 	dst = append(dst, `,"querystring":`...)
 	dst = s.appendQuery(dst, c.QueryString())
 	dst = append(dst, `,"size":`...)
-	dst = strconv.AppendInt(dst, int64(c.RequestSize()), 10)
+	dst = appendInt(dst, int64(c.RequestSize()))
 	if d.opts.RequestBody {
 		if body, ok := c.RequestBody(); ok && len(body) > 0 {
 			dst = append(dst, `,"body":`...)
@@ -138,11 +153,11 @@ func (d *Default) Append(dst []byte, c *plugins.Ctx, s *Scratch) []byte {
 	}
 
 	dst = append(dst, `},"response":{"status":`...)
-	dst = strconv.AppendInt(dst, int64(c.Status()), 10)
+	dst = appendInt(dst, int64(c.Status()))
 	dst = append(dst, `,"headers":`...)
 	dst = s.appendResponseHeaders(dst, c)
 	dst = append(dst, `,"size":`...)
-	dst = strconv.AppendInt(dst, int64(c.ResponseSize()), 10)
+	dst = appendInt(dst, int64(c.ResponseSize()))
 	if d.opts.ResponseBody && !c.ResponseStreamed() {
 		if body, _ := c.ReadResponseBody(0); len(body) > 0 {
 			dst = append(dst, `,"body":`...)
@@ -173,7 +188,7 @@ func (d *Default) Append(dst []byte, c *plugins.Ctx, s *Scratch) []byte {
 	dst = append(dst, `,"latency":`...)
 	dst = appendMillis(dst, latency)
 	dst = append(dst, `,"start_time":`...)
-	dst = strconv.AppendInt(dst, c.StartNanos/1e6, 10)
+	dst = s.appendStartTime(dst, c.StartNanos/1e6)
 
 	// route_id and service_id as log-util: a matched route's (service_id "" without a
 	// service), or no route_id and the host as service_id.
@@ -205,17 +220,13 @@ func (d *Default) Append(dst []byte, c *plugins.Ctx, s *Scratch) []byte {
 // writes, without the shortest-float search that cost three times as much (and without
 // a float subtraction's stray digits in apisix_latency).
 func appendMillis(dst []byte, ns int64) []byte {
-	dst = strconv.AppendInt(dst, ns/1e6, 10)
+	dst = appendInt(dst, ns/1e6)
 	frac := ns % 1e6
 	if frac == 0 {
 		return dst
 	}
-	var digits [7]byte
-	for i := 6; i > 0; i-- {
-		digits[i] = byte('0' + frac%10)
-		frac /= 10
-	}
-	digits[0] = '.'
+	hi, mid, lo := frac/10000*2, frac/100%100*2, frac%100*2
+	digits := [7]byte{'.', digitPairs[hi], digitPairs[hi+1], digitPairs[mid], digitPairs[mid+1], digitPairs[lo], digitPairs[lo+1]}
 	n := 7
 	for digits[n-1] == '0' {
 		n--
@@ -228,20 +239,72 @@ func appendMillis(dst []byte, ns int64) []byte {
 // array of its values in order. Each ranges over the Ctx's iterator itself, which the
 // compiler then inlines: an iterator passed as a value would cost allocations per call.
 // The values are the header's own bytes, unchanged while the entry is written.
+//
+// Each field is written into dst as it comes (appendField), the usual case; a name seen
+// twice sends the object back to be written again grouped (appendPairs), which needs
+// the names and values gathered first.
 func (s *Scratch) appendRequestHeaders(dst []byte, c *plugins.Ctx) []byte {
+	start := len(dst)
+	s.names = s.names[:0]
+	dst = append(dst, '{')
+	repeated := false
+	for name, value := range c.RequestHeaders() {
+		if dst, repeated = s.appendField(dst, name, value); repeated {
+			break
+		}
+	}
+	if !repeated {
+		return append(dst, '}')
+	}
 	s.buf, s.pairs = s.buf[:0], s.pairs[:0]
 	for name, value := range c.RequestHeaders() {
 		s.addHeader(name, value)
 	}
-	return s.appendPairs(dst)
+	return s.appendPairs(dst[:start])
 }
 
 func (s *Scratch) appendResponseHeaders(dst []byte, c *plugins.Ctx) []byte {
+	start := len(dst)
+	s.names = s.names[:0]
+	dst = append(dst, '{')
+	repeated := false
+	for name, value := range c.ResponseHeaders() {
+		if dst, repeated = s.appendField(dst, name, value); repeated {
+			break
+		}
+	}
+	if !repeated {
+		return append(dst, '}')
+	}
 	s.buf, s.pairs = s.buf[:0], s.pairs[:0]
 	for name, value := range c.ResponseHeaders() {
 		s.addHeader(name, value)
 	}
-	return s.appendPairs(dst)
+	return s.appendPairs(dst[:start])
+}
+
+// appendField appends `"name":"value"` to an object of header fields, the name
+// lower-cased, unless the object has the name already: then it reports true, and what
+// it appended is to be thrown away. The names written are compared as written (quoted,
+// escaped: the same name, the same bytes), by their offsets in dst (s.names).
+func (s *Scratch) appendField(dst, name, value []byte) ([]byte, bool) {
+	if len(s.names) > 0 {
+		dst = append(dst, ',')
+	}
+	at := len(dst)
+	dst = append(dst, '"')
+	dst, s.buf = appendLowerBody(dst, name, s.buf)
+	dst = append(dst, '"')
+	end := len(dst)
+	written := dst[at:end]
+	for _, seen := range s.names {
+		if seen[1]-seen[0] == len(written) && bytes.Equal(dst[seen[0]:seen[1]], written) {
+			return dst, true
+		}
+	}
+	s.names = append(s.names, [2]int{at, end})
+	dst = append(dst, ':')
+	return appendString(dst, value), false
 }
 
 // toLower maps each byte to its ASCII lower case.

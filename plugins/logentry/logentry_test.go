@@ -1,7 +1,9 @@
 package logentry
 
 import (
+	"encoding/binary"
 	"encoding/json"
+	"math"
 	"net"
 	"strconv"
 	"strings"
@@ -175,6 +177,73 @@ func TestAppendMillis(t *testing.T) {
 		want := strconv.AppendFloat(nil, float64(ns)/1e6, 'f', -1, 64)
 		if got := appendMillis([]byte("x"), ns); string(got) != "x"+string(want) {
 			t.Errorf("appendMillis(%d) = %s, want %s", ns, got[1:], want)
+		}
+	}
+}
+
+// appendInt writes what strconv.AppendInt writes, at every count of digits and its edges.
+func TestAppendInt(t *testing.T) {
+	values := []int64{0, 1, 9, 10, 99, 100, 999, 1000, 9999, 10000, 99999, 100000, 1733472000123,
+		math.MaxInt64, math.MinInt64, -1, -10, -12345}
+	for p := int64(1); p <= 1e18; p *= 10 {
+		values = append(values, p-1, p, p+1, -p)
+	}
+	for _, v := range values {
+		if got, want := appendInt([]byte("x"), v), strconv.AppendInt([]byte("x"), v, 10); string(got) != string(want) {
+			t.Errorf("appendInt(%d) = %s, want %s", v, got, want)
+		}
+	}
+}
+
+// start_time is strconv's Unix milliseconds, across seconds and back, and below one.
+func TestAppendStartTime(t *testing.T) {
+	var s Scratch
+	for _, ms := range []int64{1733472000123, 1733472000999, 1733472001000, 1733472001007, 1733472000050,
+		0, 7, 999, 1000, 1001, 12345, 1733472001099} {
+		if got, want := s.appendStartTime([]byte("x"), ms), strconv.AppendInt([]byte("x"), ms, 10); string(got) != string(want) {
+			t.Errorf("appendStartTime(%d) = %s, want %s", ms, got, want)
+		}
+	}
+}
+
+func BenchmarkAppendInt(b *testing.B) {
+	var dst []byte
+	for b.Loop() {
+		dst = appendInt(dst[:0], 1733472000123)
+	}
+}
+
+// Header names are lowered and escaped as the byte-by-byte reference lowers and escapes
+// them, at every length around a word and with a byte that needs more at every place.
+func TestAppendLowerBody(t *testing.T) {
+	for c := range utf8.RuneSelf {
+		if !plainASCII[c] {
+			continue
+		}
+		want := strings.Repeat(strings.ToLower(string(rune(c))), 8)
+		var got [8]byte
+		binary.LittleEndian.PutUint64(got[:], lower8(load64(strings.Repeat(string(rune(c)), 8))))
+		if string(got[:]) != want {
+			t.Errorf("lower8 of eight %q = %q", rune(c), got)
+		}
+	}
+	for _, sp := range []string{"A", "Z", "@", "[", "a", "z", "`", "{", "-", "\"", "\\", "\x00", "\x7f", "\xff", "é", "\xe2\x82"} {
+		for n := 1; n <= 20; n++ {
+			for at := 0; at+len(sp) <= n; at++ {
+				b := []byte(strings.Repeat("Xy", n)[:n])
+				copy(b[at:], sp)
+				lowered := []byte(string(b))
+				for i, c := range lowered {
+					if 'A' <= c && c <= 'Z' {
+						lowered[i] = c + 'a' - 'A'
+					}
+				}
+				want := string(appendStringByteByByte([]byte("p"), string(lowered)))
+				got, _ := appendLowerBody([]byte(`p"`), b, nil)
+				if string(got)+`"` != want {
+					t.Errorf("appendLowerBody(%q) = %s, want %s", b, got, want)
+				}
+			}
 		}
 	}
 }
