@@ -199,7 +199,16 @@ func (s *Stream) readHeld(p []byte) (int, error) {
 	}
 	for {
 		s.reads++
-		n, left, errno := s.recv.read(s.fd, p)
+		var n, left int
+		var errno syscall.Errno
+		if s.inq {
+			n, left, errno = s.recv.read(s.fd, p)
+		} else {
+			// Nothing to learn from a control message: recv(2) is cheaper than recvmsg(2),
+			// which copies its message header and vector in and out.
+			n, errno = recv(s.fd, p)
+			left = -1
+		}
 		switch errno {
 		case 0:
 			if n == 0 {

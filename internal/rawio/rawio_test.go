@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/signal"
 	"syscall"
 	"testing"
 	"time"
@@ -364,4 +365,37 @@ func testWaitFirstReadsOncePerMessage(t *testing.T, own bool) {
 	if s.reads > rounds+rounds/4 {
 		t.Fatalf("%d rounds took %d reads, want about %d", rounds, s.reads, rounds)
 	}
+}
+
+// A write to a connection the peer reset fails with EPIPE and raises no SIGPIPE: a
+// Stream writes with send(2) and MSG_NOSIGNAL, where write(2) would have the kernel
+// signal the process on every such write.
+func TestStreamWriteToResetPeerRaisesNoSIGPIPE(t *testing.T) {
+	bothWays(t, func(t *testing.T, own bool) {
+		c, peer, s := pair(t)
+		if own && !s.Own(c.Close) {
+			t.Fatal("Own could not take the descriptor")
+		}
+		pipes := make(chan os.Signal, 1)
+		signal.Notify(pipes, syscall.SIGPIPE)
+		defer signal.Stop(pipes)
+		peer.SetLinger(0) // close with a reset
+		peer.Close()
+		var err error
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			// The first write after the reset may fail with ECONNRESET; the next ones
+			// fail with EPIPE, where write(2) raises SIGPIPE.
+			if _, err = s.Write([]byte("x")); errors.Is(err, syscall.EPIPE) {
+				break
+			}
+		}
+		if !errors.Is(err, syscall.EPIPE) {
+			t.Fatalf("Write to a reset peer = %v; want EPIPE", err)
+		}
+		select {
+		case <-pipes:
+			t.Fatal("a write to a reset peer raised SIGPIPE")
+		case <-time.After(200 * time.Millisecond):
+		}
+	})
 }
