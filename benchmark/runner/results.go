@@ -3,6 +3,7 @@ package main
 import (
 	"math"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -83,6 +84,17 @@ const (
 
 var scenarioOrder = []string{gwPlain, gwPlugins, gwScraped, nginxProxy, nginxDirect}
 
+// sweepBaselineName names the keep-alive sweep's baseline scenario (-baseline,
+// -baseline-env): a second gw with no plugin, the route of gwPlain, from another build or
+// with another environment, so that gwPlain's figures, its RSS among them, can be
+// compared with it in the same rounds.
+func sweepBaselineName(o *options) string {
+	return baselineTarget + " (" + describeBaseline(o.baselineName, o.baselineEnv).What + ")"
+}
+
+// isSweepBaseline tells the baseline's scenario by its name, which the JSON report keeps.
+func isSweepBaseline(name string) bool { return strings.HasPrefix(name, baselineTarget+" (") }
+
 // Scenario is one server setup measured over several rounds.
 type Scenario struct {
 	Name   string  `json:"name"`
@@ -98,6 +110,9 @@ type Scenario struct {
 	VsUnscraped *Ratios `json:"vs_unscraped,omitempty"`
 	// VsPlain is gwChain's figures over gwPlain's in the same round; nil for the others.
 	VsPlain *Ratios `json:"vs_no_plugin,omitempty"`
+	// VsBaseline is gwPlain's figures over the baseline's (-baseline, a second gw with no
+	// plugin) in the same round; nil for the others and without a baseline.
+	VsBaseline *Ratios `json:"vs_baseline,omitempty"`
 }
 
 // Run is one measured wrk run against one scenario.
@@ -301,22 +316,32 @@ func ratios(gw, nginx []Run) *Ratios {
 
 // finish fills the medians and ratios of a measured row.
 func (row *Row) finish() {
-	var nginx, unscraped, plain []Run
+	var nginx, unscraped, plain, baseline []Run
 	for _, sc := range row.Scenarios {
-		switch sc.Name {
-		case nginxProxy:
+		switch {
+		case sc.Name == nginxProxy:
 			nginx = sc.Runs
-		case gwPlugins:
+		case sc.Name == gwPlugins:
 			unscraped = sc.Runs
-		case gwPlain:
+		case sc.Name == gwPlain:
 			plain = sc.Runs
+		case isSweepBaseline(sc.Name):
+			baseline = sc.Runs
 		}
 	}
 	for i := range row.Scenarios {
 		sc := &row.Scenarios[i]
 		sc.Median = summarize(sc.Runs)
+		if isSweepBaseline(sc.Name) {
+			sc.VsNginx = ratios(sc.Runs, nginx)
+		}
 		switch sc.Name {
-		case gwPlain, gwPlugins:
+		case gwPlain:
+			sc.VsNginx = ratios(sc.Runs, nginx)
+			if baseline != nil {
+				sc.VsBaseline = ratios(sc.Runs, baseline)
+			}
+		case gwPlugins:
 			sc.VsNginx = ratios(sc.Runs, nginx)
 		case gwScraped:
 			sc.VsNginx = ratios(sc.Runs, nginx)
