@@ -145,7 +145,8 @@ type Run struct {
 	ScrapeMaxMS float64 `json:"scrape_max_ms,omitempty"`
 }
 
-// Summary is the median of each figure over a scenario's rounds.
+// Summary is the median of each figure over a scenario's rounds, the RSS excepted
+// (summarize).
 type Summary struct {
 	RPS             float64 `json:"rps"`
 	P50US           float64 `json:"p50_us"`
@@ -247,6 +248,15 @@ type OcelotRun struct {
 	EpollWaitPerRequest float64 `json:"epoll_wait_per_request,omitempty"`
 }
 
+// largest is the greatest of f over runs, 0 for none.
+func largest[R any](runs []R, f func(R) int64) int64 {
+	var m int64
+	for _, r := range runs {
+		m = max(m, f(r))
+	}
+	return m
+}
+
 func median(xs []float64) float64 {
 	if len(xs) == 0 {
 		return 0
@@ -259,7 +269,8 @@ func median(xs []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-// summarize takes the median of every figure over runs.
+// summarize takes the median of every figure over runs, but the largest RSS: a worker's
+// memory can grow with the requests it served, round after round, which a median hides.
 func summarize(runs []Run) Summary {
 	pick := func(f func(Run) float64) float64 {
 		xs := make([]float64, len(runs))
@@ -276,8 +287,8 @@ func summarize(runs []Run) Summary {
 		GatewayBusy:     pick(func(r Run) float64 { return r.GatewayBusy }),
 		LoadBusy:        pick(func(r Run) float64 { return r.LoadBusy }),
 		ForeignCores:    pick(func(r Run) float64 { return r.ForeignCores }),
-		WorkerRSSKiB:    int64(pick(func(r Run) float64 { return float64(r.WorkerRSSKiB) })),
-		MasterRSSKiB:    int64(pick(func(r Run) float64 { return float64(r.MasterRSSKiB) })),
+		WorkerRSSKiB:    largest(runs, func(r Run) int64 { return r.WorkerRSSKiB }),
+		MasterRSSKiB:    largest(runs, func(r Run) int64 { return r.MasterRSSKiB }),
 	}
 	for _, r := range runs {
 		s.Errors += r.Errors
