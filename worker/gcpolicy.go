@@ -24,8 +24,8 @@ import (
 //     gets gcHeadroom to allocate in before the next collection, where GOGC 25 gave it
 //     one MiB (Go's least goal is 4 MiB × GOGC/100): it paid a collection every few
 //     hundred connections, with its mark of a thousand goroutine stacks and its shrinking
-//     of them, grown again by the next connection. The window makes that one collection
-//     per gcHeadroomWindow at most, unless gcHeadroom fills sooner;
+//     of them, grown again by the next connection. With the window it collects once
+//     gcHeadroom is used or gcHeadroomWindow has passed, whichever comes first;
 //   - a small one that allocates little, as under keep-alive (about 12 bytes a request,
 //     most of it the upstream's re-dial every 1000 requests), collects at GOGC 25 as it
 //     did once the window closes, and so never touches the headroom. Held open, the
