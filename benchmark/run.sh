@@ -36,8 +36,9 @@ while [ $# -gt 0 ]; do
 	--tls-handshake) args+=("-tls-handshake"); ocelot=1; shift ;;
 	--h2) args+=("-h2"); h2=1; shift ;;
 	--grpc) args+=("-grpc"); shift ;;
-	# With --ocelot or --tls-handshake: a second gw in the same rounds, built from REV
-	# (a commit, a branch) and/or with NAME=VALUE in its environment (GOGC=25).
+	# A second gw in the same rounds, built from REV (a commit, a branch) and/or with
+	# NAME=VALUE in its environment (GOGC=25): with --ocelot or --tls-handshake, and in
+	# the keep-alive sweep (a gw with no plugin, beside gw's; not with --h2 or --grpc).
 	--baseline)
 		[ $# -ge 2 ] || { echo "run.sh: $1 needs a revision" >&2; usage 2; }
 		baseline=$2

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"fmt"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
@@ -29,22 +30,29 @@ func TestGCPercentForGivesLivePlusHeadroom(t *testing.T) {
 		{"100,000 routes", 220 * mib, 1 * mib, 300 << 10},
 		{"a gigabyte", 1 << 30, 64 * mib, 300 << 10},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			percent := gcPercentFor(c.live, c.stacks, c.globals)
-			goal := goGoal(c.live, c.live+c.stacks+c.globals, percent)
-			want := c.live + max(c.live/4, gcHeadroom)
-			// The goal is what the policy promises, within the rounding of a whole percent,
-			// except where Go's own goal for GOGC 25 is larger (the stacks and globals
-			// add to a big heap's runway, as they always did).
-			floor := max(want, goGoal(c.live, c.live+c.stacks+c.globals, gcLiveShare))
-			if goal < want-want/100 || goal > floor+floor/100 {
-				t.Errorf("GOGC %d: goal %.1f MiB, want %.1f MiB (live %.1f MiB)",
-					percent, float64(goal)/mib, float64(floor)/mib, float64(c.live)/mib)
-			}
-			if percent < gcLiveShare {
-				t.Errorf("GOGC %d is under the big heap's %d", percent, gcLiveShare)
-			}
-		})
+		for _, headroom := range []uint64{gcHeadroom, 0} {
+			t.Run(fmt.Sprintf("%s, headroom %d MiB", c.name, headroom/mib), func(t *testing.T) {
+				roots := c.live + c.stacks + c.globals
+				percent := gcPercentFor(c.live, c.stacks, c.globals, headroom)
+				goal := goGoal(c.live, roots, percent)
+				want := c.live + max(c.live/4, headroom)
+				// The goal is what the policy promises, within the rounding of a whole
+				// percent, except where Go's own goal for GOGC 25 is larger (the stacks
+				// and globals add to a big heap's runway, as they always did). Without
+				// the headroom that is GOGC 25 itself.
+				floor := max(want, goGoal(c.live, roots, gcLiveShare))
+				if goal < want-want/100 || goal > floor+floor/100 {
+					t.Errorf("GOGC %d: goal %.1f MiB, want %.1f MiB (live %.1f MiB)",
+						percent, float64(goal)/mib, float64(floor)/mib, float64(c.live)/mib)
+				}
+				if percent < gcLiveShare {
+					t.Errorf("GOGC %d is under the big heap's %d", percent, gcLiveShare)
+				}
+				if headroom == 0 && percent != gcLiveShare {
+					t.Errorf("GOGC %d without the headroom, want %d", percent, gcLiveShare)
+				}
+			})
+		}
 	}
 }
 
@@ -56,9 +64,49 @@ func TestGCPolicyLeavesAnExplicitGOGC(t *testing.T) {
 	}
 }
 
-// TestGCPolicyFollowsTheLiveHeap runs the policy in this process: after each collection
-// the heap goal must be the live heap plus the headroom for a small heap, and plus a
-// quarter for a big one, without anyone calling update.
+// settleGC collects and waits for p's cleanup to set GOGC, which runs on the runtime's
+// goroutine after the collection, to what gcPercentFor gives with the headroom open or
+// not. It collects again every 100 ms: a cleanup that runs while the next collection is
+// marking reads the figures of the one before, and its new sentinel, allocated black,
+// outlives that collection too, so the policy catches up one collection late
+// (gcPolicy.watch). The CI failed on that once, with the 160 MiB of the step before
+// still counted live. It returns the live heap and Go's heap goal.
+func settleGC(t *testing.T, p *gcPolicy, what string, open bool) (live, goal uint64) {
+	t.Helper()
+	samples := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/heap/goal:bytes"}, {Name: "/gc/gogc:percent"}}
+	var headroom uint64
+	if open {
+		headroom = gcHeadroom
+	}
+	runtime.GC()
+	deadline := time.Now().Add(10 * time.Second)
+	nextGC := time.Now().Add(100 * time.Millisecond)
+	for {
+		metrics.Read(samples)
+		live, goal = samples[0].Value.Uint64(), samples[1].Value.Uint64()
+		percent := samples[2].Value.Uint64()
+		p.mu.Lock()
+		set, isOpen := p.percent, p.open
+		p.mu.Unlock()
+		want := gcPercentFor(live, readUint(t, "/gc/scan/stack:bytes"), readUint(t, "/gc/scan/globals:bytes"), headroom)
+		if int(percent) == want && set == want && isOpen == open {
+			return live, goal
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: GOGC %d (headroom open: %t) ten seconds after a collection, want %d (open: %t)", what, percent, isOpen, want, open)
+		}
+		if time.Now().After(nextGC) {
+			runtime.GC()
+			nextGC = time.Now().Add(100 * time.Millisecond)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestGCPolicyFollowsTheLiveHeap runs the policy in this process, its headroom held open
+// for the whole test: after each collection the heap goal must be the live heap plus the
+// headroom for a small heap, and plus a quarter for a big one, without anyone calling
+// update.
 func TestGCPolicyFollowsTheLiveHeap(t *testing.T) {
 	if testing.Short() {
 		t.Skip("allocates 160 MiB")
@@ -66,43 +114,10 @@ func TestGCPolicyFollowsTheLiveHeap(t *testing.T) {
 	t.Setenv("GOGC", "")
 	old := debug.SetGCPercent(100)
 	defer debug.SetGCPercent(old)
-	p := startGCPolicy()
+	p := startGCPolicyWindow(time.Hour)
 	defer p.stop()
-	samples := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/heap/goal:bytes"}, {Name: "/gc/gogc:percent"}}
-	// settled collects and waits for the policy's cleanup to set GOGC, which runs on
-	// the runtime's goroutine after the collection. It collects again every 100 ms: a
-	// cleanup that runs while the next collection is marking reads the figures of the
-	// one before, and its new sentinel, allocated black, outlives that collection too,
-	// so the policy catches up one collection late (gcPolicy.watch). The CI failed on
-	// that once, with the 160 MiB of the step before still counted live.
-	settled := func(what string) (live, goal uint64) {
-		t.Helper()
-		runtime.GC()
-		deadline := time.Now().Add(10 * time.Second)
-		nextGC := time.Now().Add(100 * time.Millisecond)
-		for {
-			metrics.Read(samples)
-			live, goal = samples[0].Value.Uint64(), samples[1].Value.Uint64()
-			percent := samples[2].Value.Uint64()
-			p.mu.Lock()
-			set := p.percent
-			p.mu.Unlock()
-			want := gcPercentFor(live, readUint(t, "/gc/scan/stack:bytes"), readUint(t, "/gc/scan/globals:bytes"))
-			if int(percent) == want && set == want {
-				return live, goal
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: GOGC %d ten seconds after a collection, want %d", what, percent, want)
-			}
-			if time.Now().After(nextGC) {
-				runtime.GC()
-				nextGC = time.Now().Add(100 * time.Millisecond)
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}
 	const mib = 1 << 20
-	live, goal := settled("a small heap")
+	live, goal := settleGC(t, p, "a small heap", true)
 	if live > 40*mib {
 		t.Skipf("this test process already holds %d MiB", live/mib)
 	}
@@ -114,7 +129,7 @@ func TestGCPolicyFollowsTheLiveHeap(t *testing.T) {
 	for i := range big {
 		big[i] = make([]byte, mib)
 	}
-	live, goal = settled("a big heap")
+	live, goal = settleGC(t, p, "a big heap", true)
 	if live < 160*mib {
 		t.Fatalf("live heap %d MiB while holding 160 MiB", live/mib)
 	}
@@ -124,9 +139,50 @@ func TestGCPolicyFollowsTheLiveHeap(t *testing.T) {
 	runtime.KeepAlive(big)
 	big = nil
 
-	live, goal = settled("the heap let go")
+	live, goal = settleGC(t, p, "the heap let go", true)
 	if goal > live+gcHeadroom+8*mib {
 		t.Errorf("after the big heap went: goal %.1f MiB for a live heap of %.1f MiB, want %d MiB over", float64(goal)/mib, float64(live)/mib, gcHeadroom/mib)
+	}
+}
+
+// TestGCPolicyClosesTheHeadroomWhenNoCollectionFollows is the keep-alive worker's case:
+// once the window after a collection passes without another, the goal must fall to GOGC
+// 25's without a collection (the worker's garbage would otherwise fill the headroom), and
+// the next collection must open it again.
+func TestGCPolicyClosesTheHeadroomWhenNoCollectionFollows(t *testing.T) {
+	t.Setenv("GOGC", "")
+	old := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(old)
+	p := startGCPolicyWindow(time.Hour)
+	defer p.stop()
+	const mib = 1 << 20
+	live, goal := settleGC(t, p, "after a collection", true)
+	if live > 40*mib {
+		t.Skipf("this test process already holds %d MiB", live/mib)
+	}
+	if goal < live+gcHeadroom-mib {
+		t.Fatalf("after a collection: goal %.1f MiB for a live heap of %.1f MiB, want the headroom open", float64(goal)/mib, float64(live)/mib)
+	}
+
+	// The window now closes 10 ms after each collection: settleGC waits for the timer,
+	// which no collection should have to set off.
+	p.mu.Lock()
+	p.window = 10 * time.Millisecond
+	p.mu.Unlock()
+	live, goal = settleGC(t, p, "the window passed", false)
+	if want := goGoal(live, live+readUint(t, "/gc/scan/stack:bytes")+readUint(t, "/gc/scan/globals:bytes"), gcLiveShare); goal > want+want/100 || goal >= live+gcHeadroom/2 {
+		t.Errorf("the window passed: goal %.1f MiB for a live heap of %.1f MiB, want GOGC %d's %.1f MiB", float64(goal)/mib, float64(live)/mib, gcLiveShare, float64(want)/mib)
+	}
+	if readUint(t, "/gc/gogc:percent") != gcLiveShare {
+		t.Errorf("GOGC %d once the window passed, want %d", readUint(t, "/gc/gogc:percent"), gcLiveShare)
+	}
+
+	p.mu.Lock()
+	p.window = time.Hour
+	p.mu.Unlock()
+	live, goal = settleGC(t, p, "a collection after the window", true)
+	if goal < live+gcHeadroom-mib {
+		t.Errorf("a collection after the window: goal %.1f MiB for a live heap of %.1f MiB, want the headroom open again", float64(goal)/mib, float64(live)/mib)
 	}
 }
 

@@ -68,9 +68,9 @@ func parseFlags(args []string) (*options, string, error) {
 	fs.StringVar(&o.templates, "templates", "benchmark/nginx", "directory of the nginx config templates")
 	fs.StringVar(&o.out, "out", "benchmark/results", "results directory")
 	fs.StringVar(&o.work, "work", "benchmark/results/tmp", "scratch directory (prefixes, logs, profiles)")
-	fs.StringVar(&o.baselineGwctl, "baseline", "", "with -ocelot or -tls-handshake: also measure this gwctl (an earlier build) in the same rounds, and gw over it")
+	fs.StringVar(&o.baselineGwctl, "baseline", "", "also measure this gwctl (an earlier build) in the same rounds, and gw over it: in the keep-alive sweep as a second gw with no plugin; not with -h2 or -grpc")
 	fs.StringVar(&o.baselineName, "baseline-name", "", "what -baseline is (run.sh passes the revision it built)")
-	baselineEnv := fs.String("baseline-env", "", "with -ocelot or -tls-handshake: also measure a gw with these NAME=VALUE settings (space-separated) added to its environment, e.g. GOGC=25")
+	baselineEnv := fs.String("baseline-env", "", "also measure a gw with these NAME=VALUE settings (space-separated) added to its environment, e.g. GOGC=25, as -baseline does")
 	render := fs.String("render", "", "only redraw the Markdown and charts of this JSON report")
 	if err := fs.Parse(args); err != nil {
 		return nil, "", err
@@ -84,8 +84,8 @@ func parseFlags(args []string) (*options, string, error) {
 			}
 		}
 	}
-	if (o.baselineGwctl != "" || o.baselineEnv != nil) && !o.ocelot && !o.tlsHandshake {
-		return nil, "", fmt.Errorf("-baseline and -baseline-env work with -ocelot and -tls-handshake only")
+	if (o.baselineGwctl != "" || o.baselineEnv != nil) && (o.h2 || o.grpc) {
+		return nil, "", fmt.Errorf("-baseline and -baseline-env work with the keep-alive sweep, -ocelot and -tls-handshake, not with -h2 or -grpc")
 	}
 	if o.workers, err = parseWorkers(*workers); err != nil {
 		return nil, "", fmt.Errorf("-workers: %w", err)
@@ -236,6 +236,9 @@ func benchmark(o *options) error {
 	}
 	if o.chain {
 		scenarioOrder = slices.Insert(scenarioOrder, 2, gwChain)
+	}
+	if o.baselineGwctl != "" || o.baselineEnv != nil {
+		scenarioOrder = slices.Insert(scenarioOrder, 1, sweepBaselineName(o))
 	}
 	perSweep := time.Duration(len(scenarioOrder))*o.warmup + time.Duration(o.rounds*len(scenarioOrder))*o.duration
 	if o.profile {

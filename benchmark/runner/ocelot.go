@@ -253,7 +253,8 @@ func (s *sweep) measureAB(t target, argv []string) (OcelotRun, error) {
 	return run, nil
 }
 
-// medianOcelot is the median of each figure over runs; the failure counts are sums.
+// medianOcelot is the median of each figure over runs; the failure counts are sums, the
+// RSS the largest.
 func medianOcelot(runs []OcelotRun) OcelotRun {
 	pick := func(f func(OcelotRun) float64) float64 {
 		xs := make([]float64, len(runs))
@@ -270,7 +271,7 @@ func medianOcelot(runs []OcelotRun) OcelotRun {
 	m.CPUPerRequestUS = pick(func(r OcelotRun) float64 { return r.CPUPerRequestUS })
 	m.ForeignCores = pick(func(r OcelotRun) float64 { return r.ForeignCores })
 	m.ClientCPUPerRequestUS = pick(func(r OcelotRun) float64 { return r.ClientCPUPerRequestUS })
-	m.WorkerRSSKiB = int64(pick(func(r OcelotRun) float64 { return float64(r.WorkerRSSKiB) }))
+	m.WorkerRSSKiB = largest(runs, func(r OcelotRun) int64 { return r.WorkerRSSKiB }) // as summarize
 	for _, r := range runs {
 		m.Complete += r.Complete
 		m.Failed += r.Failed

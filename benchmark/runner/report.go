@@ -209,6 +209,11 @@ func writeRow(b *strings.Builder, row *Row) {
 		if sc.Repeated > 0 {
 			fmt.Fprintf(b, "\n%s: %d run(s) were disturbed by other processes and taken again.\n", sc.Name, sc.Repeated)
 		}
+		if r := sc.VsBaseline; r != nil {
+			cpu, _ := judge(r, cpuPerRequest, atLeast(0))
+			p, _ := judge(r, p99, atLeast(0))
+			fmt.Fprintf(b, "\n%s over the baseline in the same round (median): CPU µs/req %s; p99 %s.\n", sc.Name, cpu, p)
+		}
 		if sc.VsPlain != nil {
 			fmt.Fprintf(b, "\n%s: CPU µs/req %.2f× and p99 %.2f× gw's with no plugin in the same round (median).\n",
 				sc.Name, sc.VsPlain.CPUPerRequest, sc.VsPlain.P99)

@@ -3,6 +3,7 @@ package main
 import (
 	"math"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -83,6 +84,17 @@ const (
 
 var scenarioOrder = []string{gwPlain, gwPlugins, gwScraped, nginxProxy, nginxDirect}
 
+// sweepBaselineName names the keep-alive sweep's baseline scenario (-baseline,
+// -baseline-env): a second gw with no plugin, the route of gwPlain, from another build or
+// with another environment, so that gwPlain's figures, its RSS among them, can be
+// compared with it in the same rounds.
+func sweepBaselineName(o *options) string {
+	return baselineTarget + " (" + describeBaseline(o.baselineName, o.baselineEnv).What + ")"
+}
+
+// isSweepBaseline tells the baseline's scenario by its name, which the JSON report keeps.
+func isSweepBaseline(name string) bool { return strings.HasPrefix(name, baselineTarget+" (") }
+
 // Scenario is one server setup measured over several rounds.
 type Scenario struct {
 	Name   string  `json:"name"`
@@ -98,6 +110,9 @@ type Scenario struct {
 	VsUnscraped *Ratios `json:"vs_unscraped,omitempty"`
 	// VsPlain is gwChain's figures over gwPlain's in the same round; nil for the others.
 	VsPlain *Ratios `json:"vs_no_plugin,omitempty"`
+	// VsBaseline is gwPlain's figures over the baseline's (-baseline, a second gw with no
+	// plugin) in the same round; nil for the others and without a baseline.
+	VsBaseline *Ratios `json:"vs_baseline,omitempty"`
 }
 
 // Run is one measured wrk run against one scenario.
@@ -130,7 +145,8 @@ type Run struct {
 	ScrapeMaxMS float64 `json:"scrape_max_ms,omitempty"`
 }
 
-// Summary is the median of each figure over a scenario's rounds.
+// Summary is the median of each figure over a scenario's rounds, the RSS excepted
+// (summarize).
 type Summary struct {
 	RPS             float64 `json:"rps"`
 	P50US           float64 `json:"p50_us"`
@@ -232,6 +248,15 @@ type OcelotRun struct {
 	EpollWaitPerRequest float64 `json:"epoll_wait_per_request,omitempty"`
 }
 
+// largest is the greatest of f over runs, 0 for none.
+func largest[R any](runs []R, f func(R) int64) int64 {
+	var m int64
+	for _, r := range runs {
+		m = max(m, f(r))
+	}
+	return m
+}
+
 func median(xs []float64) float64 {
 	if len(xs) == 0 {
 		return 0
@@ -244,7 +269,8 @@ func median(xs []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-// summarize takes the median of every figure over runs.
+// summarize takes the median of every figure over runs, but the largest RSS: a worker's
+// memory can grow with the requests it served, round after round, which a median hides.
 func summarize(runs []Run) Summary {
 	pick := func(f func(Run) float64) float64 {
 		xs := make([]float64, len(runs))
@@ -261,8 +287,8 @@ func summarize(runs []Run) Summary {
 		GatewayBusy:     pick(func(r Run) float64 { return r.GatewayBusy }),
 		LoadBusy:        pick(func(r Run) float64 { return r.LoadBusy }),
 		ForeignCores:    pick(func(r Run) float64 { return r.ForeignCores }),
-		WorkerRSSKiB:    int64(pick(func(r Run) float64 { return float64(r.WorkerRSSKiB) })),
-		MasterRSSKiB:    int64(pick(func(r Run) float64 { return float64(r.MasterRSSKiB) })),
+		WorkerRSSKiB:    largest(runs, func(r Run) int64 { return r.WorkerRSSKiB }),
+		MasterRSSKiB:    largest(runs, func(r Run) int64 { return r.MasterRSSKiB }),
 	}
 	for _, r := range runs {
 		s.Errors += r.Errors
@@ -301,22 +327,32 @@ func ratios(gw, nginx []Run) *Ratios {
 
 // finish fills the medians and ratios of a measured row.
 func (row *Row) finish() {
-	var nginx, unscraped, plain []Run
+	var nginx, unscraped, plain, baseline []Run
 	for _, sc := range row.Scenarios {
-		switch sc.Name {
-		case nginxProxy:
+		switch {
+		case sc.Name == nginxProxy:
 			nginx = sc.Runs
-		case gwPlugins:
+		case sc.Name == gwPlugins:
 			unscraped = sc.Runs
-		case gwPlain:
+		case sc.Name == gwPlain:
 			plain = sc.Runs
+		case isSweepBaseline(sc.Name):
+			baseline = sc.Runs
 		}
 	}
 	for i := range row.Scenarios {
 		sc := &row.Scenarios[i]
 		sc.Median = summarize(sc.Runs)
+		if isSweepBaseline(sc.Name) {
+			sc.VsNginx = ratios(sc.Runs, nginx)
+		}
 		switch sc.Name {
-		case gwPlain, gwPlugins:
+		case gwPlain:
+			sc.VsNginx = ratios(sc.Runs, nginx)
+			if baseline != nil {
+				sc.VsBaseline = ratios(sc.Runs, baseline)
+			}
+		case gwPlugins:
 			sc.VsNginx = ratios(sc.Runs, nginx)
 		case gwScraped:
 			sc.VsNginx = ratios(sc.Runs, nginx)

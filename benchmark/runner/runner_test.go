@@ -343,8 +343,51 @@ func TestOcelotBaseline(t *testing.T) {
 	if _, _, err := parseFlags([]string{"-ocelot", "-baseline-env", "GOGC"}); err == nil {
 		t.Error("-baseline-env GOGC: want an error naming NAME=VALUE")
 	}
-	if _, _, err := parseFlags([]string{"-baseline-env", "GOGC=25"}); err == nil {
-		t.Error("-baseline-env without -ocelot: want an error")
+	if _, _, err := parseFlags([]string{"-h2", "-baseline-env", "GOGC=25"}); err == nil {
+		t.Error("-baseline-env with -h2: want an error")
+	}
+	if _, _, err := parseFlags([]string{"-baseline-env", "GOGC=25"}); err != nil {
+		t.Errorf("-baseline-env with the keep-alive sweep: %v", err)
+	}
+}
+
+// TestSweepBaseline is the keep-alive sweep with -baseline: the baseline is a scenario of
+// its own, with its RSS in the table, and gw with no plugin is compared with it round by
+// round.
+func TestSweepBaseline(t *testing.T) {
+	o := &options{baselineGwctl: "bin/gwctl-baseline", baselineName: "b1768f1"}
+	name := sweepBaselineName(o)
+	if name != "gw baseline (b1768f1)" || !isSweepBaseline(name) || isSweepBaseline(gwPlain) {
+		t.Fatalf("the baseline's scenario is %q", name)
+	}
+	var gw, base, nginx []Run
+	for round := 1; round <= 7; round++ {
+		gw = append(gw, Run{Round: round, RPS: 100, P99US: 1000, CPUPerRequestUS: 20, WorkerRSSKiB: 26 << 10})
+		base = append(base, Run{Round: round, RPS: 100, P99US: 1000, CPUPerRequestUS: 25, WorkerRSSKiB: 31 << 10})
+		nginx = append(nginx, Run{Round: round, RPS: 100, P99US: 1000, CPUPerRequestUS: 20})
+	}
+	// The baseline's heap grows over the rounds: the table shows where it ended, not the
+	// median.
+	base[len(base)-1].WorkerRSSKiB = 34 << 10
+	row := Row{Workers: 1, GatewayCPUs: "0", LoadCPUs: "1", Scenarios: []Scenario{
+		{Name: gwPlain, Runs: gw}, {Name: name, Runs: base}, {Name: nginxProxy, Runs: nginx},
+	}}
+	row.finish()
+	if r := row.scenario(gwPlain).VsBaseline; r == nil || r.CPUPerRequest != 0.8 {
+		t.Fatalf("gw over the baseline: %+v", r)
+	}
+	if r := row.scenario(name).VsNginx; r == nil || r.CPUPerRequest != 1.25 {
+		t.Fatalf("the baseline over nginx: %+v", r)
+	}
+	md := markdown(&Report{Rows: []Row{row}}, nil)
+	for _, want := range []string{
+		"| gw baseline (b1768f1) | 25.0 | 1.25× |",
+		"| 34.0 MiB |",
+		"gw over the baseline in the same round (median): CPU µs/req 0.80×, 95% interval 0.80–0.80; p99 1.00×",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
 	}
 }
 

@@ -158,6 +158,21 @@ func (s *sweep) start() error {
 				alias: true, scrapeURL: "http://" + g.metrics + metricsURI})
 		}
 	}
+	if o.baselineGwctl != "" || o.baselineEnv != nil {
+		bin := o.baselineGwctl
+		if bin == "" {
+			bin = o.gwctl
+		}
+		name := sweepBaselineName(o)
+		g, err := startGWWith(bin, filepath.Join(s.dir, "gw-baseline"), s.gwCPUs, s.workers, o.accessLog, "", "", o.baselineEnv)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		s.targets = append(s.targets, target{name: name, url: "http://" + g.data + "/hello", srv: g})
+		if code, body, err := g.putRoute(routeBody("/hello", s.up.addr, false)); err != nil || code/100 != 2 {
+			return fmt.Errorf("%s: PUT route 1: %d %s %v", name, code, body, err)
+		}
+	}
 	if o.chain {
 		g, err := startGW(o.gwctl, filepath.Join(s.dir, "gw-chain"), s.gwCPUs, s.workers, o.accessLog, "")
 		if err != nil {
