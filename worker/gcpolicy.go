@@ -77,12 +77,14 @@ type gcPolicy struct {
 	mu      sync.Mutex
 	samples []metrics.Sample
 	percent int // the last one set
-	// open is whether the headroom is given: from a collection's end until window after
-	// it (close). A collection that comes sooner opens it again. Both are under mu.
-	open    bool
-	window  time.Duration
-	closing *time.Timer
-	stopped atomic.Bool
+	// open is whether the headroom is given: from a collection's end (openedAt) until
+	// window after it (close). A collection that comes sooner opens it again. All three
+	// are under mu.
+	open     bool
+	openedAt time.Time
+	window   time.Duration
+	closing  *time.Timer
+	stopped  atomic.Bool
 }
 
 // startGCPolicy sets the worker's GOGC from its heap now and after every collection,
@@ -139,6 +141,7 @@ func (p *gcPolicy) update() {
 func (p *gcPolicy) collected() {
 	p.mu.Lock()
 	p.open = true
+	p.openedAt = time.Now()
 	window := p.window
 	p.mu.Unlock()
 	p.update()
@@ -153,6 +156,13 @@ func (p *gcPolicy) close() {
 		return
 	}
 	p.mu.Lock()
+	// The timer may have fired for an earlier collection just as a later one opened the
+	// headroom again (before collected reset it): that one keeps its whole window.
+	if left := p.window - time.Since(p.openedAt); left > 0 {
+		p.mu.Unlock()
+		p.closing.Reset(left)
+		return
+	}
 	p.open = false
 	p.mu.Unlock()
 	p.update()
