@@ -345,7 +345,7 @@ func (s *h2Stream) endHeadersLocked(end bool) error {
 		c.endStreamLocked(s)
 	}
 	if err == nil {
-		c.flushLaterLocked()
+		c.flusher.FlushLaterLocked()
 	}
 	return err
 }

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -20,6 +19,7 @@ import (
 
 	"gw/conf"
 	"gw/internal/bytesconv"
+	"gw/internal/lateflush"
 	"gw/internal/monotime"
 	"gw/plugins"
 )
@@ -239,42 +239,19 @@ type h2Conn struct {
 	// ends, which lets them go.
 	work chan *h2Stream
 	done chan struct{}
-	// flushQueued is set while the flusher has been asked to flush and has not yet.
-	flushQueued bool
-	flush       chan struct{}
+	// flusher writes out what is buffered once the goroutines ready to run have had their
+	// turn: with -m 10 the answers of several streams, whose nodes answered together, go
+	// out in one write instead of one each.
+	flusher lateflush.Flusher
 }
 
-// flushLaterLocked has the connection's flusher write out what is buffered once the
-// goroutines ready to run have had their turn: with -m 10 the answers of several streams,
-// whose nodes answered together, go out in one write instead of one each.
-func (c *h2Conn) flushLaterLocked() {
-	if !c.flushQueued {
-		c.flushQueued = true
-		select {
-		case c.flush <- struct{}{}:
-		default:
+// flushLocked is the flusher's flush: what is buffered, unless the connection died.
+func (c *h2Conn) flushLocked() {
+	if !c.dead && c.bw.Buffered() > 0 {
+		if err := c.bw.Flush(); err != nil {
+			c.dead = true
+			c.cond.Broadcast()
 		}
-	}
-}
-
-// flusher is the goroutine that flushes for flushLaterLocked.
-func (c *h2Conn) flusher() {
-	for {
-		select {
-		case <-c.flush:
-		case <-c.done:
-			return
-		}
-		runtime.Gosched() // the other streams' answers first
-		c.mu.Lock()
-		c.flushQueued = false
-		if !c.dead && c.bw.Buffered() > 0 {
-			if err := c.bw.Flush(); err != nil {
-				c.dead = true
-				c.cond.Broadcast()
-			}
-		}
-		c.mu.Unlock()
 	}
 }
 
@@ -380,10 +357,9 @@ func (srv *h2Server) serve(nc net.Conn, ec *edgeConn, tc *tls.Conn, buffered []b
 		peerMaxFrame:  maxFrameSize,
 		work:          make(chan *h2Stream),
 		done:          make(chan struct{}),
-		flush:         make(chan struct{}, 1),
 	}
 	c.cond.L = &c.mu
-	go c.flusher()
+	c.flusher.Start(&c.mu, c.done, c.flushLocked)
 	var r io.Reader = nc
 	if len(buffered) > 0 {
 		r = io.MultiReader(bytes.NewReader(append([]byte(nil), buffered...)), nc)
@@ -1179,7 +1155,7 @@ func (s *h2Stream) respond() {
 	err := c.writeHeadersLocked(s.id, endNow)
 	if err == nil && endNow {
 		c.endStreamLocked(s)
-		c.flushLaterLocked()
+		c.flusher.FlushLaterLocked()
 	}
 	c.mu.Unlock()
 	if err != nil || endNow {
@@ -1335,7 +1311,7 @@ func (s *h2Stream) writeData(p []byte, end bool) error {
 		}
 		p = p[n:]
 		if len(p) == 0 {
-			c.flushLaterLocked()
+			c.flusher.FlushLaterLocked()
 			return nil
 		}
 	}

@@ -311,7 +311,7 @@ func (c *GRPCCall) Read(p []byte) (int, error) {
 	c.consumed += int32(n)
 	if c.consumed >= grpcWindowUpdateMin && !c.remoteDone && !cn.dead {
 		if cn.fr.WriteWindowUpdate(c.id, uint32(c.consumed)) == nil {
-			cn.flushLaterLocked()
+			cn.flusher.FlushLaterLocked()
 		}
 		c.recvWindow += c.consumed
 		c.consumed = 0

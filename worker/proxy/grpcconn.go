@@ -11,7 +11,6 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +22,7 @@ import (
 	"golang.org/x/net/http2/hpack"
 
 	"gw/internal/bytesconv"
+	"gw/internal/lateflush"
 	"gw/internal/monotime"
 )
 
@@ -90,10 +90,11 @@ type grpcConn struct {
 	idleSince     int64
 	idleTimer     *time.Timer
 	idleCounted   bool // counted in the pool's idle connections
-	// flushQueued is set while the flusher has been asked to flush and has not yet.
-	flushQueued bool
-	flush       chan struct{}
-	done        chan struct{} // closed when the read loop ends
+	// flusher writes out what is buffered once the goroutines ready to run have had their
+	// turn: the calls a client sent together go to the node in one write instead of one
+	// each, as worker/http2.go does towards clients.
+	flusher lateflush.Flusher
+	done    chan struct{} // closed when the read loop ends
 
 	// writingSince is when the write to the socket under way began (monotime), 0 when
 	// none is: a call's timer closes a socket blocked past the call's timeout.send
@@ -392,8 +393,8 @@ func (cn *grpcConn) dial(timeout time.Duration) {
 		return
 	}
 	_ = nc.SetDeadline(time.Time{})
-	cn.flush, cn.done = make(chan struct{}, 1), make(chan struct{})
-	go cn.flusher()
+	cn.done = make(chan struct{})
+	cn.flusher.Start(&cn.mu, cn.done, cn.flushBufferedLocked)
 	go cn.readLoop()
 	cn.mu.Lock()
 	if cn.active == 0 {
@@ -537,7 +538,7 @@ func (cn *grpcConn) open(call *GRPCCall, h *fasthttp.RequestHeader, scheme, host
 		return refused(err) // the connection broke before the node had the call
 	}
 	if !more {
-		cn.flushLaterLocked()
+		cn.flusher.FlushLaterLocked()
 	}
 	return nil
 }
@@ -585,34 +586,10 @@ func (cn *grpcConn) writeHeadersLocked(id uint32, endStream bool) error {
 	return err
 }
 
-// flushLaterLocked has the connection's flusher write out what is buffered once the
-// goroutines ready to run have had their turn: the calls a client sent together go to
-// the node in one write instead of one each, as worker/http2.go does towards clients.
-func (cn *grpcConn) flushLaterLocked() {
-	if !cn.flushQueued {
-		cn.flushQueued = true
-		select {
-		case cn.flush <- struct{}{}:
-		default:
-		}
-	}
-}
-
-// flusher is the goroutine that flushes for flushLaterLocked, while the connection lasts.
-func (cn *grpcConn) flusher() {
-	for {
-		select {
-		case <-cn.flush:
-		case <-cn.done:
-			return
-		}
-		runtime.Gosched() // the other calls' frames first
-		cn.mu.Lock()
-		cn.flushQueued = false
-		if !cn.dead && cn.bw.Buffered() > 0 {
-			_ = cn.flushLocked()
-		}
-		cn.mu.Unlock()
+// flushBufferedLocked is the flusher's flush: what is buffered, unless the connection died.
+func (cn *grpcConn) flushBufferedLocked() {
+	if !cn.dead && cn.bw.Buffered() > 0 {
+		_ = cn.flushLocked()
 	}
 }
 
@@ -676,7 +653,7 @@ func (cn *grpcConn) writeData(call *GRPCCall, p []byte, end bool) error {
 			call.readSince = monotime.Now() // the node's turn
 		}
 		if len(p) == 0 {
-			cn.flushLaterLocked()
+			cn.flusher.FlushLaterLocked()
 			return nil
 		}
 	}
@@ -694,7 +671,7 @@ func (cn *grpcConn) release(call *GRPCCall) {
 		delete(cn.calls, call.id)
 		if !cn.dead && (!call.remoteDone || !call.localDone) {
 			if cn.fr.WriteRSTStream(call.id, http2.ErrCodeCancel) == nil {
-				cn.flushLaterLocked()
+				cn.flusher.FlushLaterLocked()
 			}
 		}
 	}
