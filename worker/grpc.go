@@ -283,7 +283,7 @@ func (s *h2Stream) writeGRPCStatus(code int, msg string) {
 	if s.reset || c.dead {
 		return
 	}
-	c.hbuf.Reset()
+	c.hdr.Reset()
 	c.writeStatus(fasthttp.StatusOK)
 	c.writeGRPCFieldsLocked(h)
 	_ = s.endHeadersLocked(true)
@@ -298,11 +298,11 @@ func (s *h2Stream) writeGRPCHeaders(call *proxy.GRPCCall, end bool) error {
 	if s.reset || c.dead {
 		return errStreamGone
 	}
-	c.hbuf.Reset()
+	c.hdr.Reset()
 	c.writeStatus(call.Status())
 	for i := range call.Headers() {
 		if k, v := call.Header(i); !skipResponseHeader(k) {
-			c.writeField(k, v)
+			c.hdr.Field(k, v)
 		}
 	}
 	return s.endHeadersLocked(end)
@@ -316,10 +316,10 @@ func (s *h2Stream) writeGRPCCallTrailers(call *proxy.GRPCCall) error {
 	if s.reset || c.dead {
 		return errStreamGone
 	}
-	c.hbuf.Reset()
+	c.hdr.Reset()
 	for i := range call.Trailers() {
 		if k, v := call.Trailer(i); !skipResponseHeader(k) {
-			c.writeField(k, v)
+			c.hdr.Field(k, v)
 		}
 	}
 	return s.endHeadersLocked(true)
@@ -333,7 +333,7 @@ func (s *h2Stream) writeGRPCTrailers(h http.Header) error {
 	if s.reset || c.dead {
 		return errStreamGone
 	}
-	c.hbuf.Reset()
+	c.hdr.Reset()
 	c.writeGRPCFieldsLocked(h)
 	return s.endHeadersLocked(true)
 }
@@ -356,7 +356,7 @@ func (c *h2Conn) writeGRPCFieldsLocked(h http.Header) {
 			continue
 		}
 		for _, v := range vs {
-			c.writeField(bytesconv.Bytes(k), bytesconv.Bytes(v))
+			c.hdr.Field(bytesconv.Bytes(k), bytesconv.Bytes(v))
 		}
 	}
 }

@@ -19,7 +19,7 @@ import (
 
 	"gw/conf"
 	"gw/internal/bytesconv"
-	"gw/internal/lateflush"
+	"gw/internal/h2write"
 	"gw/internal/monotime"
 	"gw/plugins"
 )
@@ -217,13 +217,10 @@ type h2Conn struct {
 	// dataSincePing is set when gw sent DATA with a payload since the client's last PING.
 	dataSincePing atomic.Bool
 
-	mu   sync.Mutex
-	cond sync.Cond
-	bw   *bufio.Writer
-	enc  *hpack.Encoder
-	hbuf bytes.Buffer
-	// lower holds a header name lowercased for the encoder, which copies it at once.
-	lower         [256]byte
+	mu            sync.Mutex
+	cond          sync.Cond
+	bw            *bufio.Writer
+	hdr           h2write.HeaderBlock // the response header block being written
 	status        [3]byte
 	date          []byte // Date's value, formatted once a second (dateNow)
 	dateSecond    int64
@@ -242,7 +239,7 @@ type h2Conn struct {
 	// flusher writes out what is buffered once the goroutines ready to run have had their
 	// turn: with -m 10 the answers of several streams, whose nodes answered together, go
 	// out in one write instead of one each.
-	flusher lateflush.Flusher
+	flusher h2write.Flusher
 }
 
 // flushLocked is the flusher's flush: what is buffered, unless the connection died.
@@ -369,11 +366,7 @@ func (srv *h2Server) serve(nc net.Conn, ec *edgeConn, tc *tls.Conn, buffered []b
 	c.fr = http2.NewFramer(c.bw, c.br)
 	c.fr.SetReuseFrames()
 	c.fr.SetMaxReadFrameSize(maxFrameSize)
-	c.enc = hpack.NewEncoder(&c.hbuf)
-	// No dynamic table: the encoder is given header names and values that live in pooled
-	// buffers (bytesconv.String), which a table entry would outlive. The static table still
-	// covers :status and the common names.
-	c.enc.SetMaxDynamicTableSize(0)
+	c.hdr.Init()
 	c.dec = hpack.NewDecoder(4096, c.onField)
 	c.dec.SetMaxStringLength(int(srv.maxFieldSize))
 
@@ -1038,7 +1031,7 @@ func (c *h2Conn) start(s *h2Stream) {
 	c.markIdleLocked()
 	c.observeLocked(plugins.ConnActive)
 	if c.expectContinue && !s.remoteClosed && !c.dead {
-		c.hbuf.Reset()
+		c.hdr.Reset()
 		c.writeStatus(fasthttp.StatusContinue)
 		if c.writeHeadersLocked(s.id, false) == nil {
 			_ = c.bw.Flush()
@@ -1135,22 +1128,22 @@ func (s *h2Stream) respond() {
 		c.mu.Unlock()
 		return
 	}
-	c.hbuf.Reset()
+	c.hdr.Reset()
 	c.writeStatus(status)
 	for k, v := range resp.Header.All() {
 		if skipResponseHeader(k) {
 			continue
 		}
-		c.writeField(k, v)
+		c.hdr.Field(k, v)
 	}
 	if contentLength >= 0 {
-		c.writeField(headerContentLength, strconv.AppendInt(c.number[:0], int64(contentLength), 10))
+		c.hdr.Field(headerContentLength, strconv.AppendInt(c.number[:0], int64(contentLength), 10))
 	}
 	if len(resp.Header.Server()) == 0 {
-		c.writeField(headerServer, h2ServerName)
+		c.hdr.Field(headerServer, h2ServerName)
 	}
 	if len(resp.Header.Peek(fasthttp.HeaderDate)) == 0 {
-		c.writeField(headerDate, c.dateNow())
+		c.hdr.Field(headerDate, c.dateNow())
 	}
 	err := c.writeHeadersLocked(s.id, endNow)
 	if err == nil && endNow {
@@ -1229,43 +1222,12 @@ func (c *h2Conn) writeStatus(status int) {
 		status = fasthttp.StatusInternalServerError
 	}
 	c.status = [3]byte{byte('0' + status/100), byte('0' + status/10%10), byte('0' + status%10)}
-	_ = c.enc.WriteField(hpack.HeaderField{Name: ":status", Value: bytesconv.String(c.status[:])})
+	c.hdr.Pseudo(":status", c.status[:])
 }
 
-// writeField encodes one response header, its name lowercased (RFC 9113 8.2.1). The
-// encoder copies both at once and keeps neither (no dynamic table).
-func (c *h2Conn) writeField(k, v []byte) {
-	if len(k) > len(c.lower) {
-		return
-	}
-	name := c.lower[:len(k)]
-	for i, b := range k {
-		if 'A' <= b && b <= 'Z' {
-			b += 'a' - 'A'
-		}
-		name[i] = b
-	}
-	_ = c.enc.WriteField(hpack.HeaderField{Name: bytesconv.String(name), Value: bytesconv.String(v)})
-}
-
-// writeHeadersLocked writes the encoded block in hbuf as HEADERS and CONTINUATION frames.
+// writeHeadersLocked writes the header block as HEADERS and CONTINUATION frames.
 func (c *h2Conn) writeHeadersLocked(id uint32, endStream bool) error {
-	block := c.hbuf.Bytes()
-	max := int(c.peerMaxFrame)
-	first := block
-	if len(first) > max {
-		first = block[:max]
-	}
-	block = block[len(first):]
-	err := c.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: first, EndStream: endStream, EndHeaders: len(block) == 0})
-	for err == nil && len(block) > 0 {
-		next := block
-		if len(next) > max {
-			next = block[:max]
-		}
-		block = block[len(next):]
-		err = c.fr.WriteContinuation(id, len(block) == 0, next)
-	}
+	err := c.hdr.WriteFrames(c.fr, id, endStream, c.peerMaxFrame)
 	if err != nil {
 		c.dead = true
 		c.cond.Broadcast()

@@ -10,10 +10,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
-	"golang.org/x/net/http2/hpack"
 
 	"gw/conf"
-	"gw/internal/bytesconv"
 	"gw/internal/monotime"
 )
 
@@ -560,24 +558,20 @@ func (c *GRPCCall) pump(cn *grpcConn) {
 
 var grpcCopyBufPool = sync.Pool{New: func() any { return new([grpcMaxFrame]byte) }}
 
-// encodeRequest encodes the request's header block into hbuf (under mu).
+// encodeRequest encodes the request's header block (under mu).
 func (cn *grpcConn) encodeRequest(h *fasthttp.RequestHeader, scheme, host []byte) {
-	cn.hbuf.Reset()
-	cn.pseudo(":method", h.Method())
-	cn.pseudo(":scheme", scheme)
-	cn.pseudo(":authority", host)
-	cn.pseudo(":path", h.RequestURI())
+	cn.hdr.Reset()
+	cn.hdr.Pseudo(":method", h.Method())
+	cn.hdr.Pseudo(":scheme", scheme)
+	cn.hdr.Pseudo(":authority", host)
+	cn.hdr.Pseudo(":path", h.RequestURI())
 	for k, v := range h.All() {
 		if skipGRPCRequestHeader(k) {
 			continue
 		}
-		cn.field(k, v)
+		cn.hdr.Field(k, v)
 	}
-	cn.field(headerTE, teTrailers)
-}
-
-func (cn *grpcConn) pseudo(name string, v []byte) {
-	_ = cn.enc.WriteField(hpack.HeaderField{Name: name, Value: bytesconv.String(v)})
+	cn.hdr.Field(headerTE, teTrailers)
 }
 
 // skipGRPCRequestHeader leaves out what HTTP/2 forbids in a request (connection-specific

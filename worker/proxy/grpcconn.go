@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/binary"
@@ -21,8 +20,7 @@ import (
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
-	"gw/internal/bytesconv"
-	"gw/internal/lateflush"
+	"gw/internal/h2write"
 	"gw/internal/monotime"
 )
 
@@ -71,9 +69,7 @@ type grpcConn struct {
 
 	mu            sync.Mutex
 	bw            *bufio.Writer
-	enc           *hpack.Encoder
-	hbuf          bytes.Buffer
-	lower         [256]byte
+	hdr           h2write.HeaderBlock // the request header block being written
 	calls         map[uint32]*GRPCCall
 	nextID        uint32
 	active        int    // calls open or being opened on it
@@ -93,7 +89,7 @@ type grpcConn struct {
 	// flusher writes out what is buffered once the goroutines ready to run have had their
 	// turn: the calls a client sent together go to the node in one write instead of one
 	// each, as worker/http2.go does towards clients.
-	flusher lateflush.Flusher
+	flusher h2write.Flusher
 	done    chan struct{} // closed when the read loop ends
 
 	// writingSince is when the write to the socket under way began (monotime), 0 when
@@ -348,10 +344,7 @@ func (cn *grpcConn) dial(timeout time.Duration) {
 	cn.fr = http2.NewFramer(cn.bw, cn.br)
 	cn.fr.SetReuseFrames()
 	cn.fr.SetMaxReadFrameSize(grpcMaxFrame)
-	cn.enc = hpack.NewEncoder(&cn.hbuf)
-	// No dynamic table: the encoder is given names and values that live in pooled buffers,
-	// which a table entry would outlive.
-	cn.enc.SetMaxDynamicTableSize(0)
+	cn.hdr.Init()
 	cn.dec = hpack.NewDecoder(4096, cn.onField)
 	cn.dec.SetMaxStringLength(grpcMaxHeaderList)
 	cn.calls = map[uint32]*GRPCCall{}
@@ -552,34 +545,9 @@ func (e *refusedError) Unwrap() error { return e.err }
 
 func refused(err error) error { return &refusedError{err} }
 
-// field encodes one request header, its name lowercased (RFC 9113 8.2.1). The encoder
-// copies both at once and keeps neither (no dynamic table).
-func (cn *grpcConn) field(k, v []byte) {
-	if len(k) > len(cn.lower) {
-		return
-	}
-	name := cn.lower[:len(k)]
-	for i, b := range k {
-		if 'A' <= b && b <= 'Z' {
-			b += 'a' - 'A'
-		}
-		name[i] = b
-	}
-	_ = cn.enc.WriteField(hpack.HeaderField{Name: bytesconv.String(name), Value: bytesconv.String(v)})
-}
-
-// writeHeadersLocked writes the block in hbuf as HEADERS and CONTINUATION frames.
+// writeHeadersLocked writes the header block as HEADERS and CONTINUATION frames.
 func (cn *grpcConn) writeHeadersLocked(id uint32, endStream bool) error {
-	block := cn.hbuf.Bytes()
-	limit := int(cn.peerMaxFrame)
-	first := block[:min(len(block), limit)]
-	block = block[len(first):]
-	err := cn.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: first, EndStream: endStream, EndHeaders: len(block) == 0})
-	for err == nil && len(block) > 0 {
-		next := block[:min(len(block), limit)]
-		block = block[len(next):]
-		err = cn.fr.WriteContinuation(id, len(block) == 0, next)
-	}
+	err := cn.hdr.WriteFrames(cn.fr, id, endStream, cn.peerMaxFrame)
 	if err != nil {
 		cn.failLocked(err)
 	}

@@ -1,24 +1,21 @@
-// Package lateflush batches the writes of an HTTP/2 connection shared by many goroutines.
-//
-// Each stream's goroutine writes its frames into the connection's buffer under the
-// connection's lock. Flushing there would cost a system call per stream; leaving the
-// flush to whichever stream writes last needs someone to know it is last. A Flusher asks
-// for a flush instead, and its own goroutine does it once the goroutines ready to run have
-// had their turn (runtime.Gosched): answers of several streams whose nodes answered
-// together go out in one write. With GOMAXPROCS=1, as in a worker, "ready to run" is exact:
-// every goroutine made runnable before the flush was asked for runs before it.
-//
-// Both sides of gw's HTTP/2 use it: towards clients (worker/http2.go) and towards gRPC
-// nodes (worker/proxy/grpcconn.go).
-package lateflush
+package h2write
 
 import (
 	"runtime"
 	"sync"
 )
 
-// Flusher flushes a connection's buffer on request, from its own goroutine. The zero value
-// is not usable: call Start.
+// Flusher batches the writes of an HTTP/2 connection shared by many goroutines.
+//
+// Each stream's goroutine writes its frames into the connection's buffer under the
+// connection's lock. Flushing there would cost a system call per stream; leaving the
+// flush to whichever stream writes last needs someone to know it is last. A Flusher is
+// asked for a flush instead, and its own goroutine does it once the goroutines ready to
+// run have had their turn (runtime.Gosched): answers of several streams whose nodes
+// answered together go out in one write. With GOMAXPROCS=1, as in a worker, "ready to
+// run" is exact: every goroutine made runnable before the flush was asked for runs first.
+//
+// The zero value is not usable: call Start.
 type Flusher struct {
 	// queued is set, under the connection's lock, while a flush has been asked for and
 	// has not run yet: asking again costs nothing until it has.

@@ -1,4 +1,4 @@
-package lateflush
+package h2write
 
 import (
 	"runtime"
