@@ -35,7 +35,9 @@
 # pprof, as printed). With --perf DIR, after the rounds `perf record -g` samples the
 # worker, kernel included (loopback TCP, wake-ups, page faults: what pprof does not see),
 # through two more runs of each route (logged, plain, plain, logged) into
-# DIR/logged-1.perf, plain-1, plain-2 and logged-2 (perf report -i, as printed). --build-only builds and stops: run it first, outside the
+# DIR/logged-1.perf, plain-1, plain-2 and logged-2 (perf report -i, as printed), and with
+# --baseline the baseline's worker likewise, each run beside this tree's, into
+# DIR/base-logged-1.perf and so on. --build-only builds and stops: run it first, outside the
 # benchmark lock, and the measured run's builds are the Go build cache's. Needs Go, wrk,
 # taskset, curl, git.
 set -euo pipefail
@@ -204,16 +206,23 @@ if [ -n "$perf" ]; then
 	# logged, plain, plain, logged, as the rounds: a load that moves steadily weighs on
 	# both routes alike. Each route's two recordings are kept apart, -1 and -2, their
 	# requests in the .txt beside them.
-	i=0
+	# With --baseline, the baseline's worker is recorded the same way after each of this
+	# tree's (base-logged-1.perf and so on; the order swapped every time), so that the two
+	# builds' profiles come from the same minutes.
+	i=0 perf_builds=("${builds[@]}")
 	for path in /logged /plain /plain /logged; do
 		i=$((i + 1)) name=${path#/}-$(((i == 1 || i == 2) ? 1 : 2))
-		perf record -q -g -p "${worker[new]}" -o "$perf/$name.perf" -- sleep "${profile_duration%s}" >/dev/null 2>&1 &
-		recorder=$!
-		out=$(load new "$path" "$profile_duration")
-		wait "$recorder" || true
-		echo "$name: $out s" >"$perf/$name.txt"
+		for b in "${perf_builds[@]}"; do
+			file=$([ "$b" = new ] || echo "$b-")$name
+			perf record -q -g -p "${worker[$b]}" -o "$perf/$file.perf" -- sleep "${profile_duration%s}" >/dev/null 2>&1 &
+			recorder=$!
+			out=$(load "$b" "$path" "$profile_duration")
+			wait "$recorder" || true
+			echo "$file: $out s" >"$perf/$file.txt"
+		done
+		perf_builds=($(printf '%s\n' "${perf_builds[@]}" | tac))
 	done
-	echo "perf: perf report --no-children --sort sym -i $perf/logged-1.perf (logged-2, plain-1, plain-2; requests in $perf/*.txt)" >&2
+	echo "perf: perf report --no-children --sort sym -i $perf/logged-1.perf (logged-2, plain-1, plain-2$([ -z "$baseline" ] || echo ', base-*'); requests in $perf/*.txt)" >&2
 fi
 
 column() { # column <build> <awk expression over a round's fields f[1..6]>
