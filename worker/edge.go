@@ -172,6 +172,11 @@ func (l *edgeListener) acceptRaw() (net.Conn, error) {
 		<-l.slots
 		return nil, err
 	}
+	if l.acceptor.Waited() {
+		// Woken by a poll: that was the poller's turn (yield), and under a light load
+		// the next accept need not pay for another.
+		l.turnAt = monotime.Now()
+	}
 	l.opened.open.Add(1)
 	ec.socket = &ec.own
 	raw, _ := ec.own.SyscallConn() // never fails
