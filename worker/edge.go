@@ -101,10 +101,18 @@ type edgeListener struct {
 	// tls is set on an ssl.listen address's listener, whose connections start with a
 	// TLS handshake (edgeConn.Read's quick acknowledgement).
 	tls bool
+	// turn, when it could be made, lets Accept wait for the runtime's next network poll
+	// (yield); turnAt is when the last such wait ended (monotime), used by Accept's
+	// goroutine only.
+	turn   *rawio.PollerTurn
+	turnAt int64
 }
 
 func newEdgeListener(ln net.Listener, e *edge, connections int) *edgeListener {
 	l := &edgeListener{Listener: ln, e: e, slots: make(chan struct{}, connections), closed: make(chan struct{})}
+	if turn, err := rawio.NewPollerTurn(); err == nil {
+		l.turn = turn
+	}
 	if counted, ok := ln.(countingListener); ok {
 		if tcp, ok := counted.Listener.(*net.TCPListener); ok {
 			if a, err := rawio.NewAcceptor(tcp); err == nil {
@@ -116,14 +124,15 @@ func newEdgeListener(ln net.Listener, e *edge, connections int) *edgeListener {
 }
 
 func (l *edgeListener) Accept() (net.Conn, error) {
-	// Every goroutine already runnable goes first: the connections accepted before this
-	// one read their requests and send them on before another is taken from the queue, as
-	// nginx (multi_accept off) accepts one connection per turn of its event loop. Taking
-	// the whole queue first, as fasthttp's loop otherwise does, sends its requests upstream
-	// in one burst that overflows the keepalive pool: under seed 001's ab -c 1000 that was
-	// 0.21-0.25 dials per request, against 0.05-0.07 with the yield (nginx: 0.07). With
-	// no connection waiting, the accept then parks on the poller as before.
-	runtime.Gosched()
+	// Every goroutine already runnable goes first (yield): the connections accepted before
+	// this one read their requests and send them on before another is taken from the
+	// queue, as nginx (multi_accept off) accepts one connection per turn of its event
+	// loop. Taking the whole queue first, as fasthttp's loop otherwise does, sends its
+	// requests upstream in one burst that overflows the keepalive pool: under seed 001's
+	// ab -c 1000 that was 0.21-0.25 dials per request, against 0.05-0.07 with the yield
+	// (nginx: 0.07). With no connection waiting, the accept then parks on the poller as
+	// before.
+	l.yield()
 	select {
 	case l.slots <- struct{}{}:
 	case <-l.closed:
@@ -163,6 +172,11 @@ func (l *edgeListener) acceptRaw() (net.Conn, error) {
 		<-l.slots
 		return nil, err
 	}
+	if l.acceptor.Waited() {
+		// Woken by a poll: that was the poller's turn (yield), and under a light load
+		// the next accept need not pay for another.
+		l.turnAt = monotime.Now()
+	}
 	l.opened.open.Add(1)
 	ec.socket = &ec.own
 	raw, _ := ec.own.SyscallConn() // never fails
@@ -191,8 +205,37 @@ func (ec *edgeConn) init(l *edgeListener, raw syscall.RawConn, close func() erro
 }
 
 func (l *edgeListener) Close() error {
-	l.closeOnce.Do(func() { close(l.closed) })
+	l.closeOnce.Do(func() {
+		close(l.closed)
+		if l.turn != nil {
+			_ = l.turn.Close()
+		}
+	})
 	return l.Listener.Close()
+}
+
+// acceptTurnEvery is how long Accept may go on yielding (runtime.Gosched) before it waits
+// for the poller's turn instead (edgeListener.yield).
+const acceptTurnEvery = 500 * time.Microsecond
+
+// yield lets every goroutine already runnable go before the next accept, and at least
+// every acceptTurnEvery the runtime's network poll too. A Gosched alone leaves the accepting
+// goroutine runnable, and Go polls the network only when nothing is runnable: with a
+// queue of connections to accept, that was never, and the upstream's answers waited for
+// the runtime's monitor, which polls every 10 ms and takes 128 sockets a time. Under seed
+// 001's ab -c 1000 the worker then picked up at most 12,800 answers a second, and in the
+// run's first half second, while ab's thousand connections were queued, answers waited
+// 20 to 56 ms for it where they waited 2 to 4 later (benchmark/tail.sh's trace). Waiting
+// for the poller's turn costs a write(2) to an eventfd and a poll, so it is taken once per
+// acceptTurnEvery rather than before every accept, as nginx polls once per accept.
+func (l *edgeListener) yield() {
+	if l.turn != nil {
+		if now := monotime.Now(); now-l.turnAt >= int64(acceptTurnEvery) && l.turn.Wait() {
+			l.turnAt = monotime.Now()
+			return
+		}
+	}
+	runtime.Gosched()
 }
 
 // socket is what an edgeConn needs of its connection's socket besides reads and writes,

@@ -4,16 +4,20 @@
 // master, which re-executes this binary as its workers, and `worker ...` (as the master
 // calls it) runs one worker. A worker started with GW_BENCH_CPUPROFILE=DIR in its
 // environment profiles itself between two SIGUSR2s, into DIR/worker-<pid>.pprof, so the
-// runner can profile exactly the measured window.
+// runner can profile exactly the measured window. With GW_BENCH_TRACE=DIR instead, the two
+// SIGUSR2s start and stop a runtime/trace (execution trace) into DIR/worker-<pid>.trace:
+// the scheduler's and the collector's view of the same window (benchmark/tail.sh).
 package main
 
 import (
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
+	"runtime/trace"
 	"syscall"
 
 	"gw/internal/errlog"
@@ -51,7 +55,9 @@ func main() {
 			}})
 	case "worker":
 		if dir := os.Getenv("GW_BENCH_CPUPROFILE"); dir != "" {
-			go profileOnSignal(dir)
+			go profileOnSignal(dir, "pprof", pprof.StartCPUProfile, pprof.StopCPUProfile)
+		} else if dir := os.Getenv("GW_BENCH_TRACE"); dir != "" {
+			go profileOnSignal(dir, "trace", trace.Start, trace.Stop)
 		}
 		err = worker.Run(worker.Options{Prefix: abs, Slot: *slot, Generation: *generation, Version: version})
 	default:
@@ -63,24 +69,25 @@ func main() {
 	}
 }
 
-// profileOnSignal starts a CPU profile at the first SIGUSR2 and writes it at the second.
-func profileOnSignal(dir string) {
+// profileOnSignal starts a CPU profile or an execution trace (start) at the first SIGUSR2
+// and writes it (stop) at the second, into DIR/worker-<pid>.<ext>.
+func profileOnSignal(dir, ext string, start func(io.Writer) error, stop func()) {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGUSR2)
-	path := filepath.Join(dir, fmt.Sprintf("worker-%d.pprof", os.Getpid()))
+	path := filepath.Join(dir, fmt.Sprintf("worker-%d.%s", os.Getpid(), ext))
 	for range sig {
 		f, err := os.Create(path)
 		if err == nil {
-			err = pprof.StartCPUProfile(f)
+			err = start(f)
 		}
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "profgw: cpu profile: %v\n", err)
+			fmt.Fprintf(os.Stderr, "profgw: %s: %v\n", ext, err)
 			return
 		}
 		<-sig
-		pprof.StopCPUProfile()
+		stop()
 		if err := f.Close(); err != nil {
-			fmt.Fprintf(os.Stderr, "profgw: cpu profile: %v\n", err)
+			fmt.Fprintf(os.Stderr, "profgw: %s: %v\n", ext, err)
 		}
 	}
 }

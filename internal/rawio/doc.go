@@ -27,4 +27,8 @@
 //
 // KeepAliveOff (listener.go) spares each accepted connection the four keep-alive
 // setsockopt(2) calls net makes by default, which nginx does not make.
+//
+// A PollerTurn (turn.go) lets a goroutine that would otherwise stay runnable, an accept
+// loop with a queue, wait until the runtime has polled the network, which it does only
+// when nothing is runnable: as an event loop takes its ready sockets between two accepts.
 package rawio

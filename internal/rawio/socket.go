@@ -99,6 +99,8 @@ type Acceptor struct {
 	nfd      int
 	errno    syscall.Errno
 	pollCode int
+	// waited is whether the last Accept parked on the poller (Waited).
+	waited bool
 }
 
 // NewAcceptor makes an Acceptor of ln, which it does not own: closing ln ends an Accept in
@@ -131,6 +133,7 @@ func NewAcceptor(ln *net.TCPListener) (*Acceptor, error) {
 // accept is accept4(2) on the listening descriptor, waiting on the poller while the queue
 // is empty, under the listener's reference.
 func (a *Acceptor) accept(lfd uintptr) {
+	a.waited = false
 	for {
 		a.salen = syscall.SizeofSockaddrAny
 		fd, _, errno := syscall.RawSyscall6(syscall.SYS_ACCEPT4, lfd, uintptr(unsafe.Pointer(&a.sa)),
@@ -140,6 +143,7 @@ func (a *Acceptor) accept(lfd uintptr) {
 			a.nfd, a.errno, a.pollCode = int(fd), 0, pollNoError
 			return
 		case syscall.EAGAIN:
+			a.waited = true
 			if a.pollCode = runtimePollWait(a.pd, 'r'); a.pollCode != pollNoError {
 				return
 			}
@@ -176,6 +180,15 @@ func (a *Acceptor) Accept(s *Socket) error {
 	s.laddr.Store(a.local)
 	s.setPeer(&a.sa)
 	return nil
+}
+
+// Waited reports whether the last Accept found the queue empty and parked on the poller:
+// whoever accepts next knows that the runtime polled the network since (a wake-up on the
+// poller comes from a poll), which is what a PollerTurn waits for.
+func (a *Acceptor) Waited() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.waited
 }
 
 // setPeer fills the remote address from what accept4 returned, as net's sockaddrToTCP.

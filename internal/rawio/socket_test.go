@@ -206,6 +206,55 @@ func TestAcceptEndsWithListener(t *testing.T) {
 	}
 }
 
+// Waited says whether an Accept found the queue empty and parked: not for a connection
+// already queued, and for one that came while it waited.
+func TestAcceptorWaited(t *testing.T) {
+	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	a, err := NewAcceptor(ln)
+	if err != nil {
+		t.Fatal(err)
+	}
+	queued, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer queued.Close()
+	time.Sleep(20 * time.Millisecond) // in the accept queue
+	var first Socket
+	if err := a.Accept(&first); err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	if a.Waited() {
+		t.Error("Waited after accepting a queued connection")
+	}
+	accepted := make(chan error, 1)
+	var second Socket
+	go func() { accepted <- a.Accept(&second) }()
+	time.Sleep(50 * time.Millisecond) // the Accept parks on the poller
+	later, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer later.Close()
+	select {
+	case err := <-accepted:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the connection was not accepted")
+	}
+	defer second.Close()
+	if !a.Waited() {
+		t.Error("not Waited after an Accept that parked until a connection came")
+	}
+}
+
 // A connection whose reads find their bytes and whose writes fit the socket's buffer never
 // joins the poller (no epoll_ctl(2) to add it, none to remove it); the first call that has
 // to wait registers it, and then waits as before.
