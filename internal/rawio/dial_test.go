@@ -236,3 +236,53 @@ func TestDialAllocatesNothing(t *testing.T) {
 		t.Errorf("Socket.Dial and Close allocate %.0f times, want 0", allocs)
 	}
 }
+
+// benchListener is a loopback listener with a long queue that a goroutine empties with
+// raw accept4 and close, so that the dials measured never wait for a full queue.
+func benchListener(b *testing.B) netip.AddrPort {
+	b.Helper()
+	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ln.Close() })
+	a, err := NewAcceptor(ln)
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() {
+		var s Socket
+		for a.Accept(&s) == nil {
+			s.Close()
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr).AddrPort()
+}
+
+// BenchmarkDial is a dial and close of a loopback connection with Socket.Dial.
+func BenchmarkDial(b *testing.B) {
+	addr := benchListener(b)
+	var sock Socket
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := sock.Dial(addr, time.Now().Add(10*time.Second)); err != nil {
+			b.Fatal(err)
+		}
+		sock.Close()
+	}
+}
+
+// BenchmarkDialNet is the same with net.Dialer, as the proxy dialled before (the address
+// formatted to a string, as it had to be).
+func BenchmarkDialNet(b *testing.B) {
+	addr := benchListener(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		d := net.Dialer{Deadline: time.Now().Add(10 * time.Second), KeepAlive: -1}
+		c, err := d.Dial("tcp", addr.String())
+		if err != nil {
+			b.Fatal(err)
+		}
+		c.Close()
+	}
+}
