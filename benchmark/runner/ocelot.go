@@ -235,8 +235,8 @@ func (s *sweep) measureAB(t target, argv []string) (OcelotRun, error) {
 		run.ClientCPUPerRequestUS = lr.cpuSeconds * 1e6 / float64(ab.Complete)
 		if counting != nil {
 			n := float64(ab.Complete)
-			run.SyscallsPerRequest, run.EpollCtlPerRequest, run.EpollWaitPerRequest =
-				float64(counting.all)/n, float64(counting.epollCtl)/n, float64(counting.epollWait)/n
+			run.SyscallsPerRequest, run.EpollCtlPerRequest, run.EpollWaitPerRequest, run.ConnectPerRequest =
+				float64(counting.all)/n, float64(counting.epollCtl)/n, float64(counting.epollWait)/n, float64(counting.connect)/n
 		}
 	}
 	var allBusy float64
@@ -247,8 +247,8 @@ func (s *sweep) measureAB(t target, argv []string) (OcelotRun, error) {
 	fmt.Printf("    %8.0f req/s  failed %d  non-2xx %d  p99 %.0f ms  %.1f CPU µs/req  ab %.1f CPU µs/req  others %.2f CPUs\n",
 		ab.RPS, ab.Failed, ab.Non2xx, ab.P99MS, run.CPUPerRequestUS, run.ClientCPUPerRequestUS, run.ForeignCores)
 	if counting != nil {
-		fmt.Printf("    workers' system calls per request: %.2f (epoll_ctl %.2f, epoll_wait %.2f)\n",
-			run.SyscallsPerRequest, run.EpollCtlPerRequest, run.EpollWaitPerRequest)
+		fmt.Printf("    workers' system calls per request: %.2f (epoll_ctl %.2f, epoll_wait %.2f, connect %.3f)\n",
+			run.SyscallsPerRequest, run.EpollCtlPerRequest, run.EpollWaitPerRequest, run.ConnectPerRequest)
 	}
 	return run, nil
 }

@@ -242,10 +242,12 @@ type OcelotRun struct {
 	// of each handshake, which bounds req/s and latency when ab's CPU is the busier one.
 	ClientCPUPerRequestUS float64 `json:"client_cpu_per_request_us,omitempty"`
 	// The workers' system calls per request, counted with perf stat over the run
-	// (GW_BENCH_SYSCALLS=1): all of them, and epoll_ctl(2) and epoll_wait(2) among them.
+	// (GW_BENCH_SYSCALLS=1): all of them, and epoll_ctl(2), epoll_wait(2) and connect(2)
+	// (the dials to the upstream) among them.
 	SyscallsPerRequest  float64 `json:"syscalls_per_request,omitempty"`
 	EpollCtlPerRequest  float64 `json:"epoll_ctl_per_request,omitempty"`
 	EpollWaitPerRequest float64 `json:"epoll_wait_per_request,omitempty"`
+	ConnectPerRequest   float64 `json:"connect_per_request,omitempty"`
 }
 
 // largest is the greatest of f over runs, 0 for none.

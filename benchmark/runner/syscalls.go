@@ -16,12 +16,14 @@ type syscallCount struct {
 	cmd                      *exec.Cmd
 	out                      bytes.Buffer
 	all, epollCtl, epollWait int64
+	connect                  int64 // upstream dials
 }
 
-// The events: every system call's entry, and the poller's (nginx waits with epoll_wait(2),
-// Go's runtime with epoll_pwait(2)).
+// The events: every system call's entry, the poller's (nginx waits with epoll_wait(2),
+// Go's runtime with epoll_pwait(2)), and connect(2), the dials to the upstream (more
+// requests in flight than the keep-alive pool holds make a worker dial).
 var syscallEvents = []string{"raw_syscalls:sys_enter", "syscalls:sys_enter_epoll_ctl",
-	"syscalls:sys_enter_epoll_wait", "syscalls:sys_enter_epoll_pwait"}
+	"syscalls:sys_enter_epoll_wait", "syscalls:sys_enter_epoll_pwait", "syscalls:sys_enter_connect"}
 
 // countSyscalls starts perf stat on pids.
 func countSyscalls(pids []int) (*syscallCount, error) {
@@ -62,6 +64,8 @@ func (c *syscallCount) stop() error {
 			c.epollCtl = n
 		case syscallEvents[2], syscallEvents[3]:
 			c.epollWait += n
+		case syscallEvents[4]:
+			c.connect = n
 		}
 	}
 	if c.all == 0 {

@@ -20,6 +20,7 @@ var unsafeUsers = map[string]string{
 	"internal/rawio/inq.go":           "recvmsg(2) takes the address of its msghdr, and TCP_INQ's count comes back in a control message to decode in place",
 	"internal/rawio/poll.go":          "the runtime's poll descriptor is read out of net's netFD, which no API exposes (checked against the descriptor at start)",
 	"internal/rawio/socket.go":        "accept4(2) writes the peer's address into a sockaddr given by address, decoded in place; the listener's poll descriptor is read out of net's netFD as poll.go does; the runtime's poller is reached by linkname",
+	"internal/rawio/dial.go":          "connect(2), getsockname(2), getsockopt(2) and setsockopt(2) made raw take a sockaddr or an int by address, built and compared in place",
 	"internal/rawio/listener.go":      "a listener from net.FileListener keeps keep-alive on, and its ListenConfig, found by name and type, is written through its address",
 	"internal/runtimepatch/pace.go":   "nanosleep(2) made raw, so that the measurement holds the processor as running code would, takes the timespec's address",
 	"shm/segment.go":                  "counters in a mapping shared with other processes are atomic words only through a pointer conversion",

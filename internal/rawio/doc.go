@@ -25,6 +25,12 @@
 // connection whose request is there and whose answer fits the socket's buffer never
 // joins it), and a raw close(2), none of them through the runtime's syscall state.
 //
+// Socket.Dial (dial.go) connects a Socket to an upstream node as nginx dials: socket(2),
+// connect(2) to the netip.AddrPort as it is (in the runtime's syscall state: on loopback
+// the handshake runs inside it), the runtime's poller only for the wait while the
+// handshake is in progress, getsockopt(SO_ERROR) after it: no address string, no netFD or
+// finalizer, no getsockname(2) or getpeername(2), and no allocation.
+//
 // KeepAliveOff (listener.go) spares each accepted connection the four keep-alive
 // setsockopt(2) calls net makes by default, which nginx does not make.
 //

@@ -436,39 +436,58 @@ func (np *nodePool) dial(timeout time.Duration, sni []byte) (*upConn, error) {
 		}
 		ip = *a
 	}
+	addr := netip.AddrPortFrom(ip, np.key.port)
+	if np.tlsConfig == nil {
+		return np.dialPlain(addr, deadline)
+	}
 	// No keep-alive probes (Go's default is 15 s), as nginx sets none unless
 	// proxy_socket_keepalive is on: an idle pooled connection ends at its idle_timeout, a
 	// busy one at the read timeout, long before the probes would tell.
 	d := net.Dialer{Deadline: deadline, KeepAlive: -1}
-	conn, err := d.Dial("tcp", netip.AddrPortFrom(ip, np.key.port).String())
+	conn, err := d.Dial("tcp", addr.String())
 	if err != nil {
 		return nil, err
 	}
-	var serverName string
-	if np.tlsConfig != nil {
-		serverName = string(sni)
-		config := np.tlsConfig.Clone()
-		// An IP address is not sent as SNI; the certificate must then hold it as an IP SAN.
-		config.ServerName = serverName
-		tc := tls.Client(conn, config)
-		ctx, cancel := context.WithDeadline(context.Background(), deadline)
-		err = tc.HandshakeContext(ctx)
-		cancel()
-		if err != nil {
-			conn.Close()
-			if isTimeout(err) {
-				return nil, err
-			}
-			return nil, np.handshakeFailed(serverName, err)
+	serverName := string(sni)
+	config := np.tlsConfig.Clone()
+	// An IP address is not sent as SNI; the certificate must then hold it as an IP SAN.
+	config.ServerName = serverName
+	tc := tls.Client(conn, config)
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	err = tc.HandshakeContext(ctx)
+	cancel()
+	if err != nil {
+		conn.Close()
+		if isTimeout(err) {
+			return nil, err
 		}
-		conn = tc
+		return nil, np.handshakeFailed(serverName, err)
 	}
-	c := &upConn{conn: conn, pool: np, sni: serverName}
-	if tc, ok := conn.(*net.TCPConn); ok {
-		if raw, err := tc.SyscallConn(); err == nil {
-			c.bindRaw(raw)
-		}
+	c := &upConn{conn: tc, pool: np, sni: serverName}
+	c.br = bufio.NewReaderSize(c, connBufSize)
+	c.bw = bufio.NewWriterSize(c, connBufSize)
+	return c, nil
+}
+
+// dialPlain connects to a plain-TCP node with rawio's raw dial (Socket.Dial: socket(2),
+// connect(2), the poller's wait for writability and getsockopt(SO_ERROR), as nginx), held
+// in the upConn itself: no address string, no netFD, no getsockname(2) or getpeername(2),
+// no keep-alive probes (see above). c then reads and writes its descriptor directly,
+// arming its deadlines only when a read or write is about to wait (ArmRead, ArmWrite), and
+// closes through its Stream (close).
+func (np *nodePool) dialPlain(addr netip.AddrPort, deadline time.Time) (*upConn, error) {
+	c := &upConn{pool: np}
+	if err := c.plain.Dial(addr, deadline); err != nil {
+		return nil, err
 	}
+	c.plain.io = &c.io
+	c.conn = &c.plain
+	c.raw, _ = c.plain.SyscallConn() // never fails
+	c.io.Init(c.raw, c)
+	// Own before WaitBeforeReads, which on a Stream not owning its Socket yet would join the
+	// poller at once: the Socket joins it when a call first waits.
+	c.io.Own(nil) // the Stream closes its Socket itself
+	c.io.WaitBeforeReads(true)
 	c.br = bufio.NewReaderSize(c, connBufSize)
 	c.bw = bufio.NewWriterSize(c, connBufSize)
 	return c, nil
@@ -562,6 +581,10 @@ type upConn struct {
 	// sni is the server name the TLS connection was made for ("" over plain TCP).
 	sni string
 
+	// plain holds a plain-TCP connection (dialPlain; conn is then &plain): one allocation
+	// for both.
+	plain plainConn
+
 	// raw reaches a plain TCP connection's descriptor (nil over TLS). With awaitReply set,
 	// the next Write sends the request's last bytes and parks on the poller until the
 	// response arrives (rawio's WriteThenAwait): a read right after the request would find
@@ -579,14 +602,33 @@ type upConn struct {
 	waitErr error
 }
 
-// bindRaw makes c read and write a plain TCP connection's descriptor directly, arming
-// its deadlines only when a read or write is about to wait (ArmRead, ArmWrite). From here
-// on c closes through its Stream (close).
-func (c *upConn) bindRaw(raw syscall.RawConn) {
-	c.raw = raw
-	c.io.Init(raw, c)
-	c.io.WaitBeforeReads(true)
-	c.io.Own(c.conn.Close)
+// plainConn is a plain-TCP node's connection (dialPlain) as the net.Conn that upConn's
+// users see (a websocket tunnel, error reports): a rawio.Socket whose reads, writes and
+// close are the upConn's Stream's, so that nothing closes the descriptor under a call.
+type plainConn struct {
+	rawio.Socket
+	io *rawio.Stream
+}
+
+func (p *plainConn) Read(b []byte) (int, error) {
+	n, err := p.io.Read(b)
+	return n, rawio.OpError("read", p, err)
+}
+
+func (p *plainConn) Write(b []byte) (int, error) {
+	n, err := p.io.Write(b)
+	return n, rawio.OpError("write", p, err)
+}
+
+func (p *plainConn) Close() error { return p.io.Close() }
+
+// tunnelled readies c for a websocket tunnel, whose two directions read and write it at
+// the same time: a Stream's reads may not wait first then (rawio.Stream.WaitBeforeReads).
+// Call it before the tunnel's goroutines start.
+func (c *upConn) tunnelled() {
+	if c.raw != nil {
+		c.io.WaitBeforeReads(false)
+	}
 }
 
 // ArmRead arms the read timeout for a wait about to start (rawio.Waiter): nginx's

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bufio"
 	"bytes"
 	"io"
 	"net"
@@ -50,17 +49,11 @@ func TestUpConnSendAndAwait(t *testing.T) {
 			}()
 
 			np := &nodePool{}
-			conn, err := net.Dial("tcp", ln.Addr().String())
+			c, err := np.dialPlain(ln.Addr().(*net.TCPAddr).AddrPort(), time.Now().Add(5*time.Second))
 			if err != nil {
 				t.Fatal(err)
 			}
-			c := &upConn{conn: conn, pool: np, readTimeout: 300 * time.Millisecond, writeTimeout: 5 * time.Second}
-			raw, err := conn.(*net.TCPConn).SyscallConn()
-			if err != nil {
-				t.Fatal(err)
-			}
-			c.bindRaw(raw)
-			c.br = bufio.NewReader(c)
+			c.readTimeout, c.writeTimeout = 300*time.Millisecond, 5*time.Second
 			defer c.close()
 
 			req := bytes.Repeat([]byte("x"), tt.size)

@@ -130,6 +130,7 @@ func (t *tunnel) run(client net.Conn) {
 	}()
 	// upConn's own per-call deadlines are replaced by the tunnel's idle rule.
 	t.node.readTimeout, t.node.writeTimeout = 0, 0
+	t.node.tunnelled()
 	t.lastActive.Store(monotime.Now())
 	if err := writeWithin(client, t.head, t.send); err != nil {
 		return
