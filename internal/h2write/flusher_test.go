@@ -49,9 +49,12 @@ func TestRequestsBeforeTheFlushRunAreOneFlush(t *testing.T) {
 
 // The flush waits for the goroutines that were ready to run when it was asked for: a
 // stream that becomes runnable together with the one asking gets its frames in first.
+// Not always: the scheduler takes a goroutine from the global queue (where Gosched puts
+// the flusher) before the local ones once every 61 turns, and the system monitor may
+// preempt a goroutine descheduled by the OS. So the test counts: over 50 tries, with the
+// yield nearly every flush carries both streams' writes; without it none does.
 func TestTheFlushWaitsForGoroutinesReadyToRun(t *testing.T) {
-	// The order is exact on one P, as in a worker.
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1)) // as in a worker
 	var (
 		mu      sync.Mutex
 		f       Flusher
@@ -61,32 +64,45 @@ func TestTheFlushWaitsForGoroutinesReadyToRun(t *testing.T) {
 	done := make(chan struct{})
 	defer close(done)
 	f.Start(&mu, done, func() {
-		flushed <- pending
+		if pending > 0 {
+			flushed <- pending
+		}
 		pending = 0
 	})
 	// One flush first, so that the flusher's goroutine waits in its select, as it does
 	// on a connection that has flushed before.
 	mu.Lock()
+	pending++
 	f.FlushLaterLocked()
 	mu.Unlock()
 	waitFlush(t, flushed)
 
-	var ready sync.WaitGroup
-	ready.Add(1)
-	go func() { // runnable before the flush is asked for
-		defer ready.Done()
+	const tries = 50
+	together := 0
+	for range tries {
+		var ready sync.WaitGroup
+		ready.Add(1)
+		go func() { // runnable before the flush is asked for
+			defer ready.Done()
+			mu.Lock()
+			pending++
+			f.FlushLaterLocked()
+			mu.Unlock()
+		}()
 		mu.Lock()
 		pending++
 		f.FlushLaterLocked()
 		mu.Unlock()
-	}()
-	mu.Lock()
-	pending++
-	f.FlushLaterLocked()
-	mu.Unlock()
-	ready.Wait()
-	if got := waitFlush(t, flushed); got != 2 {
-		t.Fatalf("the flush wrote %d pending writes, want 2 (both streams')", got)
+		ready.Wait()
+		switch waitFlush(t, flushed) {
+		case 2:
+			together++
+		case 1:
+			waitFlush(t, flushed) // the other stream's, in a flush of its own
+		}
+	}
+	if together < tries*4/5 {
+		t.Fatalf("%d of %d flushes carried both streams' writes, want nearly all", together, tries)
 	}
 }
 
