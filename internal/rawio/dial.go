@@ -29,7 +29,10 @@ import (
 // non-blocking and close-on-exec, connect(2) to the netip.AddrPort as it is, and, when
 // the connect is in progress, a wait for writability on the runtime's poller under the
 // dial's deadline, then getsockopt(SO_ERROR). The peer's address is the one dialled; the local one is asked of
-// the kernel only when someone wants it (LocalAddr). TCP_NODELAY is set as net sets it.
+// the kernel only when someone wants it (LocalAddr). Unlike net, Dial leaves TCP_NODELAY
+// off: a connection that writes once (a request, past the keep-alive pool, then a close)
+// never meets Nagle's algorithm, and the caller turns it off (NoDelay) before a write that
+// may follow another unacknowledged, as the edge does for a connection kept alive.
 //
 // Go's dial also guards against a TCP self-connect: a connect to a port of this host on
 // which nothing listens can be given that very port as its own, and the socket then talks
@@ -43,7 +46,7 @@ const selfConnectTries = 2
 
 // Dial connects s, a zero Socket (or one whose last connection Close finished with), to
 // addr over TCP, within deadline (zero: none beyond the kernel's own), with TCP_NODELAY
-// on. An IPv4-mapped IPv6 address is dialled as IPv4, as net does. Its errors are net's:
+// off (NoDelay turns it on). An IPv4-mapped IPv6 address is dialled as IPv4, as net does. Its errors are net's:
 // a *net.OpError whose Err is os.ErrDeadlineExceeded when the deadline passed (its
 // Timeout() is true), or the connect's error (ECONNREFUSED, ENETUNREACH, ...). On error s
 // holds nothing to close.
@@ -153,9 +156,6 @@ func (s *Socket) connect(sa *syscall.RawSockaddrAny, salen uintptr, deadline tim
 	default:
 		_ = s.Close()
 		return os.NewSyscallError("connect", errno)
-	}
-	if errno := setsockoptInt(s.fd, syscall.IPPROTO_TCP, syscall.TCP_NODELAY, 1); errno == 0 {
-		s.noDelay.Store(true)
 	}
 	return nil
 }

@@ -58,11 +58,18 @@ func TestDialConnects(t *testing.T) {
 			if got, want := sock.LocalAddr().String(), accepted.RemoteAddr().String(); got != want {
 				t.Errorf("LocalAddr = %s, want what the listener saw, %s", got, want)
 			}
-			noDelay := -1
-			raw, _ := sock.SyscallConn()
-			_ = raw.Control(func(fd uintptr) { noDelay, _ = unix.GetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_NODELAY) })
-			if noDelay != 1 {
-				t.Errorf("TCP_NODELAY = %d, want 1", noDelay)
+			noDelay := func() int {
+				v := -1
+				raw, _ := sock.SyscallConn()
+				_ = raw.Control(func(fd uintptr) { v, _ = unix.GetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_NODELAY) })
+				return v
+			}
+			if got := noDelay(); got != 0 {
+				t.Errorf("TCP_NODELAY = %d after the dial, want 0 (left to NoDelay)", got)
+			}
+			sock.NoDelay()
+			if got := noDelay(); got != 1 {
+				t.Errorf("TCP_NODELAY = %d after NoDelay, want 1", got)
 			}
 			if _, err := s.Write([]byte("ping")); err != nil {
 				t.Fatal(err)

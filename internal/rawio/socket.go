@@ -346,7 +346,7 @@ func (s *Socket) NoDelay() {
 		return
 	}
 	defer s.release()
-	if unix.SetsockoptInt(s.fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1) == nil {
+	if setsockoptInt(s.fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1) == 0 {
 		s.noDelay.Store(true)
 	}
 }

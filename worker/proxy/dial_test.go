@@ -14,6 +14,8 @@ import (
 // A connection to a node has no TCP keep-alive probes, as nginx's have none unless
 // proxy_socket_keepalive is on: four setsockopt(2) calls a dial, and an idle pooled
 // connection is bounded by keepalive_pool.idle_timeout, a busy one by the read timeout.
+// TCP_NODELAY and TCP_INQ come with its second write, not with the dial: a connection
+// dialled for one exchange, past the keepalive pool, never needs them.
 func TestADialSetsNoKeepAlive(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -40,15 +42,28 @@ func TestADialSetsNoKeepAlive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keepAlive, noDelay := -1, -1
-	_ = raw.Control(func(fd uintptr) {
-		keepAlive, _ = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_KEEPALIVE)
-		noDelay, _ = unix.GetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_NODELAY)
-	})
-	if keepAlive != 0 {
-		t.Errorf("SO_KEEPALIVE = %d on a dialed connection, want 0", keepAlive)
+	options := func() (keepAlive, noDelay, inq int) {
+		keepAlive, noDelay, inq = -1, -1, -1
+		_ = raw.Control(func(fd uintptr) {
+			keepAlive, _ = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_KEEPALIVE)
+			noDelay, _ = unix.GetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_NODELAY)
+			inq, _ = unix.GetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_INQ)
+		})
+		return keepAlive, noDelay, inq
 	}
-	if noDelay != 1 {
-		t.Errorf("TCP_NODELAY = %d, want 1 (set by the dial, as net sets it; it also shows the options are read right)", noDelay)
+	for write, want := range []struct{ noDelay, inq int }{{0, 0}, {0, 0}, {1, 1}, {1, 1}} {
+		if write > 0 {
+			if _, err := c.Write([]byte("GET / HTTP/1.1\r\n")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		keepAlive, noDelay, inq := options()
+		if keepAlive != 0 {
+			t.Errorf("after %d writes: SO_KEEPALIVE = %d, want 0", write, keepAlive)
+		}
+		if noDelay != want.noDelay || inq != want.inq {
+			t.Errorf("after %d writes: TCP_NODELAY = %d, TCP_INQ = %d, want %d and %d (on from the second write)",
+				write, noDelay, inq, want.noDelay, want.inq)
+		}
 	}
 }

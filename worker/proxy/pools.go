@@ -472,9 +472,10 @@ func (np *nodePool) dial(timeout time.Duration, sni []byte) (*upConn, error) {
 // dialPlain connects to a plain-TCP node with rawio's raw dial (Socket.Dial: socket(2),
 // connect(2), the poller's wait for writability and getsockopt(SO_ERROR), as nginx), held
 // in the upConn itself: no address string, no netFD, no getsockname(2) or getpeername(2),
-// no keep-alive probes (see above). c then reads and writes its descriptor directly,
-// arming its deadlines only when a read or write is about to wait (ArmRead, ArmWrite), and
-// closes through its Stream (close).
+// no keep-alive probes (see above), and no option set yet (Write sets TCP_NODELAY and
+// TCP_INQ once the connection writes a second time). c then reads and writes its
+// descriptor directly, arming its deadlines only when a read or write is about to wait
+// (ArmRead, ArmWrite), and closes through its Stream (close).
 func (np *nodePool) dialPlain(addr netip.AddrPort, deadline time.Time) (*upConn, error) {
 	c := &upConn{pool: np}
 	if err := c.plain.Dial(addr, deadline); err != nil {
@@ -484,10 +485,7 @@ func (np *nodePool) dialPlain(addr netip.AddrPort, deadline time.Time) (*upConn,
 	c.conn = &c.plain
 	c.raw, _ = c.plain.SyscallConn() // never fails
 	c.io.Init(c.raw, c)
-	// Own before WaitBeforeReads, which on a Stream not owning its Socket yet would join the
-	// poller at once: the Socket joins it when a call first waits.
-	c.io.Own(nil) // the Stream closes its Socket itself
-	c.io.WaitBeforeReads(true)
+	c.io.Own(nil) // the Stream closes its Socket itself; it joins the poller when a call first waits
 	c.br = bufio.NewReaderSize(c, connBufSize)
 	c.bw = bufio.NewWriterSize(c, connBufSize)
 	return c, nil
@@ -594,6 +592,14 @@ type upConn struct {
 	readArm    rawio.LazyDeadline
 	writeArm   rawio.LazyDeadline
 	awaitReply bool
+	// writes counts a plain connection's writes up to 2; kept is set once its second
+	// write (a request's body after its header, or the next request once it is reused)
+	// turned TCP_NODELAY and TCP_INQ on (Write). A connection dialled for one exchange
+	// and closed after it, past the keepalive pool, pays for neither setsockopt(2): its
+	// one write meets no unacknowledged data for Nagle's algorithm to wait on, and its
+	// reads follow WriteThenAwait's wait, so none would wait first.
+	writes uint8
+	kept   bool
 	// waitFrom is the forward's clock reading (monotime), which the wait for the reply
 	// takes for now instead of reading the clock again; 0 reads it.
 	waitFrom int64
@@ -627,7 +633,22 @@ func (p *plainConn) Close() error { return p.io.Close() }
 // Call it before the tunnel's goroutines start.
 func (c *upConn) tunnelled() {
 	if c.raw != nil {
+		c.kept = true // the tunnel writes through conn, and Write turns nothing on since
+		c.plain.NoDelay()
 		c.io.WaitBeforeReads(false)
+	}
+}
+
+// keepAlive turns on what a plain connection written more than once needs, before its
+// second write: TCP_NODELAY, so that a write following another before its acknowledgement
+// is not held back by Nagle's algorithm (up to the node's delayed ACK, 40 ms), and TCP_INQ
+// (rawio.Stream.WaitBeforeReads), so that a read after a write waits first instead of
+// reading nothing, as the dial did for every connection before.
+func (c *upConn) keepAlive() {
+	if c.writes++; c.writes > 1 {
+		c.kept = true
+		c.plain.NoDelay()
+		c.io.WaitBeforeReads(true)
 	}
 }
 
@@ -675,6 +696,9 @@ func (c *upConn) Read(p []byte) (int, error) {
 }
 
 func (c *upConn) Write(p []byte) (int, error) {
+	if c.raw != nil && !c.kept {
+		c.keepAlive()
+	}
 	if c.awaitReply {
 		c.awaitReply = false
 		if c.raw != nil {
