@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -235,7 +236,7 @@ func TestAcceptorWaited(t *testing.T) {
 	accepted := make(chan error, 1)
 	var second Socket
 	go func() { accepted <- a.Accept(&second) }()
-	time.Sleep(50 * time.Millisecond) // the Accept parks on the poller
+	waitParkedInAccept(t) // a sleep would not do with both CPUs busy
 	later, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
@@ -367,4 +368,19 @@ func TestSocketCloseRacesRegistration(t *testing.T) {
 			t.Fatalf("round %d: a Close racing with the registration left the read parked", i)
 		}
 	}
+}
+
+// waitParkedInAccept returns once a goroutine is parked on the poller inside an
+// Acceptor's accept (its stack says "[IO wait]" with accept on it), or fails after 10 s.
+func waitParkedInAccept(t *testing.T) {
+	t.Helper()
+	buf := make([]byte, 1<<20)
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		for _, g := range strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+			if strings.Contains(g, "[IO wait") && strings.Contains(g, "rawio.(*Acceptor).accept") {
+				return
+			}
+		}
+	}
+	t.Fatal("no Accept parked on the poller within 10 s")
 }
