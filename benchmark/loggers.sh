@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # http-logger's cost on one gw worker: the same route with and without it, side by side.
 #
-#   benchmark/loggers.sh [--duration 1s] [--rounds 31] [--connections 64] [--warmup 2s]
-#                        [--rate N] [--baseline REV] [--profile DIR] [--profile-duration 15s]
-#                        [--perf DIR] [--build-only]
+#   benchmark/loggers.sh [--route benchmark|bare] [--duration 1s] [--rounds 31]
+#                        [--connections 64] [--warmup 2s] [--rate N] [--baseline REV]
+#                        [--profile DIR] [--profile-duration 15s] [--perf DIR] [--build-only]
+#
+# The route is the benchmark route, the seeds' route 1 (limit-count and prometheus, as
+# APISIX's own benchmark runs it; benchmark/run.sh's gw+plugins), without http-logger and
+# with it: the issue's measure. --route bare measures the same on a route with no plugin
+# at all, where the logger pays alone for the plugin chain (its Ctx and phases) as well.
 #
 # gw runs one worker pinned to CPU 0; wrk, the upstream and the collector (the upstream
 # server again, which answers the POSTs) share CPU 1. The machine is shared, and what
@@ -42,9 +47,10 @@
 # taskset, curl, git.
 set -euo pipefail
 
-duration=1s rounds=31 connections=64 warmup=2s rate='' baseline='' profile='' perf='' profile_duration=15s build_only=0
+route=benchmark duration=1s rounds=31 connections=64 warmup=2s rate='' baseline='' profile='' perf='' profile_duration=15s build_only=0
 while [ $# -gt 0 ]; do
 	case "$1" in
+	--route) route=$2; shift 2 ;;
 	--duration) duration=$2; shift 2 ;;
 	--rounds) rounds=$2; shift 2 ;;
 	--connections) connections=$2; shift 2 ;;
@@ -55,10 +61,16 @@ while [ $# -gt 0 ]; do
 	--profile-duration) profile_duration=$2; shift 2 ;;
 	--perf) perf=$(realpath -m "$2"); shift 2 ;;
 	--build-only) build_only=1; shift ;;
-	-h | --help) sed -n '4,7p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '4,6p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "loggers.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
+# routePlugins: the members both routes' "plugins" objects share.
+case "$route" in
+benchmark) routePlugins='"limit-count":{"count":2000000000000,"time_window":60,"rejected_code":503,"key":"remote_addr"},"prometheus":{}' ;;
+bare) routePlugins='' ;;
+*) echo "loggers.sh: --route is benchmark or bare, not $route" >&2; exit 2 ;;
+esac
 for c in go wrk taskset curl git; do
 	command -v "$c" >/dev/null || { echo "loggers.sh: needs $c (Debian: apt-get install -y wrk util-linux)" >&2; exit 1; }
 done
@@ -118,8 +130,8 @@ for b in "${builds[@]}"; do
 		taskset -c 0 "${bin[$b]}" start --workers 1 --prefix "$tmp/gw-$b" >/dev/null
 	fi
 	sleep 0.5
-	put_route "$admin" 1 /plain '' "127.0.0.1:$up"
-	put_route "$admin" 2 /logged "\"http-logger\":{\"uri\":\"http://127.0.0.1:$up/log\"}" "127.0.0.1:$up"
+	put_route "$admin" 1 /plain "$routePlugins" "127.0.0.1:$up"
+	put_route "$admin" 2 /logged "$routePlugins${routePlugins:+,}\"http-logger\":{\"uri\":\"http://127.0.0.1:$up/log\"}" "127.0.0.1:$up"
 	for path in /plain /logged; do
 		code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${data[$b]}$path")
 		[ "$code" = 200 ] || { echo "loggers.sh: $b $path answers $code" >&2; tail "$tmp/gw-$b/logs/error.log" >&2; exit 1; }
@@ -230,7 +242,7 @@ column() { # column <build> <awk expression over a round's fields f[1..6]>
 }
 cpu_ratio='(f[6] / f[4]) / (f[3] / f[1])'
 echo
-echo "http-logger on one gw worker (CPU 0); $([ -n "$rate" ] && echo "h2load --h1 -c $connections at $rate req/s" || echo "wrk -c $connections"), upstream and collector on CPU 1;"
+echo "http-logger on the $route route ($([ "$route" = bare ] && echo 'no other plugin' || echo 'limit-count and prometheus')), one gw worker (CPU 0); $([ -n "$rate" ] && echo "h2load --h1 -c $connections at $rate req/s" || echo "wrk -c $connections"), upstream and collector on CPU 1;"
 echo "$rounds rounds of 4 runs of $duration a build (plain, logged, logged, plain; the order reversed every other round);"
 echo "load average $(cut -d' ' -f1-3 /proc/loadavg) at the end (a shared, noisy machine: the ratio is the result)"
 for b in "${builds[@]}"; do
