@@ -4,8 +4,14 @@
 # against the same route without it; with --baseline, the same for a second build of gw
 # (a git revision), side by side in the same rounds.
 #
-#   benchmark/opentelemetry.sh [--rounds 31] [--duration 1s] [--connections 16] [--warmup 2s]
-#                              [--baseline REV] [--routes plain,traced,unsampled] [--concurrent]
+#   benchmark/opentelemetry.sh [--route benchmark|bare] [--rounds 31] [--duration 1s]
+#                              [--connections 16] [--warmup 2s] [--baseline REV]
+#                              [--routes plain,traced,unsampled] [--concurrent]
+#
+# The benchmark route is the seeds' route 1 (limit-count and prometheus, as APISIX's own
+# benchmark runs it; benchmark/run.sh's gw+plugins), which every route here carries, the
+# plugin added on the traced and unsampled ones: the issue's measure. --route bare has
+# no other plugin, so that the plugin pays alone for the plugin chain as well.
 #
 # gw runs one worker pinned to CPU 0; wrk and the upstream, which is also the OTLP
 # collector (it answers the POSTs to /v1/traces with 200), share CPU 1. A round runs wrk
@@ -27,9 +33,10 @@
 # Needs Go, wrk, taskset, curl, git.
 set -euo pipefail
 
-duration=1s rounds=31 connections=16 warmup=2s baseline= routes=plain,traced,unsampled concurrent=0
+route=benchmark duration=1s rounds=31 connections=16 warmup=2s baseline= routes=plain,traced,unsampled concurrent=0
 while [ $# -gt 0 ]; do
 	case "$1" in
+	--route) route=$2; shift 2 ;;
 	--duration) duration=$2; shift 2 ;;
 	--rounds) rounds=$2; shift 2 ;;
 	--connections) connections=$2; shift 2 ;;
@@ -37,10 +44,16 @@ while [ $# -gt 0 ]; do
 	--baseline) baseline=$2; shift 2 ;;
 	--routes) routes=$2; shift 2 ;;
 	--concurrent) concurrent=1; shift ;;
-	-h | --help) sed -n '7,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+	-h | --help) sed -n '7,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 	*) echo "opentelemetry.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
+# routePlugins: the members every route's "plugins" object has.
+case "$route" in
+benchmark) routePlugins='"limit-count":{"count":2000000000000,"time_window":60,"rejected_code":503,"key":"remote_addr"},"prometheus":{},' ;;
+bare) routePlugins='' ;;
+*) echo "opentelemetry.sh: --route is benchmark or bare, not $route" >&2; exit 2 ;;
+esac
 for c in go wrk taskset curl git; do
 	command -v "$c" >/dev/null || { echo "opentelemetry.sh: needs $c (Debian: apt-get install -y wrk util-linux curl git)" >&2; exit 1; }
 done
@@ -110,9 +123,9 @@ plugin_attr:
 YAML
 	taskset -c 0 "$tmp/bin/gwctl-${b%.2}" start --workers 1 --prefix "$tmp/gw-$b" >/dev/null
 	sleep 0.5
-	put_route "$admin" 1 /plain '' "127.0.0.1:$up"
-	put_route "$admin" 2 /traced '"opentelemetry":{"sampler":{"name":"always_on"}}' "127.0.0.1:$up"
-	put_route "$admin" 3 /unsampled '"opentelemetry":{"sampler":{"name":"always_off"}}' "127.0.0.1:$up"
+	put_route "$admin" 1 /plain "${routePlugins%,}" "127.0.0.1:$up"
+	put_route "$admin" 2 /traced "$routePlugins"'"opentelemetry":{"sampler":{"name":"always_on"}}' "127.0.0.1:$up"
+	put_route "$admin" 3 /unsampled "$routePlugins"'"opentelemetry":{"sampler":{"name":"always_off"}}' "127.0.0.1:$up"
 	for path in /plain /traced /unsampled; do
 		code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${data[$b]}$path")
 		[ "$code" = 200 ] || { echo "opentelemetry.sh: $b $path answers $code" >&2; tail "$tmp/gw-$b/logs/error.log" >&2; exit 1; }
@@ -213,7 +226,7 @@ if [ "$concurrent" = 1 ]; then
 	echo "opentelemetry: two gateways of one worker each on CPU 0, each route run at the same time as the plain route on the other"
 	echo "(the two swap every round); two wrk -c $connections and the upstream/collector on CPU 1;"
 else
-	echo "opentelemetry on one gw worker (CPU 0); wrk -c $connections and the upstream/collector on CPU 1;"
+	echo "opentelemetry on the $route route ($([ "$route" = bare ] && echo 'no other plugin' || echo 'limit-count and prometheus')), one gw worker (CPU 0); wrk -c $connections and the upstream/collector on CPU 1;"
 fi
 echo "$rounds rounds of $duration per route; load average $(cut -d' ' -f1-3 /proc/loadavg) at the end (shared, noisy machine: the ratios are the result)"
 for b in "${builds[@]}"; do
