@@ -2,13 +2,17 @@
 # http-logger's cost on one gw worker: the same route with and without it, side by side.
 #
 #   benchmark/loggers.sh [--route benchmark|bare] [--duration 1s] [--rounds 31]
-#                        [--connections 64] [--warmup 2s] [--rate N] [--baseline REV]
+#                        [--connections 16] [--warmup 2s] [--rate N] [--baseline REV]
 #                        [--profile DIR] [--profile-duration 15s] [--perf DIR] [--build-only]
 #
 # The route is the benchmark route, the seeds' route 1 (limit-count and prometheus, as
 # APISIX's own benchmark runs it; benchmark/run.sh's gw+plugins), without http-logger and
 # with it: the issue's measure. --route bare measures the same on a route with no plugin
 # at all, where the logger pays alone for the plugin chain (its Ctx and phases) as well.
+# The load is the benchmark's too: wrk with 16 connections, as APISIX's benchmark,
+# benchmark/run.sh and opentelemetry.sh. The logger's share grows with the connections
+# in flight, each with its own memory for the log phase to find out of the caches:
+# --connections 64 measures it under that pressure.
 #
 # gw runs one worker pinned to CPU 0; wrk, the upstream and the collector (the upstream
 # server again, which answers the POSTs) share CPU 1. The machine is shared, and what
@@ -47,7 +51,7 @@
 # taskset, curl, git.
 set -euo pipefail
 
-route=benchmark duration=1s rounds=31 connections=64 warmup=2s rate='' baseline='' profile='' perf='' profile_duration=15s build_only=0
+route=benchmark duration=1s rounds=31 connections=16 warmup=2s rate='' baseline='' profile='' perf='' profile_duration=15s build_only=0
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--route) route=$2; shift 2 ;;
