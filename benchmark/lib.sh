@@ -2,6 +2,20 @@
 # opentelemetry.sh, redis.sh) share; each sources this file after cd-ing to the
 # repository root.
 
+# route_plugins <benchmark|bare> [member]: the members of a route's "plugins" object:
+# the benchmark route's, the seeds' route 1 (limit-count with a count no run reaches, and
+# prometheus, as APISIX's benchmark and benchmark/runner's routeBody), or none for bare;
+# then member, one more plugin, when given.
+route_plugins() {
+	local base=''
+	[ "$1" = benchmark ] && base='"limit-count":{"count":2000000000000,"time_window":60,"rejected_code":503,"key":"remote_addr"},"prometheus":{}'
+	if [ -n "$base" ] && [ -n "${2:-}" ]; then
+		printf '%s,%s' "$base" "$2"
+	else
+		printf '%s' "$base${2:-}"
+	fi
+}
+
 # port prints a free TCP port on 127.0.0.1.
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 

@@ -69,10 +69,8 @@ while [ $# -gt 0 ]; do
 	*) echo "loggers.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
-# routePlugins: the members both routes' "plugins" objects share.
 case "$route" in
-benchmark) routePlugins='"limit-count":{"count":2000000000000,"time_window":60,"rejected_code":503,"key":"remote_addr"},"prometheus":{}' ;;
-bare) routePlugins='' ;;
+benchmark | bare) ;;
 *) echo "loggers.sh: --route is benchmark or bare, not $route" >&2; exit 2 ;;
 esac
 for c in go wrk taskset curl git; do
@@ -134,8 +132,8 @@ for b in "${builds[@]}"; do
 		taskset -c 0 "${bin[$b]}" start --workers 1 --prefix "$tmp/gw-$b" >/dev/null
 	fi
 	sleep 0.5
-	put_route "$admin" 1 /plain "$routePlugins" "127.0.0.1:$up"
-	put_route "$admin" 2 /logged "$routePlugins${routePlugins:+,}\"http-logger\":{\"uri\":\"http://127.0.0.1:$up/log\"}" "127.0.0.1:$up"
+	put_route "$admin" 1 /plain "$(route_plugins "$route")" "127.0.0.1:$up"
+	put_route "$admin" 2 /logged "$(route_plugins "$route" "\"http-logger\":{\"uri\":\"http://127.0.0.1:$up/log\"}")" "127.0.0.1:$up"
 	for path in /plain /logged; do
 		code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${data[$b]}$path")
 		[ "$code" = 200 ] || { echo "loggers.sh: $b $path answers $code" >&2; tail "$tmp/gw-$b/logs/error.log" >&2; exit 1; }

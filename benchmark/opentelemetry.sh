@@ -48,10 +48,8 @@ while [ $# -gt 0 ]; do
 	*) echo "opentelemetry.sh: unknown argument $1" >&2; exit 2 ;;
 	esac
 done
-# routePlugins: the members every route's "plugins" object has.
 case "$route" in
-benchmark) routePlugins='"limit-count":{"count":2000000000000,"time_window":60,"rejected_code":503,"key":"remote_addr"},"prometheus":{},' ;;
-bare) routePlugins='' ;;
+benchmark | bare) ;;
 *) echo "opentelemetry.sh: --route is benchmark or bare, not $route" >&2; exit 2 ;;
 esac
 for c in go wrk taskset curl git; do
@@ -123,9 +121,9 @@ plugin_attr:
 YAML
 	taskset -c 0 "$tmp/bin/gwctl-${b%.2}" start --workers 1 --prefix "$tmp/gw-$b" >/dev/null
 	sleep 0.5
-	put_route "$admin" 1 /plain "${routePlugins%,}" "127.0.0.1:$up"
-	put_route "$admin" 2 /traced "$routePlugins"'"opentelemetry":{"sampler":{"name":"always_on"}}' "127.0.0.1:$up"
-	put_route "$admin" 3 /unsampled "$routePlugins"'"opentelemetry":{"sampler":{"name":"always_off"}}' "127.0.0.1:$up"
+	put_route "$admin" 1 /plain "$(route_plugins "$route")" "127.0.0.1:$up"
+	put_route "$admin" 2 /traced "$(route_plugins "$route" '"opentelemetry":{"sampler":{"name":"always_on"}}')" "127.0.0.1:$up"
+	put_route "$admin" 3 /unsampled "$(route_plugins "$route" '"opentelemetry":{"sampler":{"name":"always_off"}}')" "127.0.0.1:$up"
 	for path in /plain /traced /unsampled; do
 		code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${data[$b]}$path")
 		[ "$code" = 200 ] || { echo "opentelemetry.sh: $b $path answers $code" >&2; tail "$tmp/gw-$b/logs/error.log" >&2; exit 1; }
